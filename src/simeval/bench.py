@@ -1,0 +1,273 @@
+"""Benchmarks behind ``simeval bench``: agreement with people, and speed against scikit-learn.
+
+Quality reads the ``sts-dev`` layout (SemEval STS ``20*.tsv``, SICK ``sick.*.txt``, MSRP
+``msrp.*.tsv``) and compares configurations side by side in one run. Speed times simeval and
+its baselines in the same process, on the same texts, and reports ratios: absolute times on a
+shared machine are noise, ratios measured together are not.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simeval.errors import InvalidInput
+from simeval.scorer import get_scorer, iter_scores
+
+# The configurations compared by `bench quality`: the default, and the naive baseline a
+# hand-written TF-IDF gives (IDF from the pair, no stemming, raw tf) as `pair`.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "pair": {"idf": "pair", "stemming": False, "prefix": 0, "sublinear_tf": False},
+}
+
+
+@dataclass
+class Pairs:
+    name: str
+    kind: str  # "sts" (graded 0-5), "sick" (graded 1-5) or "msrp" (binary)
+    gold: list[float]
+    a: list[str]
+    b: list[str]
+
+
+def _read_lines(path: Path) -> Iterator[list[str]]:
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            yield line.rstrip("\n").lstrip("\ufeff").split("\t")
+
+
+def load_dataset(directory: str | Path) -> list[Pairs]:
+    """Every labelled file of an ``sts-dev`` directory (tab-separated, no CSV quoting)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInput(f"data directory not found: {directory}")
+    out: list[Pairs] = []
+    for path in sorted(root.glob("20*.tsv")):
+        gold, a, b = [], [], []
+        for cols in _read_lines(path):
+            if len(cols) >= 3 and cols[0].strip():
+                gold.append(float(cols[0]))
+                a.append(cols[1])
+                b.append(cols[2])
+        out.append(Pairs(path.stem, "sts", gold, a, b))
+    for path in sorted(root.glob("sick.*.txt")):
+        rows = list(_read_lines(path))
+        head = rows[0]
+        ia, ib, ig = (head.index("sentence_A"), head.index("sentence_B"),
+                      head.index("relatedness_score"))
+        rows = [r for r in rows[1:] if len(r) > max(ia, ib, ig)]
+        out.append(Pairs(path.stem, "sick", [float(r[ig]) for r in rows],
+                         [r[ia] for r in rows], [r[ib] for r in rows]))
+    for path in sorted(root.glob("msrp.*.tsv")):
+        rows = [r for r in list(_read_lines(path))[1:] if len(r) >= 5]
+        out.append(Pairs(path.stem, "msrp", [float(r[0]) for r in rows],
+                         [r[3] for r in rows], [r[4] for r in rows]))
+    if not any(p.kind == "sts" for p in out):
+        raise InvalidInput(f"no STS files (20*.tsv) in {directory}")
+    return out
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    return statistics.correlation(x, y)
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    return statistics.correlation(ranks(x), ranks(y))
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[float]) -> float:
+    """Area under the ROC curve (the Mann-Whitney statistic, ties counted half)."""
+    r = ranks(scores)
+    pos = [ri for ri, lab in zip(r, labels, strict=True) if lab >= 0.5]
+    n_pos, n_neg = len(pos), len(labels) - len(pos)
+    if not n_pos or not n_neg:
+        return math.nan
+    return (sum(pos) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def classify(scores: Sequence[float], labels: Sequence[float], threshold: float) -> dict[str, float]:
+    tp = sum(1 for s, y in zip(scores, labels, strict=True) if s >= threshold and y >= 0.5)
+    fp = sum(1 for s, y in zip(scores, labels, strict=True) if s >= threshold and y < 0.5)
+    fn = sum(1 for s, y in zip(scores, labels, strict=True) if s < threshold and y >= 0.5)
+    tn = len(labels) - tp - fp - fn
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"threshold": threshold, "accuracy": (tp + tn) / len(labels), "f1": f1,
+            "precision": precision, "recall": recall}
+
+
+def best_threshold(scores: Sequence[float], labels: Sequence[float], by: str = "accuracy"
+                   ) -> dict[str, float]:
+    """The threshold (one of the scores) that maximises ``by`` (accuracy or f1)."""
+    candidates = sorted(set(scores))
+    best: dict[str, float] | None = None
+    for t in candidates:
+        m = classify(scores, labels, t)
+        if best is None or m[by] > best[by]:
+            best = m
+    assert best is not None
+    return best
+
+
+def quality(directory: str | Path, configs: dict[str, dict[str, Any]] | None = None,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Agreement of each configuration with human judgements, per file and pooled."""
+    data = load_dataset(directory)
+    configs = configs or CONFIGS
+    report: dict[str, Any] = {"configs": {}, "options": {}}
+    for name, opts in configs.items():
+        scorer = get_scorer(**opts)
+        report["options"][name] = {**scorer.describe(), "fingerprint": scorer.fingerprint}
+        files: dict[str, Any] = {}
+        pooled_s: list[float] = []
+        pooled_g: list[float] = []
+        for ds in data:
+            if progress:
+                progress(f"{name}: {ds.name}")
+            s = [scorer.score(x, y) if x.strip() and y.strip() else 0.0
+                 for x, y in zip(ds.a, ds.b, strict=True)]
+            entry: dict[str, Any] = {"pairs": len(s)}
+            if ds.kind == "msrp":
+                entry["roc_auc"] = roc_auc(s, ds.gold)
+                entry["best_accuracy"] = best_threshold(s, ds.gold, "accuracy")
+                entry["best_f1"] = best_threshold(s, ds.gold, "f1")
+                entry["at_0.80"] = classify(s, ds.gold, 0.80)
+            else:
+                entry["pearson"] = pearson(s, ds.gold)
+                entry["spearman"] = spearman(s, ds.gold)
+                if ds.kind == "sts":
+                    pooled_s += s
+                    pooled_g += ds.gold
+            files[ds.name] = entry
+        report["configs"][name] = {
+            "files": files,
+            "sts_pooled": {"pairs": len(pooled_s), "pearson": pearson(pooled_s, pooled_g),
+                           "spearman": spearman(pooled_s, pooled_g)},
+        }
+    return report
+
+
+# -- speed ------------------------------------------------------------------------------------
+SKLEARN_TOKENS = re.compile(r"(?u)\b\w\w+\b")
+
+
+def synthetic_texts(n: int, words: int = 100, seed: int = 7) -> list[str]:
+    """``n`` texts of ``words`` words drawn by frequency from the English word list, so the
+    vocabulary has a natural long tail (a fixed seed: every run times the same texts)."""
+    import wordfreq
+
+    vocab = wordfreq.top_n_list("en", 20000)
+    weights = [1.0 / (i + 10) for i in range(len(vocab))]
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        ws = rng.choices(vocab, weights, k=words)
+        out.append(" ".join(ws).capitalize() + ".")
+    return out
+
+
+def _per_call(fn: Callable[[int], Any], n: int, repeat: int = 5) -> float:
+    """Best-of-``repeat`` seconds per call of fn(i) over i in range(n)."""
+    best = math.inf
+    for _ in range(repeat):
+        gc.collect()
+        t = time.perf_counter()
+        for i in range(n):
+            fn(i)
+        best = min(best, (time.perf_counter() - t) / n)
+    return best
+
+
+def speed(pairs: int = 100_000, single: int = 2000, workers: int | None = None,
+          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Latency of one ``score`` call and batch throughput, with baselines from the same run."""
+    try:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+    except ImportError:
+        raise InvalidInput("bench speed needs scikit-learn: pip install 'simeval[bench]'") from None
+    say = progress or (lambda _m: None)
+    texts = synthetic_texts(2 * single + 2)
+    left, right = texts[0::2], texts[1::2]
+    scorer = get_scorer()
+    for i in range(single):  # warm: the token cache is part of a running scorer
+        scorer.score(left[i], right[i])
+    say("single pair: simeval")
+    t_ours = _per_call(lambda i: scorer.score(left[i], right[i]), single)
+    say("single pair: tokenising only")
+    t_tok = _per_call(lambda i: (SKLEARN_TOKENS.findall(left[i].lower()),
+                                 SKLEARN_TOKENS.findall(right[i].lower())), single)
+    say("single pair: scikit-learn fitted per pair")
+    n_sk = max(50, single // 10)
+
+    def sk_pair(i: int) -> float:
+        m = TfidfVectorizer().fit_transform([left[i], right[i]])
+        return float(m[0].multiply(m[1]).sum())
+
+    t_sk = _per_call(sk_pair, n_sk, repeat=3)
+    report: dict[str, Any] = {
+        "words_per_text": 100,
+        "single": {
+            "simeval_us": t_ours * 1e6, "tokenize_only_us": t_tok * 1e6,
+            "sklearn_per_pair_us": t_sk * 1e6,
+            "speedup_vs_sklearn_per_pair": t_sk / t_ours,
+            "ratio_to_tokenize_only": t_ours / t_tok,
+        },
+    }
+    # Batch: a pool of distinct texts, paired in a rotating pattern so every pair is new.
+    pool = synthetic_texts(20_000, seed=11)
+    n_pool = len(pool)
+
+    def outs() -> Iterator[str]:
+        return (pool[i % n_pool] for i in range(pairs))
+
+    def refs() -> Iterator[str]:
+        return (pool[(i * 7 + 3) % n_pool] for i in range(pairs))
+
+    say(f"batch: simeval score_many on {pairs:,} pairs")
+    t = time.perf_counter()
+    count = sum(1 for _ in iter_scores(outs(), refs(), workers=workers))
+    t_many = time.perf_counter() - t
+    say(f"batch: scikit-learn pipeline on {pairs:,} pairs")
+    t = time.perf_counter()
+    sk_batch(list(outs()), list(refs()))
+    t_skb = time.perf_counter() - t
+    report["batch"] = {
+        "pairs": count, "workers": workers or "all cores",
+        "simeval_pairs_per_s": count / t_many, "sklearn_batch_pairs_per_s": pairs / t_skb,
+        "throughput_ratio_vs_sklearn_batch": t_skb / t_many,
+    }
+    return report
+
+
+def sk_batch(a: list[str], b: list[str]) -> list[float]:
+    """scikit-learn's batch pipeline: fit once on all texts, transform, row-wise dot."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer().fit(a + b)
+    xa, xb = vec.transform(a), vec.transform(b)
+    return list(xa.multiply(xb).sum(axis=1).A1)

@@ -1,0 +1,103 @@
+"""The ``simeval`` command line: a thin layer over the library and the service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from simeval import __version__
+from simeval.cli_common import Group, UserError, console, print_json, read_input, scorer_options
+from simeval.scorer import DEFAULT_THRESHOLD, check_threshold, get_scorer
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="simeval")
+def cli() -> None:
+    """simeval: score LLM and engine output against reference answers, offline.
+
+    \b
+    Example:
+        simeval score "Paris is the capital." "The capital of France is Paris."
+    """
+
+
+@cli.command()
+@click.argument("texts", nargs=-1)
+@click.option("--output-file", type=str, default=None, help="Read the output from a file (- = stdin).")
+@click.option(
+    "--reference-file", "reference_files", multiple=True, help="Read a reference from a file (repeatable)."
+)
+@click.option("-t", "--threshold", default=str(DEFAULT_THRESHOLD), show_default=True,
+              help="Minimum score that passes.")
+@click.option("--explain", is_flag=True, help="Show the terms behind the score.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@scorer_options
+def score(
+    texts: tuple[str, ...],
+    output_file: str | None,
+    reference_files: tuple[str, ...],
+    threshold: str,
+    explain: bool,
+    as_json: bool,
+    options: dict[str, Any],
+) -> None:
+    """Score OUTPUT against one or more REFERENCE answers.
+
+    Exit code 0 when the score is at or above the threshold, 1 below it, 2 on bad input.
+
+    \b
+    Examples:
+        simeval score "The sky is blue." "The sky looks blue today." --explain
+        simeval score --output-file answer.txt --reference-file gold.txt -t 0.7
+        echo "some output" | simeval score - "the reference" --json
+    """
+    limit = check_threshold(threshold)
+    args = list(texts)
+    output = read_input(None if output_file else (args.pop(0) if args else None), output_file,
+                        "output")
+    if output is None:
+        raise UserError("missing OUTPUT: give it as the first argument or with --output-file")
+    refs: list[str] = [read_input(r, None, "reference") or "" for r in args]
+    refs += [read_input(None, p, "reference") or "" for p in reference_files]
+    if not refs:
+        raise UserError("missing REFERENCE: give it as an argument or with --reference-file")
+    scorer = get_scorer(**options)
+    result = scorer.explain(output, refs)
+    passed = result.score >= limit
+    if as_json:
+        data = {"score": result.score, "pass": passed, "threshold": limit,
+                "matched_reference": result.matched_reference,
+                "fingerprint": scorer.fingerprint, "options": scorer.describe()}
+        if explain:
+            data["explanation"] = {k: result.to_dict()[k]
+                                   for k in ("shared", "missing", "extra", "reason")}
+        elif result.reason:
+            data["reason"] = result.reason
+        print_json(data)
+    else:
+        verdict = "[green]PASS[/green]" if passed else "[red]FAIL[/red]"
+        line = f"{result.score:.4f} {verdict} (threshold {limit:.2f})"
+        if len(refs) > 1:
+            line += f", best match: reference {result.matched_reference + 1}"
+        console.print(line)
+        if result.reason and not explain:
+            console.print(f"reason: {result.reason}")
+        if explain:
+            console.print(str(result).split("\n", 1)[1] if "\n" in str(result) else "",
+                          markup=False)
+    raise SystemExit(0 if passed else 1)
+
+
+def _register() -> None:
+    from simeval import cli_bench
+
+    cli.add_command(cli_bench.bench)
+
+
+_register()
+
+
+def main() -> None:
+    """Entry point of the ``simeval`` console script."""
+    cli(prog_name="simeval")

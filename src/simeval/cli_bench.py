@@ -1,0 +1,93 @@
+"""``simeval bench``: the quality and speed benchmarks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from simeval import bench as bench_mod
+from simeval.cli_common import Group, console, err_console, print_json
+
+
+@click.group(cls=Group)
+def bench() -> None:
+    """Quality and speed benchmarks.
+
+    \b
+    Examples:
+        simeval bench quality --data ../shared/data/sts-dev
+        simeval bench speed --pairs 100000
+    """
+
+
+@bench.command()
+@click.option("--data", "data_dir", required=True, help="Directory in the sts-dev layout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def quality(data_dir: str, as_json: bool) -> None:
+    """Agreement with human judgements: the default against the naive `pair` baseline.
+
+    \b
+    Example:
+        simeval bench quality --data ../shared/data/sts-dev --json
+    """
+    with err_console.status("scoring") as status:
+        report = bench_mod.quality(data_dir, progress=lambda m: status.update(m))
+    if as_json:
+        print_json(report)
+        return
+    names = list(report["configs"])
+    table = Table(title="Pearson / Spearman (STS, SICK); ROC AUC, accuracy (MSRP)")
+    table.add_column("file")
+    for n in names:
+        table.add_column(n, justify="right")
+    first = report["configs"][names[0]]["files"]
+    for f in first:
+        cells = []
+        for n in names:
+            e = report["configs"][n]["files"][f]
+            if "roc_auc" in e:
+                cells.append(f"AUC {e['roc_auc']:.3f} acc {e['best_accuracy']['accuracy']:.3f}"
+                             f"@{e['best_accuracy']['threshold']:.2f} / "
+                             f"{e['at_0.80']['accuracy']:.3f}@0.80")
+            else:
+                cells.append(f"{e['pearson']:.3f} / {e['spearman']:.3f}")
+        table.add_row(f, *cells)
+    table.add_row("STS pooled", *(
+        f"[bold]{report['configs'][n]['sts_pooled']['pearson']:.3f}[/bold] / "
+        f"{report['configs'][n]['sts_pooled']['spearman']:.3f}" for n in names))
+    console.print(table)
+    base = report["configs"].get("pair")
+    if base:
+        d = report["configs"]["default"]["sts_pooled"]["pearson"] - base["sts_pooled"]["pearson"]
+        console.print(f"default - pair, pooled STS Pearson: {d:+.3f}")
+
+
+@bench.command()
+@click.option("--pairs", default=100_000, show_default=True, help="Pairs in the batch test.")
+@click.option("--single", default=2000, show_default=True, help="Pairs in the latency test.")
+@click.option("--workers", type=int, default=None, help="Processes for score_many (default: cores).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
+    """Latency and throughput against scikit-learn, measured in the same run.
+
+    \b
+    Example:
+        simeval bench speed --pairs 100000
+    """
+    with err_console.status("timing") as status:
+        report = bench_mod.speed(pairs, single, workers, progress=lambda m: status.update(m))
+    if as_json:
+        print_json(report)
+        return
+    s: dict[str, Any] = report["single"]
+    b: dict[str, Any] = report["batch"]
+    console.print(f"single pair (100 words each): simeval {s['simeval_us']:.1f} us, "
+                  f"tokenising only {s['tokenize_only_us']:.1f} us, "
+                  f"scikit-learn per pair {s['sklearn_per_pair_us']:.0f} us")
+    console.print(f"  {s['speedup_vs_sklearn_per_pair']:.0f}x faster than scikit-learn per pair;"
+                  f" {s['ratio_to_tokenize_only']:.2f}x the time of tokenising only")
+    console.print(f"batch of {b['pairs']:,} pairs: simeval {b['simeval_pairs_per_s']:,.0f} pairs/s,"
+                  f" scikit-learn batch {b['sklearn_batch_pairs_per_s']:,.0f} pairs/s:"
+                  f" {b['throughput_ratio_vs_sklearn_batch']:.2f}x")

@@ -1,0 +1,82 @@
+"""What every CLI command shares: the error contract, scorer option flags, JSON output."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+
+from simeval.errors import SimevalError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+class UserError(click.ClickException):
+    """A user mistake: one line on stderr, exit code 2 (never a traceback)."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class Group(click.Group):
+    """A command group that turns SimevalError (and bad files) into exit 2 with one line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SimevalError as exc:
+            raise UserError(str(exc)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            if isinstance(exc, BrokenPipeError):
+                sys.exit(0)
+            raise UserError(str(exc)) from None
+
+
+def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Flags for the scorer options; the command receives them as ``options`` (a dict)."""
+
+    @click.option("--language", default=None, help="Stemmer and word list, e.g. english, de.")
+    @click.option("--stemming/--no-stemming", default=None, help="Snowball stemming.")
+    @click.option("--prefix", type=int, default=None, help="Keep N characters of each term.")
+    @click.option("--stop-words", type=int, default=None, help="Drop the N commonest words.")
+    @click.option("--ngram", type=int, default=None, help="Largest word n-gram (1-3).")
+    @click.option("--sublinear-tf/--raw-tf", default=None, help="tf = 1 + ln(count).")
+    @click.option(
+        "--idf", default=None, help="background (default), pair, or a corpus table file."
+    )
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        names = ("language", "stemming", "prefix", "stop_words", "ngram", "sublinear_tf", "idf")
+        options = {n: kwargs.pop(n) for n in names}
+        kwargs["options"] = {k: v for k, v in options.items() if v is not None}
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def print_json(data: Any) -> None:
+    """Data as indented JSON on stdout (the ``--json`` form of every command)."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def read_input(value: str | None, path: str | None, what: str) -> str | None:
+    """Text from an argument, a file, or stdin (``-`` for either)."""
+    from simeval.scorer import read_text_file
+
+    if value is not None and path is not None:
+        raise UserError(f"give the {what} as an argument or with --{what}-file, not both")
+    if path is not None:
+        if path == "-":
+            return sys.stdin.read()
+        return read_text_file(path, what)
+    if value == "-":
+        return sys.stdin.read()
+    return value

@@ -1,0 +1,37 @@
+"""The exceptions simeval raises for a user's mistake.
+
+Every one of them carries a one-line message that names the problem; the CLI prints it and
+exits 2, the HTTP API answers 4xx with it. Anything else escaping is a bug.
+"""
+
+from __future__ import annotations
+
+
+class SimevalError(Exception):
+    """Base class of the errors caused by bad input, bad options or a missing object."""
+
+    status_code = 400
+
+
+class InvalidInput(SimevalError, ValueError):
+    """A value is out of range, empty, or malformed."""
+
+
+class InvalidType(SimevalError, TypeError):
+    """A value has the wrong type (e.g. ``None`` where text was expected)."""
+
+
+class InvalidOption(SimevalError, ValueError):
+    """An unknown scorer option, or a known one with a bad value."""
+
+
+class NotFound(SimevalError, LookupError):
+    """A named object (an eval, a result, a file) does not exist."""
+
+    status_code = 404
+
+
+class Conflict(SimevalError):
+    """The request contradicts what is stored (a duplicate name, an activation not allowed)."""
+
+    status_code = 409

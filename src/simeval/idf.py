@@ -1,0 +1,201 @@
+"""IDF sources: the built-in background table, corpus tables fitted by the user, and ``pair``.
+
+Every source gives a weight to a term; the weight of a term occurrence in a vector is
+``tf_weight(count) * idf(term)`` (see ``simeval.scorer``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import wordfreq
+
+from simeval.analyzer import LANGUAGES, Analyzer
+from simeval.errors import InvalidInput, InvalidType, NotFound
+
+# The "document length" L of the background weighting below. Chosen on the benchmark: the
+# pooled STS Pearson moves by less than 0.002 between L = 3 and L = 10, and falls off beyond.
+BACKGROUND_DOC_LEN = 5.0
+
+
+@functools.lru_cache(maxsize=16)
+def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
+    freq = wordfreq.get_frequency_dict(LANGUAGES[analyzer.language][1], wordlist="best")
+    acc: Counter[str] = Counter()
+    stemmer_free = Analyzer(
+        analyzer.language, analyzer.stemming, analyzer.prefix, stop_words=0, ngram=1
+    )
+    for word, f in freq.items():
+        toks = stemmer_free.tokens(word)
+        if len(toks) == 1:
+            term = stemmer_free.term(toks[0])
+            if term is not None:
+                acc[term] += f
+    return dict(acc), min(freq.values()) / 2
+
+
+class BackgroundIdf:
+    """Term weights from the word frequencies of the ``wordfreq`` package (read at run time).
+
+    The frequency ``f(t)`` of a term is the summed frequency (share of all running words) of
+    every listed word the analyzer maps to that term ("run", "runs", "running" -> "run"). A
+    frequency becomes a weight as the IDF of a document of ``L`` words that contains the term
+    with probability about ``L * f(t)``::
+
+        idf(t) = ln(1 + 1 / (L * f(t)))        L = BACKGROUND_DOC_LEN = 5
+
+    so very common words weigh almost nothing ("the": 0.3) and rare ones a lot ("photosynthesis":
+    about 11.5). A term not in the list (a name, a code, a typo) gets the frequency of half the
+    rarest listed word, i.e. the highest weight: it is at least as specific as anything known.
+    Multi-word terms (n-grams) get the mean weight of their words.
+    """
+
+    name = "background"
+
+    def __init__(self, analyzer: Analyzer):
+        self.analyzer = analyzer
+        self._freq, self._floor = _background_frequencies(
+            Analyzer(analyzer.language, analyzer.stemming, analyzer.prefix)
+        )
+        self.version = f"wordfreq-{version('wordfreq')}-L{BACKGROUND_DOC_LEN:g}"
+
+    def idf(self, term: str) -> float:
+        if " " in term:
+            parts = term.split(" ")
+            return sum(self.idf(p) for p in parts) / len(parts)
+        f = self._freq.get(term, self._floor)
+        return math.log(1.0 + 1.0 / (BACKGROUND_DOC_LEN * f))
+
+    def identity(self) -> dict[str, object]:
+        return {"idf": self.name, "idf_version": self.version}
+
+
+class PairIdf:
+    """The naive baseline: IDF from the two compared texts alone.
+
+    scikit-learn's smoothed formula with n = 2 documents: ``ln((1 + 2) / (1 + df)) + 1``, so a
+    term in both texts weighs 1.0 and a term in one of them 1.405. Kept for comparison only.
+    """
+
+    name = "pair"
+    version = "sklearn-smooth"
+
+    def idf(self, term: str) -> float:
+        return 1.0  # placeholder: the real weight depends on the pair (see _vector.py)
+
+    def identity(self) -> dict[str, object]:
+        return {"idf": self.name, "idf_version": self.version}
+
+
+@dataclass
+class IdfTable:
+    """A corpus IDF table fitted on the user's own texts (``fit_idf``), saved as JSON.
+
+    ``idf(t) = ln((1 + n) / (1 + df(t))) + 1`` (scikit-learn's smoothed IDF) over ``n``
+    documents; an unseen term gets ``df = 0``, the highest weight. ``version`` is a hash of the
+    table's content, so results scored with different tables are never mixed up.
+    """
+
+    analyzer: dict[str, object]
+    n_docs: int
+    df: dict[str, int]
+    version: str = field(default="")
+    name = "corpus"
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha256(
+            json.dumps([self.analyzer, self.n_docs, self.df], sort_keys=True).encode()
+        ).hexdigest()[:12]
+        if self.version and self.version != digest:
+            raise InvalidInput(f"IDF table is corrupt: version {self.version} != content {digest}")
+        self.version = digest
+
+    def idf(self, term: str) -> float:
+        return math.log((1 + self.n_docs) / (1 + self.df.get(term, 0))) + 1.0
+
+    def identity(self) -> dict[str, object]:
+        return {"idf": self.name, "idf_version": self.version}
+
+    def __hash__(self) -> int:
+        return hash(self.version)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IdfTable) and other.version == self.version
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the table as JSON (atomically: a temporary file, then a rename)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        doc = {
+            "format": "simeval-idf",
+            "format_version": 1,
+            "version": self.version,
+            "analyzer": self.analyzer,
+            "n_docs": self.n_docs,
+            "df": self.df,
+        }
+        tmp.write_text(json.dumps(doc, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> IdfTable:
+        """Read a table written by ``save``; the content must match its version hash."""
+        resolved = Path(path).resolve()
+        try:
+            mtime = resolved.stat().st_mtime_ns
+        except FileNotFoundError:
+            raise NotFound(f"IDF table file not found: {path}") from None
+        return _load_table(str(resolved), mtime)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_table(path: str, mtime: int) -> IdfTable:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NotFound(f"IDF table file not found: {path}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"{path} is not an IDF table (invalid JSON: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != "simeval-idf":
+        raise InvalidInput(f"{path} is not a simeval IDF table")
+    analyzer, n_docs, df = doc.get("analyzer"), doc.get("n_docs"), doc.get("df")
+    if not isinstance(analyzer, dict) or not isinstance(n_docs, int) or not isinstance(df, dict):
+        raise InvalidInput("IDF table is missing 'analyzer', 'n_docs' or 'df'")
+    return IdfTable(analyzer, n_docs, df, str(doc.get("version", "")))
+
+
+def fit_idf(texts: Iterable[str], **options: object) -> IdfTable:
+    """Fit a corpus IDF table on your own texts (e.g. all reference answers).
+
+    The analyzer options (``language``, ``stemming``, ``prefix``, ``stop_words``, ``ngram``)
+    must be those you will score with; the table records them and the scorer checks.
+
+    >>> table = fit_idf(["The cat sat.", "The dog ran."])
+    >>> table.n_docs
+    2
+    """
+    from simeval.scorer import analyzer_from_options
+
+    analyzer = analyzer_from_options(options)
+    df: Counter[str] = Counter()
+    n = 0
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidType(f"text {i} is {type(text).__name__}, not a string")
+        n += 1
+        df.update(set(analyzer.terms(text)))
+    if n == 0:
+        raise InvalidInput("cannot fit an IDF table on no texts")
+    return IdfTable(analyzer.config(), n, dict(df))
+
+
+__all__ = ["BackgroundIdf", "IdfTable", "PairIdf", "fit_idf"]
