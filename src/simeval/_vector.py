@@ -12,11 +12,17 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 
-_TERM = struct.Struct("<Qdd")
+_TERM = struct.Struct("=Qdd")
+_ENTRY = struct.Struct("=Qd")
 PAIR_IDF_ONE = 1.4054651081081644  # ln(3/2) + 1: sklearn's smoothed idf, term in one of two texts
 PAIR_IDF_TWO = 1.0  # ln(3/3) + 1: term in both texts
 
-Entry = tuple[int, float] | None
+Entry = bytes | None  # packed (uint64 term hash, float64 idf), native byte order
+
+
+def entry(term_hash: int, idf: float) -> bytes:
+    """The table entry of a term: its hash and IDF packed as the C core reads them."""
+    return _ENTRY.pack(term_hash, idf)
 
 
 def vectorize_py(
@@ -24,10 +30,10 @@ def vectorize_py(
 ) -> bytes:
     counts: dict[int, list[float]] = {}
     for tok in tokens:
-        entry = table[tok] if tok in table else miss(tok)
-        if entry is None:
+        packed = table[tok] if tok in table else miss(tok)
+        if packed is None:
             continue
-        h, idf = entry
+        h, idf = _ENTRY.unpack(packed)
         slot = counts.get(h)
         if slot is None:
             counts[h] = [1.0, idf]
@@ -87,9 +93,10 @@ def best_py(a: bytes, refs: Sequence[bytes], pair: bool) -> tuple[float, int]:
 
 
 try:
-    from simeval._fast import best, cosine, vectorize
+    from simeval._fast import Vectorizer, best, cosine, tokenize, vectorize
 
     ACCELERATED = True
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     vectorize, cosine, best = vectorize_py, cosine_py, best_py
+    Vectorizer = tokenize = None  # type: ignore[assignment,misc]
     ACCELERATED = False

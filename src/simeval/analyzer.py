@@ -66,6 +66,8 @@ def language_name(language: str) -> str:
 
 def normalize(text: str) -> str:
     """Unicode NFKC, then case folding: the form every comparison is made on."""
+    if text.isascii():  # NFKC is the identity on ASCII, and casefold is lower
+        return text.lower()
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
 
 

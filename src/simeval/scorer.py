@@ -231,8 +231,14 @@ class Scorer:
             self.idf = PairIdf()
         else:
             self.idf = BackgroundIdf(self.analyzer)
-        self._table: dict[str, tuple[int, float] | None] = {}
-        self._term_table: dict[str, tuple[int, float] | None] = {}
+        self._table: dict[str, bytes | None] = {}
+        self._term_table: dict[str, bytes | None] = {}
+        # The C core tokenises and caches token entries itself; n-grams take the Python path.
+        self._vz = (
+            _vector.Vectorizer(self._entry, _TABLE_LIMIT)
+            if _vector.ACCELERATED and self.analyzer.ngram == 1
+            else None
+        )
         self.fingerprint = self._fingerprint()
 
     def _fingerprint(self) -> str:
@@ -254,23 +260,27 @@ class Scorer:
         return out
 
     # -- the hot path ---------------------------------------------------------------------
-    def _miss(self, token: str) -> tuple[int, float] | None:
+    def _entry(self, token: str) -> bytes | None:
+        term = self.analyzer.term(token)
+        return None if term is None else _vector.entry(_term_hash(term), self.idf.idf(term))
+
+    def _miss(self, token: str) -> bytes | None:
         if len(self._table) > _TABLE_LIMIT:
             self._table.clear()
-        term = self.analyzer.term(token)
-        entry = None if term is None else (_term_hash(term), self.idf.idf(term))
-        self._table[token] = entry
+        entry = self._table[token] = self._entry(token)
         return entry
 
-    def _term_miss(self, term: str) -> tuple[int, float]:
+    def _term_miss(self, term: str) -> bytes:
         if len(self._term_table) > _TABLE_LIMIT:
             self._term_table.clear()
-        entry = (_term_hash(term), self.idf.idf(term))
+        entry = _vector.entry(_term_hash(term), self.idf.idf(term))
         self._term_table[term] = entry
         return entry
 
     def vector(self, text: str) -> bytes:
         """The packed term vector of a text (see ``simeval._vector``)."""
+        if self._vz is not None:
+            return self._vz.vector(normalize(text), self.sublinear)
         if self.analyzer.ngram == 1:
             tokens = self.analyzer.tokens(text)
             return _vector.vectorize(tokens, self._table, self._miss, self.sublinear)
@@ -301,16 +311,12 @@ class Scorer:
         if not output.strip():
             return 0.0, 0
         vec = self.vector(output)
-        if len(refs) == 1:
-            s = _vector.cosine(vec, self.vector(refs[0]), self.pair)
-            if s < 1.0 and _same_text(output, refs[0]):
-                s = 1.0
-            return s, 0
         top, at = -1.0, 0
         for i, ref in enumerate(refs):
-            s = _vector.cosine(vec, self.vector(ref), self.pair)
-            if s < 1.0 and _same_text(output, ref):
-                s = 1.0
+            rvec = self.vector(ref)
+            s = _vector.cosine(vec, rvec, self.pair)
+            if not (vec and rvec) and _same_text(output, ref):
+                s = 1.0  # identical texts without scorable terms (e.g. only stop words)
             if s > top:
                 top, at = s, i
         return top, at
@@ -319,9 +325,10 @@ class Scorer:
         """The similarity of ``output`` to ``reference`` (or the best of several), in [0, 1]."""
         check_text(output, "output")
         if type(reference) is str and reference.strip() and output.strip():
-            s = _vector.cosine(self.vector(output), self.vector(reference), self.pair)
-            if s < 1.0 and _same_text(output, reference):
-                s = 1.0
+            va, vb = self.vector(output), self.vector(reference)
+            s = _vector.cosine(va, vb, self.pair)
+            if not (va and vb) and _same_text(output, reference):
+                s = 1.0  # identical texts without scorable terms (e.g. only stop words)
             return s
         return self.score_detail(output, reference)[0]
 
