@@ -90,9 +90,11 @@ def score(
 
 
 def _register() -> None:
-    from simeval import cli_bench
+    from simeval import cli_bench, cli_run
 
     cli.add_command(cli_bench.bench)
+    cli.add_command(cli_run.run)
+    cli.add_command(cli_run.calibrate)
 
 
 _register()

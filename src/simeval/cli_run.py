@@ -1,0 +1,486 @@
+"""``simeval run`` (score a data-set file, gate CI on it) and ``simeval calibrate``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from simeval import calibrate as calibrate_mod
+from simeval import runs
+from simeval.cli_common import UserError, console, err_console, print_json, scorer_options
+from simeval.errors import InvalidInput
+from simeval.scorer import DEFAULT_THRESHOLD, check_threshold
+
+FORMAT_CHOICE = click.Choice(["jsonl", "csv", "tsv", "parquet"])
+
+
+def _unit_interval(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def check(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise click.BadParameter(f"must be in [0, 1], not {value}", param_hint=name)
+        return value
+
+    return check
+
+
+def _columns(
+    output_col: str, reference_cols: tuple[str, ...], input_col: str | None, id_col: str | None
+) -> runs.Columns:
+    return runs.Columns(
+        output=output_col,
+        references=tuple(reference_cols) or ("reference",),
+        input=input_col or "input",
+        id=id_col or "id",
+        input_required=input_col is not None,
+        id_required=id_col is not None,
+    )
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal (never in CI logs or pipes)."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
+
+    # no refresh thread: the process pool forks while the bar is shown
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        auto_refresh=False,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+            bar.refresh()
+
+        yield update
+
+
+def _workers(workers: int | None) -> int:
+    if workers is None:
+        return os.cpu_count() or 1
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1, not {workers}")
+    return workers
+
+
+def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for decorator in reversed(
+        [
+            click.option(
+                "--output-col",
+                default="output",
+                show_default=True,
+                help="Column with the output to score.",
+            ),
+            click.option(
+                "--reference-col",
+                "reference_cols",
+                multiple=True,
+                help="Column with a reference answer (repeatable; a JSONL/Parquet cell "
+                "may hold a list). Default: reference.",
+            ),
+            click.option(
+                "--input-col",
+                default=None,
+                help="Column with the input/prompt (default: input, when present).",
+            ),
+            click.option(
+                "--id-col", default=None, help="Column with a case id (default: id, when present)."
+            ),
+            click.option(
+                "--format",
+                "fmt",
+                type=FORMAT_CHOICE,
+                default=None,
+                help="Input format (default: from the extension).",
+            ),
+            click.option(
+                "--workers",
+                type=int,
+                default=None,
+                help="Local processes (default: all cores; small files use one).",
+            ),
+            click.option(
+                "--on-error",
+                type=click.Choice(["fail", "skip"]),
+                default="fail",
+                show_default=True,
+                help="Stop at a bad row, or list and skip bad rows.",
+            ),
+        ]
+    ):
+        func = decorator(func)
+    return func
+
+
+@click.command()
+@click.argument("file")
+@_column_options
+@click.option(
+    "-t",
+    "--threshold",
+    default=str(DEFAULT_THRESHOLD),
+    show_default=True,
+    help="Minimum score that passes (column mode).",
+)
+@click.option(
+    "-o",
+    "--results",
+    "results_path",
+    default=None,
+    help="Results file (.jsonl, .csv, .tsv, .parquet). Default: FILE.results.EXT.",
+)
+@click.option("--no-results", is_flag=True, help="Write no results file.")
+@click.option("--junit", "junit_path", default=None, help="Write JUnit XML, a case per row.")
+@click.option(
+    "--min-pass-rate",
+    type=float,
+    default=None,
+    callback=_unit_interval("--min-pass-rate"),
+    help="Gate: exit 1 when the pass rate (0-1) is lower.",
+)
+@click.option(
+    "--min-mean-score",
+    type=float,
+    default=None,
+    callback=_unit_interval("--min-mean-score"),
+    help="Gate: exit 1 when the mean score is lower.",
+)
+@click.option(
+    "--baseline", default=None, help="A results file of an earlier run to compare each case with."
+)
+@click.option(
+    "--max-regressions",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Gate: exit 1 when more cases regressed than this (needs --baseline).",
+)
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.05,
+    show_default=True,
+    callback=_unit_interval("--tolerance"),
+    help="Score change that counts as improved/regressed (a pass/fail flip always does).",
+)
+@click.option(
+    "--dask",
+    "dask_address",
+    default=None,
+    help="Score on a Dask cluster (scheduler address, e.g. tcp://host:8786).",
+)
+@click.option(
+    "--worst",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="How many worst cases the summary shows.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@scorer_options
+def run(
+    file: str,
+    output_col: str,
+    reference_cols: tuple[str, ...],
+    input_col: str | None,
+    id_col: str | None,
+    fmt: str | None,
+    workers: int | None,
+    on_error: str,
+    threshold: str,
+    results_path: str | None,
+    no_results: bool,
+    junit_path: str | None,
+    min_pass_rate: float | None,
+    min_mean_score: float | None,
+    baseline: str | None,
+    max_regressions: int | None,
+    tolerance: float,
+    dask_address: str | None,
+    worst: int,
+    as_json: bool,
+    options: dict[str, Any],
+) -> None:
+    """Score every row of a JSONL, CSV or Parquet FILE; gate a CI build on the result.
+
+    Each row's output is scored against its reference answer(s). The results file gets the
+    input columns plus score, pass, threshold, matched_index, matched_reference,
+    missing_terms (filled for failing rows) and fingerprint; it is written to a temporary
+    file and renamed into place, so a failed run leaves nothing half-written.
+
+    Exit code 0 when every gate holds, 1 when a gate fails, 2 on bad usage or input (a bad
+    row is named by file and line/row; `--on-error skip` lists and skips bad rows instead).
+
+    \b
+    Examples:
+        simeval run cases.jsonl --min-pass-rate 0.9 --junit report.xml
+        simeval run cases.csv --output-col answer --reference-col gold1 --reference-col gold2
+        simeval run logs.parquet --workers 2 -o scored.parquet --no-results
+        simeval run cases.jsonl --baseline main.results.jsonl --max-regressions 0
+        simeval run big.jsonl --dask tcp://scheduler:8786 --min-mean-score 0.7
+    """
+    if no_results and results_path:
+        raise UserError("give --results or --no-results, not both")
+    if max_regressions is not None and baseline is None:
+        raise UserError("--max-regressions needs --baseline")
+    columns = _columns(output_col, reference_cols, input_col, id_col)
+    base = None
+    if baseline is not None:
+        base = runs.load_baseline(baseline, columns)
+    opts = runs.RunOptions(
+        columns=columns,
+        threshold=check_threshold(threshold),
+        options=options,
+        fmt=fmt,
+        results=results_path,
+        write_results=not no_results,
+        junit=junit_path,
+        baseline=base,
+        tolerance=tolerance,
+        on_error=on_error,
+        workers=_workers(workers),
+        dask=dask_address,
+        worst=worst,
+    )
+    with _progress(f"scoring {os.path.basename(file)}") as progress:
+        summary = runs.run_file(file, opts, progress)
+    gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
+    summary["gates"] = gates
+    summary["ok"] = all(g["passed"] for g in gates)
+    if as_json:
+        print_json(summary)
+    else:
+        _print_summary(summary)
+    raise SystemExit(0 if summary["ok"] else 1)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    rate = f" ({s['rows_per_s']:,.0f} rows/s)" if s.get("rows_per_s") else ""
+    console.print(
+        f"scored {s['results']:,} results from {s['rows']:,} rows of "
+        f"{escape(s['file'])} in {s['elapsed_s']:.1f} s{rate}"
+    )
+    line = (
+        f"pass rate [bold]{_pct(s['pass_rate'])}[/bold] ({s['passed']:,} of "
+        f"{s['results']:,}), mean score [bold]{_num(s['mean_score'])}[/bold]"
+    )
+    if "threshold" in s:
+        line += f", threshold {s['threshold']:.2f}"
+    console.print(line)
+    for name, e in (s.get("evals") or {}).items():
+        console.print(
+            f"  eval {escape(name)}: {e['results']:,} results, pass rate "
+            f"{_pct(e['pass_rate'])}, mean {_num(e['mean_score'])}, threshold "
+            f"{e['threshold']:.2f}"
+        )
+    if s.get("unmatched_rows"):
+        console.print(f"[yellow]{s['unmatched_rows']:,} rows matched no eval[/yellow]")
+    if s["skipped"]:
+        console.print(f"[yellow]skipped {s['skipped']:,} bad rows:[/yellow]")
+        for e in s["skipped_rows"][:20]:
+            console.print(f"  {escape(e['where'])}: {escape(e['error'])}", markup=True)
+        if s["skipped"] > 20:
+            console.print(
+                f"  ... and {s['skipped'] - 20:,} more (all in --json)"
+                if len(s["skipped_rows"]) > 20
+                else f"  ... and {s['skipped'] - 20:,} more"
+            )
+    if s["worst"]:
+        table = Table(title="worst cases", title_justify="left", show_edge=False)
+        table.add_column("score", justify="right")
+        table.add_column("where")
+        table.add_column("case")
+        table.add_column("missing terms")
+        for w in s["worst"]:
+            verdict = "[green]" if w["pass"] else "[red]"
+            case = w["id"] or w["input"] or w["output"] or ""
+            case = " ".join(case.split())
+            table.add_row(
+                f"{verdict}{w['score']:.4f}[/]",
+                escape(w["where"]),
+                escape(case[:60] + ("..." if len(case) > 60 else "")),
+                escape(", ".join(w["missing_terms"]) or "-"),
+            )
+        console.print(table)
+    if s["most_missing"]:
+        console.print(
+            "most often missing in failing rows: "
+            + escape(", ".join(f"{t} ({n})" for t, n in s["most_missing"]))
+        )
+    b = s.get("baseline")
+    if b:
+        console.print(
+            f"against {escape(b['baseline'])}: [red]{b['regressed']} regressed"
+            f"[/red], [green]{b['improved']} improved[/green], {b['unchanged']} "
+            f"unchanged, {b['new']} new, {b['removed']} removed"
+        )
+        if b["compared"]:
+            console.print(
+                f"  mean score {b['mean_score_before']:.4f} -> "
+                f"{b['mean_score_after']:.4f} ({b['mean_delta']:+.4f}), pass rate "
+                f"{_pct(b['pass_rate_before'])} before"
+            )
+        for r in b["top_regressions"]:
+            missing = ", ".join(r["missing_terms"])
+            console.print(
+                f"  [red]regressed[/red] {escape(r['case'])}: {r['before']:.4f} -> "
+                f"{r['after']:.4f}" + (f", missing: {escape(missing)}" if missing else "")
+            )
+        if b.get("warning"):
+            console.print(f"[yellow]warning: {escape(b['warning'])}[/yellow]")
+    files = [f"results: {s['results_file']}"] if s.get("results_file") else []
+    if s.get("junit_file"):
+        files.append(f"junit: {s['junit_file']}")
+    if files:
+        console.print(escape(", ".join(files)))
+    for g in s.get("gates", []):
+        mark = "[green]ok[/green]" if g["passed"] else "[red]FAILED[/red]"
+        console.print(
+            f"gate {g['gate']} {g['limit']}: {mark} (value {g['value']:.4g})"
+            if isinstance(g["value"], float)
+            else f"gate {g['gate']} {g['limit']}: {mark} (value {g['value']})"
+        )
+
+
+@click.command()
+@click.argument("file", required=False)
+@_column_options
+@click.option("--label-col", default=None, help="Column with the human label.")
+@click.option(
+    "--cut",
+    type=float,
+    default=None,
+    help="For graded labels: values at or above the cut count as a pass.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(calibrate_mod.METRICS),
+    default="f1",
+    show_default=True,
+    help="Metric the suggested threshold maximises.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@scorer_options
+def calibrate(
+    file: str | None,
+    output_col: str,
+    reference_cols: tuple[str, ...],
+    input_col: str | None,
+    id_col: str | None,
+    fmt: str | None,
+    workers: int | None,
+    on_error: str,
+    label_col: str | None,
+    cut: float | None,
+    by: str,
+    as_json: bool,
+    options: dict[str, Any],
+) -> None:
+    """Choose a threshold from labelled examples: FILE with a label column.
+
+    Scores every row, sweeps the threshold and reports precision, recall, F1, accuracy and
+    ROC AUC, and suggests the threshold that maximises F1 or accuracy. Labels are pass/fail,
+    true/false, yes/no, 0/1, or a graded score with --cut.
+
+    \b
+    Examples:
+        simeval calibrate labelled.csv --label-col verdict
+        simeval calibrate pairs.jsonl --label-col rating --cut 4 --by accuracy --json
+    """
+    if file is None:
+        raise UserError("give a labelled FILE (with --label-col)")
+    if label_col is None:
+        raise UserError("--label-col is required with a FILE")
+    columns = _columns(output_col, reference_cols, input_col, id_col)
+    opts = runs.RunOptions(
+        columns=columns,
+        options=options,
+        fmt=fmt,
+        write_results=False,
+        on_error=on_error,
+        workers=_workers(workers),
+        worst=0,
+        collect=label_col,
+    )
+    with _progress(f"scoring {os.path.basename(file)}") as progress:
+        summary = runs.run_file(file, opts, progress)
+    scores: list[float] = []
+    labels: list[bool] = []
+    for where, value, score in summary["collected"]:
+        try:
+            labels.append(calibrate_mod.parse_label(value, cut, where))
+        except InvalidInput:
+            if on_error != "skip":
+                raise
+            summary["skipped"] += 1
+            continue
+        scores.append(score)
+    report = calibrate_mod.calibrate(scores, labels, by=by)
+    report.update(
+        source=file,
+        label_col=label_col,
+        cut=cut,
+        skipped=summary["skipped"],
+        fingerprint=summary.get("fingerprint"),
+        options=summary.get("options"),
+    )
+    _show_calibration(report, as_json)
+
+
+def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(report)
+        return
+    table = Table(
+        title=f"{report['examples']:,} labelled examples ({report['positives']:,} pass, "
+        f"{report['negatives']:,} fail), ROC AUC {report['roc_auc']:.3f}",
+        title_justify="left",
+    )
+    for name in ("threshold", "precision", "recall", "F1", "accuracy"):
+        table.add_column(name, justify="right")
+    rows = sorted(
+        [*report["table"], {**report["suggested"], "mark": True}], key=lambda r: r["threshold"]
+    )
+    for r in rows:
+        style = "bold green" if r.get("mark") else None
+        table.add_row(
+            f"{r['threshold']:.4g}",
+            f"{r['precision']:.3f}",
+            f"{r['recall']:.3f}",
+            f"{r['f1']:.3f}",
+            f"{r['accuracy']:.3f}",
+            style=style,
+        )
+    console.print(table)
+    s, d = report["suggested"], report["at_default"]
+    console.print(
+        f"suggested threshold (max {report['by']}): [bold]{s['threshold']:.4g}[/bold]"
+        f" - F1 {s['f1']:.3f}, accuracy {s['accuracy']:.3f}; at the 0.80 default: "
+        f"F1 {d['f1']:.3f}, accuracy {d['accuracy']:.3f}"
+    )
+    if report.get("skipped"):
+        console.print(f"[yellow]skipped {report['skipped']} rows[/yellow]")
+    sys.stdout.flush()

@@ -1,0 +1,1507 @@
+"""Data-set runs: score every row of a JSONL, CSV or Parquet file, stream the results out.
+
+A run reads the input in chunks of rows, scores each chunk (in this process, in a local process
+pool, or on a Dask cluster: the same function everywhere), and writes the results in input
+order. Memory stays flat: at most a few chunks per worker are in flight, the results go
+straight to a temporary file that is renamed into place only when the run succeeds, and the
+summary keeps bounded state (counts, sums, the worst cases, a tally of missing terms).
+
+Every row gets ``score``, ``pass``, ``threshold``, ``matched_index`` (0-based),
+``matched_reference`` (the text that matched best), ``missing_terms`` and ``fingerprint``
+(and ``eval``, ``eval_version`` when the references come from an eval file). Missing terms
+cost more to compute than the score, so the column is filled for failing rows only (passing
+rows get an empty list); the summary's worst cases always carry them.
+
+Bad rows (malformed JSON, a missing column, a cell that is not text, an empty reference) stop
+the run with one line naming the file and the line or row, and no results file is left
+behind. With ``on_error="skip"`` they are listed in the summary and left out instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import heapq
+import io
+import json
+import math
+import os
+import tempfile
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from simeval.errors import InvalidInput, InvalidOption, SimevalError
+from simeval.scorer import DEFAULT_THRESHOLD, Scorer, check_threshold, get_scorer
+
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+RESULT_FIELDS = (
+    "score",
+    "pass",
+    "threshold",
+    "matched_index",
+    "matched_reference",
+    "missing_terms",
+    "fingerprint",
+)
+EVAL_FIELDS = ("eval", "eval_version")
+CHUNK_ROWS = 1000
+TOP_MISSING = 5
+_TEXT_CUT = 300  # characters of input/output kept in the summary's worst cases
+
+
+# -- configuration ---------------------------------------------------------------------------
+def detect_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
+    """The file format: ``fmt`` if given, else from the extension (``.jsonl``, ``.csv``, ...)."""
+    if fmt:
+        if fmt not in set(FORMATS.values()):
+            raise InvalidOption(f"unknown format {fmt!r}; use jsonl, csv, tsv or parquet")
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InvalidInput(
+            f"cannot tell the format of {os.fspath(path)} from its extension; "
+            "use .jsonl, .csv, .tsv or .parquet, or give --format"
+        )
+    return FORMATS[suffix]
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns hold the output, the reference answer(s), the input and the case id.
+
+    Several reference columns may be given; in JSONL and Parquet a reference cell may also
+    hold a list of strings. ``input`` and ``id`` are optional unless ``*_required``.
+    """
+
+    output: str = "output"
+    references: tuple[str, ...] = ("reference",)
+    input: str = "input"
+    id: str = "id"
+    input_required: bool = False
+    id_required: bool = False
+
+
+@dataclass(frozen=True)
+class EvalDef:
+    """An eval as a run uses it: references, threshold, optional input scope, scorer options."""
+
+    name: str
+    references: tuple[str, ...]
+    threshold: float = DEFAULT_THRESHOLD
+    input_scope: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a worker needs to score a chunk (picklable; shipped once per worker)."""
+
+    source: str
+    fmt: str
+    out_fmt: str | None = None
+    columns: Columns = Columns()
+    threshold: float = DEFAULT_THRESHOLD
+    options: tuple[tuple[str, Any], ...] = ()
+    evals: tuple[EvalDef, ...] = ()
+    on_error: str = "fail"
+    junit: bool = False
+    keys: bool = False
+    store: bool = False
+    collect: str | None = None
+    worst: int = 5
+    top_missing: int = TOP_MISSING
+    header: tuple[str, ...] = ()
+    out_fields: tuple[str, ...] = ()
+    delimiter: str = ","
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def result_fields(self) -> tuple[str, ...]:
+        return RESULT_FIELDS + (EVAL_FIELDS if self.evals else ())
+
+
+@dataclass
+class Chunk:
+    """A slice of the input: raw JSONL lines, parsed CSV records, or an Arrow record batch."""
+
+    index: int
+    start: int  # line number (JSONL, CSV) or row number (Parquet) of the first entry, 1-based
+    ordinal: int  # data rows before this chunk
+    lines: list[bytes] | None = None
+    records: list[tuple[int, list[str]]] | None = None
+    batch: Any = None
+    nbytes: int = 0
+    nrows: int = 0
+
+
+@dataclass
+class ChunkOut:
+    """What scoring a chunk gives back: serialised result rows and bounded statistics."""
+
+    index: int
+    rows: int = 0
+    results: int = 0
+    passed: int = 0
+    score_sum: float = 0.0
+    data: bytes = b""
+    batch: Any = None
+    junit: bytes = b""
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    worst: list[dict[str, Any]] = field(default_factory=list)
+    missing: Counter[str] = field(default_factory=Counter)
+    per_eval: dict[str, list[float]] = field(default_factory=dict)
+    unmatched: int = 0
+    cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
+    store_rows: list[dict[str, Any]] = field(default_factory=list)
+    collected: list[tuple[str, Any, float]] = field(default_factory=list)
+    nbytes: int = 0
+
+
+class RowError(Exception):
+    """A bad row: where it is (file and line or row) and what is wrong with it."""
+
+    def __init__(self, where: str, message: str):
+        super().__init__(where, message)
+        self.where = where
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+class _BadRowError(Exception):
+    """A row problem before its location is known (turned into RowError by the caller)."""
+
+
+# -- missing terms ---------------------------------------------------------------------------
+_TERM_CACHES: dict[str, dict[str, tuple[str, float] | None]] = {}
+_TERM_CACHE_LIMIT = 500_000
+
+
+def missing_terms(scorer: Scorer, output: str, reference: str, top: int = TOP_MISSING) -> list[str]:
+    """The reference's most important terms (by tf-idf weight) that the output lacks.
+
+    The same terms, in the same order, as ``scorer.explain(output, reference).missing``, but
+    several times faster for single-word terms: tokens are mapped to terms through a cache
+    instead of stemming every word again. N-gram and ``pair`` scorers use ``explain``.
+    """
+    if scorer.analyzer.ngram != 1 or scorer.pair:
+        return [t.term for t in scorer.explain(output, reference, top=top).missing]
+    cache = _TERM_CACHES.get(scorer.fingerprint)
+    if cache is None or len(cache) > _TERM_CACHE_LIMIT:
+        cache = _TERM_CACHES[scorer.fingerprint] = {}
+    analyzer, idf = scorer.analyzer, scorer.idf
+
+    def lookup(token: str) -> tuple[str, float] | None:
+        if token in cache:
+            return cache[token]
+        term = analyzer.term(token)
+        entry = None if term is None else (term, idf.idf(term))
+        cache[token] = entry
+        return entry
+
+    have = set()
+    for token in analyzer.tokens(output):
+        entry = lookup(token)
+        if entry is not None:
+            have.add(entry[0])
+    counts: dict[str, list[Any]] = {}
+    for token in analyzer.tokens(reference):
+        entry = lookup(token)
+        if entry is None or entry[0] in have:
+            continue
+        slot = counts.get(entry[0])
+        if slot is None:
+            counts[entry[0]] = [1, entry[1], token]
+        else:
+            slot[0] += 1
+    if scorer.sublinear:
+        ranked = [(-(1.0 + math.log(c)) * w, s) for c, w, s in counts.values()]
+    else:
+        ranked = [(-float(c) * w, s) for c, w, s in counts.values()]
+    return [s for _, s in heapq.nsmallest(top, ranked)]
+
+
+# -- decoding rows ---------------------------------------------------------------------------
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"a number ({value!r})"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _where(cfg: RunConfig, number: int) -> str:
+    unit = "row" if cfg.fmt == "parquet" else "line"
+    return f"{cfg.source} {unit} {number}"
+
+
+def _decode(
+    cfg: RunConfig, chunk: Chunk
+) -> Iterator[tuple[str, int, dict[str, Any] | _BadRowError]]:
+    """(where, ordinal, row dict or the problem) for every data row of a chunk."""
+    ordinal = chunk.ordinal
+    if chunk.lines is not None:
+        for i, line in enumerate(chunk.lines):
+            if not line.strip():
+                continue
+            where = _where(cfg, chunk.start + i)
+            try:
+                obj = json.loads(line)
+            except UnicodeDecodeError as exc:
+                yield where, ordinal, _BadRowError(f"not UTF-8 text (byte {exc.start + 1})")
+            except ValueError as exc:
+                msg = getattr(exc, "msg", str(exc))
+                col = getattr(exc, "colno", None)
+                yield (
+                    where,
+                    ordinal,
+                    _BadRowError(f"malformed JSON: {msg}" + (f" (column {col})" if col else "")),
+                )
+            else:
+                if isinstance(obj, dict):
+                    yield where, ordinal, obj
+                else:
+                    yield (
+                        where,
+                        ordinal,
+                        _BadRowError(f"expected a JSON object, got {_type_name(obj)}"),
+                    )
+            ordinal += 1
+    elif chunk.records is not None:
+        header = cfg.header
+        for line_no, fields in chunk.records:
+            where = _where(cfg, line_no)
+            if len(fields) != len(header):
+                yield (
+                    where,
+                    ordinal,
+                    _BadRowError(f"{len(fields)} fields where the header has {len(header)}"),
+                )
+            else:
+                try:
+                    "".join(fields).encode("utf-8")
+                except UnicodeEncodeError:
+                    yield where, ordinal, _BadRowError("not UTF-8 text")
+                else:
+                    yield where, ordinal, dict(zip(header, fields, strict=True))
+            ordinal += 1
+    else:
+        for i, row in enumerate(chunk.batch.to_pylist()):
+            yield _where(cfg, chunk.start + i), ordinal, row
+            ordinal += 1
+
+
+def _text_cell(row: dict[str, Any], col: str, required: bool) -> str | None:
+    if col not in row:
+        if required:
+            raise _BadRowError(f"missing column {col!r}")
+        return None
+    value = row[col]
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise _BadRowError(f"column {col!r} must be a string, not {_type_name(value)}")
+    return value
+
+
+def _id_cell(row: dict[str, Any], cols: Columns) -> str | None:
+    if cols.id not in row or row[cols.id] is None:
+        if cols.id_required:
+            raise _BadRowError(f"missing column {cols.id!r}")
+        return None
+    value = row[cols.id]
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise _BadRowError(
+        f"column {cols.id!r} must be a string or an integer, not {_type_name(value)}"
+    )
+
+
+def _reference_cells(row: dict[str, Any], cols: Columns) -> list[str]:
+    refs: list[str] = []
+    several = len(cols.references) > 1
+    for col in cols.references:
+        if col not in row:
+            raise _BadRowError(f"missing column {col!r}")
+        value = row[col]
+        if isinstance(value, str):
+            if several and not value.strip():
+                continue  # a blank cell in one of several reference columns: fewer references
+            refs.append(value)
+        elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+            refs.extend(value)
+        elif value is None and several:
+            continue
+        else:
+            raise _BadRowError(
+                f"column {col!r} must be a string or a list of strings, not {_type_name(value)}"
+            )
+    if not refs:
+        raise _BadRowError("no reference answer in " + ", ".join(repr(c) for c in cols.references))
+    for i, ref in enumerate(refs):
+        if not ref.strip():
+            label = "reference answer" if len(refs) == 1 else f"reference answer {i + 1}"
+            raise _BadRowError(f"{label} is empty")
+    return refs
+
+
+def fold(text: str) -> str:
+    """Casefolded, whitespace-folded text: how an eval's input scope matches a row's input."""
+    from simeval.analyzer import normalize
+
+    return " ".join(normalize(text).split())
+
+
+# -- scoring a chunk -------------------------------------------------------------------------
+@dataclass
+class _State:
+    scorer: Scorer | None
+    evals: list[tuple[EvalDef, Scorer, str | None]]
+    by_name: dict[str, int]
+
+
+_STATES: dict[str, _State] = {}
+
+
+def _state(cfg: RunConfig) -> _State:
+    state = _STATES.get(cfg.token)
+    if state is None:
+        if len(_STATES) > 8:
+            _STATES.clear()
+        evals = [
+            (
+                e,
+                get_scorer(**dict(e.options)),
+                None if e.input_scope is None else fold(e.input_scope),
+            )
+            for e in cfg.evals
+        ]
+        state = _State(
+            None if cfg.evals else get_scorer(**dict(cfg.options)),
+            evals,
+            {e.name: i for i, e in enumerate(cfg.evals)},
+        )
+        _STATES[cfg.token] = state
+    return state
+
+
+def _xml_text(text: str) -> str:
+    from xml.sax.saxutils import escape
+
+    return escape(_XML_BAD.sub("\ufffd", text))
+
+
+def _xml_attr(text: str) -> str:
+    from xml.sax.saxutils import quoteattr
+
+    return quoteattr(_XML_BAD.sub("\ufffd", text))
+
+
+def _compile_xml_bad() -> Any:
+    import re
+
+    return re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+_XML_BAD = _compile_xml_bad()
+
+
+def _case_key(
+    case_id: str | None, text_in: str | None, ordinal: int, eval_name: str | None
+) -> bytes:
+    if case_id is not None:
+        base = "id\0" + case_id
+    elif text_in is not None:
+        base = "input\0" + text_in
+    else:
+        base = f"row\0{ordinal}"
+    if eval_name is not None:
+        base += "\0" + eval_name
+    return hashlib.blake2b(base.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _case_name(case_id: str | None, text_in: str | None, where: str) -> str:
+    if case_id is not None:
+        return case_id
+    if text_in is not None and text_in.strip():
+        short = " ".join(text_in.split())
+        return short if len(short) <= 80 else short[:77] + "..."
+    return where
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= _TEXT_CUT:
+        return text
+    return text[: _TEXT_CUT - 3] + "..."
+
+
+def _cell_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "; ".join(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
+    """Score one chunk: the unit of work of every executor (inline, process pool, Dask).
+
+    Raises ``RowError`` for the first bad row unless ``cfg.on_error == "skip"``.
+    """
+    state = _state(cfg)
+    out = ChunkOut(chunk.index, nbytes=chunk.nbytes)
+    cols = cfg.columns
+    result_fields = cfg.result_fields
+    jsonl_out = cfg.out_fmt == "jsonl"
+    csv_buf: io.StringIO | None = None
+    csv_writer: Any = None
+    if cfg.out_fmt in {"csv", "tsv"}:
+        csv_buf = io.StringIO()
+        csv_writer = csv.writer(
+            csv_buf, delimiter="\t" if cfg.out_fmt == "tsv" else ",", lineterminator="\n"
+        )
+    lines: list[str] = []
+    junit: list[str] = []
+    table_rows: list[dict[str, Any]] = []
+    take: list[int] = []
+    scores: list[tuple[float, int, dict[str, Any]]] = []
+    worst_n = cfg.worst
+    seq = 0
+    for index, (where, ordinal, row) in enumerate(_decode(cfg, chunk)):
+        out.rows += 1
+        try:
+            if isinstance(row, _BadRowError):
+                raise row
+            output = _text_cell(row, cols.output, True)
+            assert output is not None
+            text_in = _text_cell(row, cols.input, cols.input_required)
+            case_id = _id_cell(row, cols)
+            collected = None
+            jobs: list[tuple[EvalDef | None, Scorer, list[str], float]]
+            if cfg.collect is not None:
+                if cfg.collect not in row or row[cfg.collect] is None:
+                    raise _BadRowError(f"missing label column {cfg.collect!r}")
+                collected = row[cfg.collect]
+            if cfg.evals:
+                jobs = _matching_evals(state, case_id, text_in)
+                if not jobs:
+                    out.unmatched += 1
+                    continue
+            else:
+                assert state.scorer is not None
+                jobs = [(None, state.scorer, _reference_cells(row, cols), cfg.threshold)]
+        except _BadRowError as bad:
+            if cfg.on_error != "skip":
+                raise RowError(where, str(bad)) from None
+            out.errors.append((where, str(bad)))
+            if cfg.junit:
+                junit.append(
+                    f"<testcase classname={_xml_attr(cfg.source)} name={_xml_attr(where)}>"
+                    f"<error message={_xml_attr(str(bad))}/></testcase>\n"
+                )
+            continue
+        for eval_def, scorer, refs, threshold in jobs:
+            score, at = scorer.score_detail(output, refs)
+            passed = score >= threshold
+            missing = [] if passed else missing_terms(scorer, output, refs[at], cfg.top_missing)
+            result: dict[str, Any] = {
+                "score": score,
+                "pass": passed,
+                "threshold": threshold,
+                "matched_index": at,
+                "matched_reference": refs[at],
+                "missing_terms": missing,
+                "fingerprint": scorer.fingerprint,
+            }
+            eval_name = None
+            if eval_def is not None:
+                eval_name = eval_def.name
+                result["eval"] = eval_name
+                result["eval_version"] = eval_def.version
+                stats = out.per_eval.setdefault(eval_name, [0, 0, 0.0])
+                stats[0] += 1
+                stats[1] += passed
+                stats[2] += score
+            out.results += 1
+            out.passed += passed
+            out.score_sum += score
+            if not passed:
+                out.missing.update(missing)
+            if worst_n:
+                info: dict[str, Any] = {
+                    "where": where,
+                    "id": case_id,
+                    "input": text_in,
+                    "output": output,
+                    "score": score,
+                    "pass": passed,
+                    "threshold": threshold,
+                    "eval": eval_name,
+                    "matched_index": at,
+                    "missing_terms": missing,
+                    "_ref": refs[at],
+                    "_scorer": scorer,
+                }
+                scores.append((score, seq, info))
+                seq += 1
+                if len(scores) > 4 * worst_n:
+                    scores = heapq.nsmallest(worst_n, scores, key=lambda s: (s[0], s[1]))
+            if jsonl_out:
+                lines.append(json.dumps({**row, **result}, ensure_ascii=False, default=str))
+            elif csv_writer is not None:
+                csv_writer.writerow(
+                    [_cell_text(row.get(f)) for f in cfg.out_fields]
+                    + [_cell_text(result[f]) for f in result_fields]
+                )
+            elif cfg.out_fmt == "parquet":
+                if chunk.batch is not None:
+                    take.append(index)
+                    table_rows.append(result)
+                else:
+                    table_rows.append(
+                        {
+                            **{
+                                f: _cell_text(row.get(f)) if f in row else None
+                                for f in cfg.out_fields
+                            },
+                            **result,
+                        }
+                    )
+            name = _case_name(case_id, text_in, where)
+            if cfg.junit:
+                classname = f"{cfg.source}" + (f" [{eval_name}]" if eval_name else "")
+                case = f"<testcase classname={_xml_attr(classname)} name={_xml_attr(name)}>"
+                if not passed:
+                    msg = f"score {score:.4f} < threshold {threshold:.2f}"
+                    detail = (
+                        f"{where}\nscore: {score:.6f}\nthreshold: {threshold}\n"
+                        f"missing terms: {', '.join(missing) or '-'}\n"
+                        f"output: {_cut(output)}\nreference: {_cut(refs[at])}"
+                    )
+                    case += (
+                        f'<failure message={_xml_attr(msg)} type="below-threshold">'
+                        f"{_xml_text(detail)}</failure>"
+                    )
+                junit.append(case + "</testcase>\n")
+            if cfg.keys:
+                out.cases.append(
+                    (_case_key(case_id, text_in, ordinal, eval_name), score, passed, name, missing)
+                )
+            if cfg.store:
+                out.store_rows.append(
+                    {
+                        "eval_name": eval_name,
+                        "input": text_in or "",
+                        "output": output,
+                        "references": list(refs),
+                        "score": score,
+                        "passed": passed,
+                        "threshold": threshold,
+                        "fingerprint": scorer.fingerprint,
+                        "matched_reference": refs[at],
+                        "matched_index": at,
+                        "explanation": {"missing": missing},
+                        "case_id": case_id,
+                        "where": where,
+                    }
+                )
+            if collected is not None:
+                out.collected.append((where, collected, score))
+    if worst_n and scores:
+        for _, _, info in heapq.nsmallest(worst_n, scores, key=lambda s: (s[0], s[1])):
+            scorer, ref = info.pop("_scorer"), info.pop("_ref")
+            if info["pass"]:  # a passing row among the worst: its terms were not computed yet
+                info["missing_terms"] = missing_terms(scorer, info["output"], ref, cfg.top_missing)
+            info["input"], info["output"] = _cut(info["input"]), _cut(info["output"])
+            out.worst.append(info)
+    if lines:
+        out.data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+    elif csv_buf is not None:
+        out.data = csv_buf.getvalue().encode("utf-8", "surrogateescape")
+    elif table_rows:
+        out.batch = _result_batch(cfg, chunk, take, table_rows)
+    if junit:
+        out.junit = "".join(junit).encode("utf-8")
+    return out
+
+
+def _matching_evals(
+    state: _State, case_id: str | None, text_in: str | None
+) -> list[tuple[EvalDef | None, Scorer, list[str], float]]:
+    """The evals that score a row: the one its id names, else those whose scope matches."""
+    if case_id is not None and case_id in state.by_name:
+        e, scorer, _ = state.evals[state.by_name[case_id]]
+        return [(e, scorer, list(e.references), e.threshold)]
+    folded = None if text_in is None else fold(text_in)
+    return [
+        (e, scorer, list(e.references), e.threshold)
+        for e, scorer, scope in state.evals
+        if scope is None or scope == folded
+    ]
+
+
+def _result_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {
+        "score": pa.float64(),
+        "pass": pa.bool_(),
+        "threshold": pa.float64(),
+        "matched_index": pa.int32(),
+        "matched_reference": pa.string(),
+        "missing_terms": pa.list_(pa.string()),
+        "fingerprint": pa.string(),
+        "eval": pa.string(),
+        "eval_version": pa.int64(),
+    }
+
+
+def _result_batch(cfg: RunConfig, chunk: Chunk, take: list[int], rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    types = _result_types()
+    fields = cfg.result_fields
+    if chunk.batch is not None:
+        base = chunk.batch.take(pa.array(take, pa.int64()))
+        keep = [n for n in base.schema.names if n not in fields]
+        arrays = [base.column(n) for n in keep]
+        names = list(keep)
+    else:
+        arrays, names = [], []
+        for f in cfg.out_fields:
+            if f not in fields:
+                arrays.append(pa.array([r.get(f) for r in rows], pa.string()))
+                names.append(f)
+    for f in fields:
+        arrays.append(pa.array([r[f] for r in rows], types[f]))
+        names.append(f)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+# -- reading chunks --------------------------------------------------------------------------
+def _open_binary(path: str) -> IO[bytes]:
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InvalidInput(f"input file not found: {path}") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"{path} is a directory, not a file") from None
+
+
+def _jsonl_chunks(path: str, rows: int) -> Iterator[Chunk]:
+    with _open_binary(path) as fh:
+        index = ordinal = 0
+        line_no = 1
+        lines: list[bytes] = []
+        count = 0
+        for line in fh:
+            lines.append(line)
+            if line.strip():
+                count += 1
+                if count >= rows:
+                    yield Chunk(index, line_no, ordinal, lines=lines, nbytes=fh.tell(), nrows=count)
+                    index += 1
+                    ordinal += count
+                    line_no += len(lines)
+                    lines, count = [], 0
+        if count:
+            yield Chunk(index, line_no, ordinal, lines=lines, nbytes=fh.tell(), nrows=count)
+
+
+def csv_header(path: str, delimiter: str) -> list[str]:
+    """The header row of a CSV/TSV file (``InvalidInput`` when the file is empty)."""
+    with (
+        _open_binary(path) as raw,
+        io.TextIOWrapper(raw, "utf-8-sig", "surrogateescape", newline="") as text,
+    ):
+        try:
+            header = next(csv.reader(text, delimiter=delimiter))
+        except StopIteration:
+            raise InvalidInput(f"{path}: the file is empty (no header row)") from None
+        except csv.Error as exc:
+            raise InvalidInput(f"{path} line 1: {exc}") from None
+    return header
+
+
+def _csv_chunks(path: str, rows: int, delimiter: str) -> Iterator[Chunk]:
+    csv.field_size_limit(2**31 - 1)  # a long answer is one cell: no 128 KiB cap
+    with (
+        _open_binary(path) as raw,
+        io.TextIOWrapper(raw, "utf-8-sig", "surrogateescape", newline="") as text,
+    ):
+        reader = csv.reader(text, delimiter=delimiter)
+        try:
+            next(reader)  # the header, read separately
+            index = ordinal = 0
+            records: list[tuple[int, list[str]]] = []
+            start = reader.line_num + 1
+            first = start
+            for fields in reader:
+                if fields:  # csv gives [] for a blank line
+                    records.append((start, fields))
+                start = reader.line_num + 1
+                if len(records) >= rows:
+                    yield Chunk(
+                        index,
+                        first,
+                        ordinal,
+                        records=records,
+                        nbytes=raw.tell(),
+                        nrows=len(records),
+                    )
+                    index += 1
+                    ordinal += len(records)
+                    records, first = [], start
+            if records:
+                yield Chunk(
+                    index, first, ordinal, records=records, nbytes=raw.tell(), nrows=len(records)
+                )
+        except csv.Error as exc:
+            raise InvalidInput(f"{path} line {reader.line_num}: {exc}") from None
+
+
+def _parquet_file(path: str) -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InvalidInput(
+            "reading Parquet needs pyarrow: pip install 'simeval[parquet]'"
+        ) from None
+    if not Path(path).exists():
+        raise InvalidInput(f"input file not found: {path}")
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises its own error types for a broken file
+        raise InvalidInput(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+def _parquet_chunks(path: str, rows: int) -> Iterator[Chunk]:
+    pf = _parquet_file(path)
+    start = 1
+    for index, batch in enumerate(pf.iter_batches(batch_size=rows)):
+        yield Chunk(
+            index,
+            start,
+            start - 1,
+            batch=batch,
+            nbytes=start - 1 + batch.num_rows,
+            nrows=batch.num_rows,
+        )
+        start += batch.num_rows
+
+
+def read_chunks(path: str, fmt: str, rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
+    """The input file in chunks of about ``rows`` data rows."""
+    if fmt == "jsonl":
+        return _jsonl_chunks(path, rows)
+    if fmt in {"csv", "tsv"}:
+        return _csv_chunks(path, rows, "\t" if fmt == "tsv" else ",")
+    return _parquet_chunks(path, rows)
+
+
+def input_size(path: str, fmt: str) -> int:
+    """The progress total: bytes for text formats, rows for Parquet."""
+    if fmt == "parquet":
+        return int(_parquet_file(path).metadata.num_rows)
+    return os.path.getsize(path)
+
+
+def input_fields(path: str, fmt: str) -> tuple[str, ...]:
+    """The input's column names (the CSV header, the Parquet schema, the first JSONL object)."""
+    if fmt in {"csv", "tsv"}:
+        return tuple(csv_header(path, "\t" if fmt == "tsv" else ","))
+    if fmt == "parquet":
+        return tuple(_parquet_file(path).schema_arrow.names)
+    with _open_binary(path) as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    return ()
+                return tuple(obj) if isinstance(obj, dict) else ()
+    return ()
+
+
+# -- executors -------------------------------------------------------------------------------
+_POOL_CFG: RunConfig | None = None
+
+
+def _pool_init(cfg: RunConfig) -> None:
+    global _POOL_CFG
+    _POOL_CFG = cfg
+
+
+def _pool_chunk(chunk: Chunk) -> ChunkOut:
+    assert _POOL_CFG is not None
+    return process_chunk(_POOL_CFG, chunk)
+
+
+def map_chunks(
+    cfg: RunConfig, chunks: Iterator[Chunk], workers: int = 1, dask_address: str | None = None
+) -> Iterator[ChunkOut]:
+    """``process_chunk`` over the chunks, results in input order, a bounded number in flight.
+
+    One worker scores in this process; more use a local process pool; a Dask address sends the
+    chunks to that cluster. Chunks are the same in every mode, so the numbers are too.
+    """
+    if dask_address:
+        yield from _map_dask(cfg, chunks, dask_address)
+        return
+    if workers <= 1:
+        for chunk in chunks:
+            yield process_chunk(cfg, chunk)
+        return
+    first = next(chunks, None)
+    if first is None:
+        return
+    second = next(chunks, None)
+    if second is None:  # a single chunk is not worth starting processes for
+        yield process_chunk(cfg, first)
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    pool = ctx.Pool(workers, initializer=_pool_init, initargs=(cfg,))
+    try:
+        pending: deque[Any] = deque()
+        for chunk in _chain([first, second], chunks):
+            pending.append(pool.apply_async(_pool_chunk, (chunk,)))
+            while len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _chain(head: list[Chunk], rest: Iterator[Chunk]) -> Iterator[Chunk]:
+    yield from head
+    yield from rest
+
+
+def _map_dask(cfg: RunConfig, chunks: Iterator[Chunk], address: str) -> Iterator[ChunkOut]:
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise InvalidInput("--dask needs the dask extra: pip install 'simeval[dask]'") from None
+    try:
+        client = Client(address, timeout=30, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise InvalidInput(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    try:
+        threads = sum(client.nthreads().values()) or 1
+        shared = client.scatter(cfg, broadcast=True)
+        pending: deque[Any] = deque()
+        for chunk in chunks:
+            pending.append(client.submit(process_chunk, shared, chunk, pure=False))
+            while len(pending) >= 2 * threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        client.close()
+
+
+# -- writing ---------------------------------------------------------------------------------
+class AtomicFile:
+    """A file written beside its final path and renamed over it only on ``commit``."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        directory = self.path.parent
+        if not directory.is_dir():
+            raise InvalidInput(f"cannot write {self.path}: directory {directory} does not exist")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+        self.tmp = Path(tmp)
+        self.fh: IO[bytes] = os.fdopen(fd, "wb")
+
+    def commit(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        if not self.fh.closed:
+            self.fh.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+class ResultsWriter:
+    """Results rows in the chosen format, atomically."""
+
+    def __init__(self, path: str, cfg: RunConfig):
+        self.file = AtomicFile(path)
+        self.fmt = cfg.out_fmt
+        self.cfg = cfg
+        self.parquet: Any = None
+        self.schema: Any = None
+        if self.fmt in {"csv", "tsv"}:
+            head = io.StringIO()
+            csv.writer(
+                head, delimiter="\t" if self.fmt == "tsv" else ",", lineterminator="\n"
+            ).writerow(list(cfg.out_fields) + list(cfg.result_fields))
+            self.file.fh.write(head.getvalue().encode("utf-8"))
+
+    def write(self, out: ChunkOut) -> None:
+        if out.data:
+            self.file.fh.write(out.data)
+        elif out.batch is not None:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            batch = out.batch
+            if self.parquet is None:
+                self.schema = batch.schema
+                self.parquet = pq.ParquetWriter(self.file.fh, self.schema)
+            elif batch.schema != self.schema:
+                try:
+                    batch = pa.Table.from_batches([batch]).cast(self.schema)
+                except (pa.ArrowInvalid, ValueError) as exc:
+                    raise InvalidInput(
+                        f"{self.cfg.source}: a later chunk has other column "
+                        f"types than the first ({exc})"
+                    ) from None
+            self.parquet.write(
+                batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            )
+
+    def commit(self) -> None:
+        if self.fmt == "parquet":
+            if self.parquet is None:  # no result rows: still a valid, empty file
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                types = _result_types()
+                schema = pa.schema([(f, types[f]) for f in self.cfg.result_fields])
+                self.parquet = pq.ParquetWriter(self.file.fh, schema)
+            self.parquet.close()
+        self.file.commit()
+
+    def discard(self) -> None:
+        if self.parquet is not None:
+            with contextlib.suppress(Exception):  # the file is thrown away anyway
+                self.parquet.close()
+        self.file.discard()
+
+
+class JUnitWriter:
+    """JUnit XML, one test case per row: the cases stream to a side file, the counts go on
+    top at the end (a CI system reads the ``testsuite`` attributes first)."""
+
+    def __init__(self, path: str, suite: str):
+        self.final = AtomicFile(path)
+        fd, body = tempfile.mkstemp(
+            dir=self.final.path.parent, prefix=f".{self.final.path.name}.", suffix=".cases"
+        )
+        self.body_path = Path(body)
+        self.body = os.fdopen(fd, "w+b")
+        self.suite = suite
+
+    def write(self, out: ChunkOut) -> None:
+        if out.junit:
+            self.body.write(out.junit)
+
+    def commit(self, tests: int, failures: int, errors: int, seconds: float) -> None:
+        import shutil
+
+        head = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuites tests="{tests}" failures="{failures}" errors="{errors}" '
+            f'time="{seconds:.3f}">\n'
+            f'<testsuite name={_xml_attr(self.suite)} tests="{tests}" '
+            f'failures="{failures}" errors="{errors}" skipped="0" time="{seconds:.3f}">\n'
+        )
+        fh = self.final.fh
+        fh.write(head.encode("utf-8"))
+        self.body.seek(0)
+        shutil.copyfileobj(self.body, fh)
+        fh.write(b"</testsuite>\n</testsuites>\n")
+        self.body.close()
+        self.body_path.unlink(missing_ok=True)
+        self.final.commit()
+
+    def discard(self) -> None:
+        self.body.close()
+        self.body_path.unlink(missing_ok=True)
+        self.final.discard()
+
+
+# -- baselines -------------------------------------------------------------------------------
+@dataclass
+class Baseline:
+    """A previous run's per-case scores, keyed like the current run's cases."""
+
+    source: str
+    cases: dict[bytes, tuple[float, bool, str]]
+    fingerprints: set[str]
+    rows: int
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"true", "false", "1", "0"}:
+        return value.strip().lower() in {"true", "1"}
+    raise InvalidInput(f"{where}: column 'pass' must be true or false, not {value!r}")
+
+
+def _as_score(value: Any, where: str) -> float:
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{where}: column 'score' must be a number, not {value!r}") from None
+    if not 0.0 <= score <= 1.0:
+        raise InvalidInput(f"{where}: column 'score' must be in [0, 1], not {score}")
+    return score
+
+
+class _Dedup:
+    """Per-key occurrence numbers, so repeated inputs pair up in order across two runs."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, int] = {}
+
+    def __call__(self, key: bytes) -> bytes:
+        n = self.seen.get(key, 0)
+        self.seen[key] = n + 1
+        return key if n == 0 else key + n.to_bytes(4, "little")
+
+
+def load_baseline(path: str, columns: Columns, fmt: str | None = None) -> Baseline:
+    """Read a results file written by an earlier run (any of the formats)."""
+    fmt = detect_format(path, fmt)
+    cfg = RunConfig(source=path, fmt=fmt, header=input_fields(path, fmt))
+    cases: dict[bytes, tuple[float, bool, str]] = {}
+    fps: set[str] = set()
+    dedup = _Dedup()
+    rows = 0
+    for chunk in read_chunks(path, fmt):
+        for where, ordinal, row in _decode(cfg, chunk):
+            if isinstance(row, _BadRowError):
+                raise InvalidInput(f"baseline {where}: {row}")
+            try:
+                case_id = _id_cell(row, columns)
+                text_in = _text_cell(row, columns.input, False)
+            except _BadRowError as bad:
+                raise InvalidInput(f"baseline {where}: {bad}") from None
+            if "score" not in row or "pass" not in row:
+                raise InvalidInput(
+                    f"baseline {where}: not a results file (no 'score' and 'pass' columns)"
+                )
+            eval_name = row.get("eval") or None
+            key = dedup(_case_key(case_id, text_in, ordinal, eval_name))
+            cases[key] = (
+                _as_score(row["score"], where),
+                _as_bool(row["pass"], where),
+                _case_name(case_id, text_in, where),
+            )
+            if row.get("fingerprint"):
+                fps.add(str(row["fingerprint"]))
+            rows += 1
+    return Baseline(path, cases, fps, rows)
+
+
+@dataclass
+class Comparison:
+    """Per-case changes against a baseline, accumulated as the run streams."""
+
+    baseline: Baseline
+    tolerance: float
+    keep: int = 10
+    counts: Counter[str] = field(default_factory=Counter)
+    delta_sum: float = 0.0
+    before_sum: float = 0.0
+    before_passed: int = 0
+    dedup: _Dedup = field(default_factory=_Dedup)
+    regressions: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+    improvements: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+    seq: int = 0
+
+    def add(self, key: bytes, score: float, passed: bool, name: str, missing: list[str]) -> None:
+        key = self.dedup(key)
+        old = self.baseline.cases.pop(key, None)
+        if old is None:
+            self.counts["new"] += 1
+            return
+        before, was_passing, _ = old
+        delta = score - before
+        self.delta_sum += delta
+        self.before_sum += before
+        self.before_passed += was_passing
+        if (was_passing and not passed) or delta < -self.tolerance:
+            status, heap, rank = "regressed", self.regressions, -delta
+        elif (passed and not was_passing) or delta > self.tolerance:
+            status, heap, rank = "improved", self.improvements, delta
+        else:
+            self.counts["unchanged"] += 1
+            return
+        self.counts[status] += 1
+        self.seq += 1
+        entry = {
+            "case": name,
+            "before": before,
+            "after": score,
+            "delta": delta,
+            "passed_before": was_passing,
+            "passed_after": passed,
+            "missing_terms": missing,
+        }
+        item = (rank, -self.seq, entry)
+        if len(heap) < self.keep:
+            heapq.heappush(heap, item)
+        else:
+            heapq.heappushpop(heap, item)
+
+    def report(self, fingerprints: set[str]) -> dict[str, Any]:
+        common = sum(self.counts[s] for s in ("improved", "regressed", "unchanged"))
+        removed = list(self.baseline.cases.values())
+        report: dict[str, Any] = {
+            "baseline": self.baseline.source,
+            "tolerance": self.tolerance,
+            "improved": self.counts["improved"],
+            "regressed": self.counts["regressed"],
+            "unchanged": self.counts["unchanged"],
+            "new": self.counts["new"],
+            "removed": len(removed),
+            "compared": common,
+            "mean_score_before": self.before_sum / common if common else None,
+            "mean_score_after": (self.before_sum + self.delta_sum) / common if common else None,
+            "mean_delta": self.delta_sum / common if common else None,
+            "pass_rate_before": self.before_passed / common if common else None,
+            "top_regressions": [e for _, _, e in sorted(self.regressions, reverse=True)],
+            "top_improvements": [e for _, _, e in sorted(self.improvements, reverse=True)],
+            "removed_cases": [name for _, _, name in removed[: self.keep]],
+            "comparable": True,
+        }
+        if (
+            self.baseline.fingerprints
+            and fingerprints
+            and self.baseline.fingerprints != (fingerprints)
+        ):
+            report["comparable"] = False
+            report["warning"] = (
+                "the baseline was scored with other scorer settings (fingerprints "
+                f"{', '.join(sorted(self.baseline.fingerprints))} vs "
+                f"{', '.join(sorted(fingerprints))}): score changes may come from the settings"
+            )
+        return report
+
+
+# -- a whole run -----------------------------------------------------------------------------
+def default_results_path(path: str, fmt: str) -> str:
+    """``data.jsonl`` -> ``data.results.jsonl`` beside the input."""
+    p = Path(path)
+    ext = {"jsonl": ".jsonl", "csv": ".csv", "tsv": ".tsv", "parquet": ".parquet"}[fmt]
+    return str(p.with_name(p.stem + ".results" + ext))
+
+
+@dataclass
+class RunOptions:
+    """The knobs of ``run_file`` beyond the input itself."""
+
+    columns: Columns = Columns()
+    threshold: float = DEFAULT_THRESHOLD
+    options: dict[str, Any] = field(default_factory=dict)
+    evals: Sequence[EvalDef] = ()
+    fmt: str | None = None
+    results: str | None = None
+    write_results: bool = True
+    junit: str | None = None
+    baseline: Baseline | None = None
+    tolerance: float = 0.05
+    on_error: str = "fail"
+    workers: int = 1
+    dask: str | None = None
+    worst: int = 5
+    chunk_rows: int = CHUNK_ROWS
+    collect: str | None = None
+    store: Callable[[list[dict[str, Any]]], None] | None = None
+
+
+def run_file(
+    path: str, opts: RunOptions, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Score every row of a data-set file; return the summary (see the module docstring).
+
+    ``progress(done, total)`` is called after every chunk (bytes, or rows for Parquet).
+    Raises ``InvalidInput`` naming the file and line or row for bad input; nothing is written
+    then. ``opts.collect`` names a column whose values come back as ``summary["collected"]``
+    (``(where, value, score)`` per result; used by calibration).
+    """
+    started = time.perf_counter()
+    fmt = detect_format(path, opts.fmt)
+    if opts.on_error not in {"fail", "skip"}:
+        raise InvalidOption(f"on_error must be fail or skip, not {opts.on_error!r}")
+    if not isinstance(opts.workers, int) or opts.workers < 1:
+        raise InvalidInput(f"workers must be a positive integer, not {opts.workers!r}")
+    threshold = check_threshold(opts.threshold)
+    scorer = None if opts.evals else get_scorer(**opts.options)
+    fields = input_fields(path, fmt)
+    cols = opts.columns
+    if fmt != "jsonl":
+        wanted = [cols.output] + ([] if opts.evals else list(cols.references))
+        wanted += [
+            c for c, req in ((cols.input, cols.input_required), (cols.id, cols.id_required)) if req
+        ]
+        wanted += [opts.collect] if opts.collect else []
+        unit = "line 1" if fmt != "parquet" else "schema"
+        for col in wanted:
+            if col not in fields:
+                raise InvalidInput(
+                    f"{path} {unit}: no column {col!r} (columns: {', '.join(fields) or 'none'})"
+                )
+    out_fmt = None
+    results_path = None
+    if opts.write_results:
+        results_path = opts.results or default_results_path(path, fmt)
+        out_fmt = detect_format(results_path)
+        if Path(results_path).resolve() == Path(path).resolve():
+            raise InvalidInput(f"the results file would overwrite the input: {results_path}")
+    result_names = set(RESULT_FIELDS + EVAL_FIELDS)
+    cfg = RunConfig(
+        source=path,
+        fmt=fmt,
+        out_fmt=out_fmt,
+        columns=cols,
+        threshold=threshold,
+        options=tuple(sorted(opts.options.items())),
+        evals=tuple(opts.evals),
+        on_error=opts.on_error,
+        junit=opts.junit is not None,
+        keys=opts.baseline is not None,
+        store=opts.store is not None,
+        collect=opts.collect,
+        worst=opts.worst,
+        header=fields if fmt in {"csv", "tsv"} else (),
+        out_fields=tuple(f for f in fields if f not in result_names),
+    )
+    if out_fmt == "parquet" or fmt == "parquet":
+        _parquet_ok()
+    total = input_size(path, fmt)
+    writer = ResultsWriter(results_path, cfg) if results_path else None
+    junit = None
+    try:
+        if opts.junit:
+            junit = JUnitWriter(opts.junit, f"simeval run {Path(path).name}")
+        summary = _consume(
+            cfg, read_chunks(path, fmt, opts.chunk_rows), opts, writer, junit, progress, total
+        )
+        if summary["rows"] == 0:
+            raise InvalidInput(f"{path}: the file has no rows")
+        if summary["results"] == 0 and summary["skipped"]:
+            first = summary["skipped_rows"][0]
+            raise InvalidInput(
+                f"no row could be scored: all {summary['skipped']} rows are bad "
+                f"(first: {first['where']}: {first['error']})"
+            )
+        elapsed = time.perf_counter() - started
+        if writer:
+            writer.commit()
+        if junit:
+            junit.commit(
+                summary["results"] + summary["skipped"],
+                summary["failed"],
+                summary["skipped"],
+                elapsed,
+            )
+    except BaseException:
+        if writer:
+            writer.discard()
+        if junit:
+            junit.discard()
+        raise
+    summary.update(
+        file=path,
+        format=fmt,
+        results_file=results_path,
+        junit_file=opts.junit,
+        elapsed_s=elapsed,
+        rows_per_s=summary["rows"] / elapsed if elapsed > 0 else None,
+        workers=opts.workers,
+        dask=opts.dask,
+    )
+    if scorer is not None:
+        summary["threshold"] = threshold
+        summary["fingerprint"] = scorer.fingerprint
+        summary["options"] = scorer.describe()
+    return summary
+
+
+def _parquet_ok() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise InvalidInput("Parquet needs pyarrow: pip install 'simeval[parquet]'") from None
+
+
+def _consume(
+    cfg: RunConfig,
+    chunks: Iterator[Chunk],
+    opts: RunOptions,
+    writer: ResultsWriter | None,
+    junit: JUnitWriter | None,
+    progress: Callable[[int, int], None] | None,
+    total: int,
+) -> dict[str, Any]:
+    rows = results = passed = unmatched = 0
+    score_sum = 0.0
+    errors: list[tuple[str, str]] = []
+    n_errors = 0
+    worst: list[tuple[float, int, dict[str, Any]]] = []
+    missing: Counter[str] = Counter()
+    per_eval: dict[str, list[float]] = {e.name: [0, 0, 0.0] for e in cfg.evals}
+    fingerprints: set[str] = set()
+    collected: list[tuple[str, Any, float]] = []
+    comparison = Comparison(opts.baseline, opts.tolerance) if opts.baseline is not None else None
+    seq = 0
+    try:
+        for out in map_chunks(cfg, chunks, opts.workers, opts.dask):
+            rows += out.rows
+            results += out.results
+            passed += out.passed
+            score_sum += out.score_sum
+            unmatched += out.unmatched
+            n_errors += len(out.errors)
+            errors.extend(out.errors[: max(0, 100 - len(errors))])
+            missing.update(out.missing)
+            for name, (n, p, s) in out.per_eval.items():
+                acc = per_eval[name]
+                acc[0] += n
+                acc[1] += p
+                acc[2] += s
+            for info in out.worst:
+                item = (-info["score"], -seq, info)
+                seq += 1
+                if len(worst) < cfg.worst:
+                    heapq.heappush(worst, item)
+                elif item > worst[0]:
+                    heapq.heapreplace(worst, item)
+            if comparison is not None:
+                for key, score, ok, name, miss in out.cases:
+                    comparison.add(key, score, ok, name, miss)
+            if out.store_rows and opts.store is not None:
+                opts.store(out.store_rows)
+            if out.collected:
+                collected.extend(out.collected)
+            if writer:
+                writer.write(out)
+            if junit:
+                junit.write(out)
+            if progress:
+                progress(out.nbytes, total)
+    except RowError as exc:
+        raise InvalidInput(str(exc)) from None
+    except SimevalError:
+        raise
+    if cfg.evals:
+        fingerprints = {get_scorer(**dict(e.options)).fingerprint for e in cfg.evals}
+    else:
+        fingerprints = {get_scorer(**dict(cfg.options)).fingerprint}
+    summary: dict[str, Any] = {
+        "rows": rows,
+        "results": results,
+        "passed": passed,
+        "failed": results - passed,
+        "skipped": n_errors,
+        "skipped_rows": [{"where": w, "error": e} for w, e in errors],
+        "pass_rate": passed / results if results else None,
+        "mean_score": score_sum / results if results else None,
+        "worst": [info for _, _, info in sorted(worst, reverse=True)],
+        "most_missing": missing.most_common(10),
+        "fingerprints": sorted(fingerprints),
+    }
+    if cfg.evals:
+        summary["unmatched_rows"] = unmatched
+        summary["evals"] = {
+            e.name: {
+                "results": int(per_eval[e.name][0]),
+                "passed": int(per_eval[e.name][1]),
+                "pass_rate": per_eval[e.name][1] / per_eval[e.name][0]
+                if per_eval[e.name][0]
+                else None,
+                "mean_score": per_eval[e.name][2] / per_eval[e.name][0]
+                if per_eval[e.name][0]
+                else None,
+                "threshold": e.threshold,
+                "version": e.version,
+            }
+            for e in cfg.evals
+        }
+    if comparison is not None:
+        summary["baseline"] = comparison.report(fingerprints)
+    if cfg.collect is not None:
+        summary["collected"] = collected
+    return summary
+
+
+def check_gates(
+    summary: dict[str, Any],
+    min_pass_rate: float | None = None,
+    min_mean_score: float | None = None,
+    max_regressions: int | None = None,
+) -> list[dict[str, Any]]:
+    """Each requested gate with its limit, the measured value and whether it held."""
+    gates = []
+    if min_pass_rate is not None:
+        value = summary["pass_rate"] or 0.0
+        gates.append(
+            {
+                "gate": "min-pass-rate",
+                "limit": min_pass_rate,
+                "value": value,
+                "passed": value >= min_pass_rate,
+            }
+        )
+    if min_mean_score is not None:
+        value = summary["mean_score"] or 0.0
+        gates.append(
+            {
+                "gate": "min-mean-score",
+                "limit": min_mean_score,
+                "value": value,
+                "passed": value >= min_mean_score,
+            }
+        )
+    if max_regressions is not None:
+        if "baseline" not in summary:
+            raise InvalidOption("--max-regressions needs --baseline")
+        value = summary["baseline"]["regressed"]
+        gates.append(
+            {
+                "gate": "max-regressions",
+                "limit": max_regressions,
+                "value": value,
+                "passed": value <= max_regressions,
+            }
+        )
+    return gates
