@@ -277,9 +277,14 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _say(*objects: Any, **kwargs: Any) -> None:
+    """One line of the human summary; long paths are not wrapped (CI logs are wide)."""
+    console.print(*objects, soft_wrap=True, **kwargs)
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     rate = f" ({s['rows_per_s']:,.0f} rows/s)" if s.get("rows_per_s") else ""
-    console.print(
+    _say(
         f"scored {s['results']:,} results from {s['rows']:,} rows of "
         f"{escape(s['file'])} in {s['elapsed_s']:.1f} s{rate}"
     )
@@ -289,21 +294,21 @@ def _print_summary(s: dict[str, Any]) -> None:
     )
     if "threshold" in s:
         line += f", threshold {s['threshold']:.2f}"
-    console.print(line)
+    _say(line)
     for name, e in (s.get("evals") or {}).items():
-        console.print(
+        _say(
             f"  eval {escape(name)}: {e['results']:,} results, pass rate "
             f"{_pct(e['pass_rate'])}, mean {_num(e['mean_score'])}, threshold "
             f"{e['threshold']:.2f}"
         )
     if s.get("unmatched_rows"):
-        console.print(f"[yellow]{s['unmatched_rows']:,} rows matched no eval[/yellow]")
+        _say(f"[yellow]{s['unmatched_rows']:,} rows matched no eval[/yellow]")
     if s["skipped"]:
-        console.print(f"[yellow]skipped {s['skipped']:,} bad rows:[/yellow]")
+        _say(f"[yellow]skipped {s['skipped']:,} bad rows:[/yellow]")
         for e in s["skipped_rows"][:20]:
-            console.print(f"  {escape(e['where'])}: {escape(e['error'])}", markup=True)
+            _say(f"  {escape(e['where'])}: {escape(e['error'])}", markup=True)
         if s["skipped"] > 20:
-            console.print(
+            _say(
                 f"  ... and {s['skipped'] - 20:,} more (all in --json)"
                 if len(s["skipped_rows"]) > 20
                 else f"  ... and {s['skipped'] - 20:,} more"
@@ -326,39 +331,39 @@ def _print_summary(s: dict[str, Any]) -> None:
             )
         console.print(table)
     if s["most_missing"]:
-        console.print(
+        _say(
             "most often missing in failing rows: "
             + escape(", ".join(f"{t} ({n})" for t, n in s["most_missing"]))
         )
     b = s.get("baseline")
     if b:
-        console.print(
+        _say(
             f"against {escape(b['baseline'])}: [red]{b['regressed']} regressed"
             f"[/red], [green]{b['improved']} improved[/green], {b['unchanged']} "
             f"unchanged, {b['new']} new, {b['removed']} removed"
         )
         if b["compared"]:
-            console.print(
+            _say(
                 f"  mean score {b['mean_score_before']:.4f} -> "
                 f"{b['mean_score_after']:.4f} ({b['mean_delta']:+.4f}), pass rate "
                 f"{_pct(b['pass_rate_before'])} before"
             )
         for r in b["top_regressions"]:
             missing = ", ".join(r["missing_terms"])
-            console.print(
+            _say(
                 f"  [red]regressed[/red] {escape(r['case'])}: {r['before']:.4f} -> "
                 f"{r['after']:.4f}" + (f", missing: {escape(missing)}" if missing else "")
             )
         if b.get("warning"):
-            console.print(f"[yellow]warning: {escape(b['warning'])}[/yellow]")
+            _say(f"[yellow]warning: {escape(b['warning'])}[/yellow]")
     files = [f"results: {s['results_file']}"] if s.get("results_file") else []
     if s.get("junit_file"):
         files.append(f"junit: {s['junit_file']}")
     if files:
-        console.print(escape(", ".join(files)))
+        _say(escape(", ".join(files)))
     for g in s.get("gates", []):
         mark = "[green]ok[/green]" if g["passed"] else "[red]FAILED[/red]"
-        console.print(
+        _say(
             f"gate {g['gate']} {g['limit']}: {mark} (value {g['value']:.4g})"
             if isinstance(g["value"], float)
             else f"gate {g['gate']} {g['limit']}: {mark} (value {g['value']})"
@@ -476,11 +481,11 @@ def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
         )
     console.print(table)
     s, d = report["suggested"], report["at_default"]
-    console.print(
+    _say(
         f"suggested threshold (max {report['by']}): [bold]{s['threshold']:.4g}[/bold]"
         f" - F1 {s['f1']:.3f}, accuracy {s['accuracy']:.3f}; at the 0.80 default: "
         f"F1 {d['f1']:.3f}, accuracy {d['accuracy']:.3f}"
     )
     if report.get("skipped"):
-        console.print(f"[yellow]skipped {report['skipped']} rows[/yellow]")
+        _say(f"[yellow]skipped {report['skipped']} rows[/yellow]")
     sys.stdout.flush()

@@ -459,14 +459,13 @@ def _cut(text: str | None) -> str | None:
 
 
 def _cell_text(value: Any) -> str:
+    """A value as one CSV cell: text as is, anything else as JSON (lists stay parseable)."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "; ".join(value)
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -578,7 +577,10 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             elif csv_writer is not None:
                 csv_writer.writerow(
                     [_cell_text(row.get(f)) for f in cfg.out_fields]
-                    + [_cell_text(result[f]) for f in result_fields]
+                    + [
+                        "; ".join(result[f]) if f == "missing_terms" else _cell_text(result[f])
+                        for f in result_fields
+                    ]
                 )
             elif cfg.out_fmt == "parquet":
                 if chunk.batch is not None:
