@@ -98,5 +98,5 @@ try:
     ACCELERATED = True
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     vectorize, cosine, best = vectorize_py, cosine_py, best_py
-    Vectorizer = tokenize = None  # type: ignore[assignment,misc]
+    Vectorizer = tokenize = None
     ACCELERATED = False

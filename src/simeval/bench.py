@@ -62,15 +62,32 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
     for path in sorted(root.glob("sick.*.txt")):
         rows = list(_read_lines(path))
         head = rows[0]
-        ia, ib, ig = (head.index("sentence_A"), head.index("sentence_B"),
-                      head.index("relatedness_score"))
+        ia, ib, ig = (
+            head.index("sentence_A"),
+            head.index("sentence_B"),
+            head.index("relatedness_score"),
+        )
         rows = [r for r in rows[1:] if len(r) > max(ia, ib, ig)]
-        out.append(Pairs(path.stem, "sick", [float(r[ig]) for r in rows],
-                         [r[ia] for r in rows], [r[ib] for r in rows]))
+        out.append(
+            Pairs(
+                path.stem,
+                "sick",
+                [float(r[ig]) for r in rows],
+                [r[ia] for r in rows],
+                [r[ib] for r in rows],
+            )
+        )
     for path in sorted(root.glob("msrp.*.tsv")):
         rows = [r for r in list(_read_lines(path))[1:] if len(r) >= 5]
-        out.append(Pairs(path.stem, "msrp", [float(r[0]) for r in rows],
-                         [r[3] for r in rows], [r[4] for r in rows]))
+        out.append(
+            Pairs(
+                path.stem,
+                "msrp",
+                [float(r[0]) for r in rows],
+                [r[3] for r in rows],
+                [r[4] for r in rows],
+            )
+        )
     if not any(p.kind == "sts" for p in out):
         raise InvalidInput(f"no STS files (20*.tsv) in {directory}")
     return out
@@ -109,7 +126,9 @@ def roc_auc(scores: Sequence[float], labels: Sequence[float]) -> float:
     return (sum(pos) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-def classify(scores: Sequence[float], labels: Sequence[float], threshold: float) -> dict[str, float]:
+def classify(
+    scores: Sequence[float], labels: Sequence[float], threshold: float
+) -> dict[str, float]:
     tp = sum(1 for s, y in zip(scores, labels, strict=True) if s >= threshold and y >= 0.5)
     fp = sum(1 for s, y in zip(scores, labels, strict=True) if s >= threshold and y < 0.5)
     fn = sum(1 for s, y in zip(scores, labels, strict=True) if s < threshold and y >= 0.5)
@@ -117,12 +136,18 @@ def classify(scores: Sequence[float], labels: Sequence[float], threshold: float)
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"threshold": threshold, "accuracy": (tp + tn) / len(labels), "f1": f1,
-            "precision": precision, "recall": recall}
+    return {
+        "threshold": threshold,
+        "accuracy": (tp + tn) / len(labels),
+        "f1": f1,
+        "precision": precision,
+        "recall": recall,
+    }
 
 
-def best_threshold(scores: Sequence[float], labels: Sequence[float], by: str = "accuracy"
-                   ) -> dict[str, float]:
+def best_threshold(
+    scores: Sequence[float], labels: Sequence[float], by: str = "accuracy"
+) -> dict[str, float]:
     """The threshold (one of the scores) that maximises ``by`` (accuracy or f1)."""
     candidates = sorted(set(scores))
     best: dict[str, float] | None = None
@@ -134,8 +159,11 @@ def best_threshold(scores: Sequence[float], labels: Sequence[float], by: str = "
     return best
 
 
-def quality(directory: str | Path, configs: dict[str, dict[str, Any]] | None = None,
-            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def quality(
+    directory: str | Path,
+    configs: dict[str, dict[str, Any]] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Agreement of each configuration with human judgements, per file and pooled."""
     data = load_dataset(directory)
     configs = configs or CONFIGS
@@ -149,8 +177,10 @@ def quality(directory: str | Path, configs: dict[str, dict[str, Any]] | None = N
         for ds in data:
             if progress:
                 progress(f"{name}: {ds.name}")
-            s = [scorer.score(x, y) if x.strip() and y.strip() else 0.0
-                 for x, y in zip(ds.a, ds.b, strict=True)]
+            s = [
+                scorer.score(x, y) if x.strip() and y.strip() else 0.0
+                for x, y in zip(ds.a, ds.b, strict=True)
+            ]
             entry: dict[str, Any] = {"pairs": len(s)}
             if ds.kind == "msrp":
                 entry["roc_auc"] = roc_auc(s, ds.gold)
@@ -166,8 +196,11 @@ def quality(directory: str | Path, configs: dict[str, dict[str, Any]] | None = N
             files[ds.name] = entry
         report["configs"][name] = {
             "files": files,
-            "sts_pooled": {"pairs": len(pooled_s), "pearson": pearson(pooled_s, pooled_g),
-                           "spearman": spearman(pooled_s, pooled_g)},
+            "sts_pooled": {
+                "pairs": len(pooled_s),
+                "pearson": pearson(pooled_s, pooled_g),
+                "spearman": spearman(pooled_s, pooled_g),
+            },
         }
     return report
 
@@ -203,8 +236,12 @@ def _per_call(fn: Callable[[int], Any], n: int, repeat: int = 5) -> float:
     return best
 
 
-def speed(pairs: int = 100_000, single: int = 2000, workers: int | None = None,
-          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def speed(
+    pairs: int = 100_000,
+    single: int = 2000,
+    workers: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Latency of one ``score`` call and batch throughput, with baselines from the same run."""
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -219,8 +256,13 @@ def speed(pairs: int = 100_000, single: int = 2000, workers: int | None = None,
     say("single pair: simeval")
     t_ours = _per_call(lambda i: scorer.score(left[i], right[i]), single)
     say("single pair: tokenising only")
-    t_tok = _per_call(lambda i: (SKLEARN_TOKENS.findall(left[i].lower()),
-                                 SKLEARN_TOKENS.findall(right[i].lower())), single)
+    t_tok = _per_call(
+        lambda i: (
+            SKLEARN_TOKENS.findall(left[i].lower()),
+            SKLEARN_TOKENS.findall(right[i].lower()),
+        ),
+        single,
+    )
     say("single pair: scikit-learn fitted per pair")
     n_sk = max(50, single // 10)
 
@@ -232,7 +274,8 @@ def speed(pairs: int = 100_000, single: int = 2000, workers: int | None = None,
     report: dict[str, Any] = {
         "words_per_text": 100,
         "single": {
-            "simeval_us": t_ours * 1e6, "tokenize_only_us": t_tok * 1e6,
+            "simeval_us": t_ours * 1e6,
+            "tokenize_only_us": t_tok * 1e6,
             "sklearn_per_pair_us": t_sk * 1e6,
             "speedup_vs_sklearn_per_pair": t_sk / t_ours,
             "ratio_to_tokenize_only": t_ours / t_tok,
@@ -257,11 +300,50 @@ def speed(pairs: int = 100_000, single: int = 2000, workers: int | None = None,
     sk_batch(list(outs()), list(refs()))
     t_skb = time.perf_counter() - t
     report["batch"] = {
-        "pairs": count, "workers": workers or "all cores",
-        "simeval_pairs_per_s": count / t_many, "sklearn_batch_pairs_per_s": pairs / t_skb,
+        "pairs": count,
+        "workers": workers or "all cores",
+        "simeval_pairs_per_s": count / t_many,
+        "sklearn_batch_pairs_per_s": pairs / t_skb,
         "throughput_ratio_vs_sklearn_batch": t_skb / t_many,
     }
+    say("memory: score_many streamed at two sizes")
+    small, large = max(pairs // 10, 1000), pairs
+    report["memory"] = {
+        "pairs_small": small,
+        "pairs_large": large,
+        "peak_rss_mb_small": stream_peak_rss_mb(small, workers),
+        "peak_rss_mb_large": stream_peak_rss_mb(large, workers),
+    }
     return report
+
+
+_STREAM = """
+import resource, sys, simeval
+from simeval.bench import synthetic_texts
+n, workers = int(sys.argv[1]), (int(sys.argv[2]) or None)
+pool = synthetic_texts(20000, seed=5)
+outs = (pool[i % 20000] for i in range(n))
+refs = (pool[(i * 7 + 3) % 20000] for i in range(n))
+total = sum(simeval.iter_scores(outs, refs, workers=workers))
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(max(own, kids) / 1024)
+"""
+
+
+def stream_peak_rss_mb(pairs: int, workers: int | None) -> float:
+    """Peak resident memory (MB; the parent or the largest worker) of streaming ``pairs``
+    generated pairs through ``iter_scores`` in a fresh process."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _STREAM, str(pairs), str(workers or 0)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.strip())
 
 
 def sk_batch(a: list[str], b: list[str]) -> list[float]:

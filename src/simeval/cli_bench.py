@@ -48,15 +48,22 @@ def quality(data_dir: str, as_json: bool) -> None:
         for n in names:
             e = report["configs"][n]["files"][f]
             if "roc_auc" in e:
-                cells.append(f"AUC {e['roc_auc']:.3f} acc {e['best_accuracy']['accuracy']:.3f}"
-                             f"@{e['best_accuracy']['threshold']:.2f} / "
-                             f"{e['at_0.80']['accuracy']:.3f}@0.80")
+                cells.append(
+                    f"AUC {e['roc_auc']:.3f} acc {e['best_accuracy']['accuracy']:.3f}"
+                    f"@{e['best_accuracy']['threshold']:.2f} / "
+                    f"{e['at_0.80']['accuracy']:.3f}@0.80"
+                )
             else:
                 cells.append(f"{e['pearson']:.3f} / {e['spearman']:.3f}")
         table.add_row(f, *cells)
-    table.add_row("STS pooled", *(
-        f"[bold]{report['configs'][n]['sts_pooled']['pearson']:.3f}[/bold] / "
-        f"{report['configs'][n]['sts_pooled']['spearman']:.3f}" for n in names))
+    table.add_row(
+        "STS pooled",
+        *(
+            f"[bold]{report['configs'][n]['sts_pooled']['pearson']:.3f}[/bold] / "
+            f"{report['configs'][n]['sts_pooled']['spearman']:.3f}"
+            for n in names
+        ),
+    )
     console.print(table)
     base = report["configs"].get("pair")
     if base:
@@ -67,7 +74,9 @@ def quality(data_dir: str, as_json: bool) -> None:
 @bench.command()
 @click.option("--pairs", default=100_000, show_default=True, help="Pairs in the batch test.")
 @click.option("--single", default=2000, show_default=True, help="Pairs in the latency test.")
-@click.option("--workers", type=int, default=None, help="Processes for score_many (default: cores).")
+@click.option(
+    "--workers", type=int, default=None, help="Processes for score_many (default: cores)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
     """Latency and throughput against scikit-learn, measured in the same run.
@@ -83,11 +92,22 @@ def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
         return
     s: dict[str, Any] = report["single"]
     b: dict[str, Any] = report["batch"]
-    console.print(f"single pair (100 words each): simeval {s['simeval_us']:.1f} us, "
-                  f"tokenising only {s['tokenize_only_us']:.1f} us, "
-                  f"scikit-learn per pair {s['sklearn_per_pair_us']:.0f} us")
-    console.print(f"  {s['speedup_vs_sklearn_per_pair']:.0f}x faster than scikit-learn per pair;"
-                  f" {s['ratio_to_tokenize_only']:.2f}x the time of tokenising only")
-    console.print(f"batch of {b['pairs']:,} pairs: simeval {b['simeval_pairs_per_s']:,.0f} pairs/s,"
-                  f" scikit-learn batch {b['sklearn_batch_pairs_per_s']:,.0f} pairs/s:"
-                  f" {b['throughput_ratio_vs_sklearn_batch']:.2f}x")
+    console.print(
+        f"single pair (100 words each): simeval {s['simeval_us']:.1f} us, "
+        f"tokenising only {s['tokenize_only_us']:.1f} us, "
+        f"scikit-learn per pair {s['sklearn_per_pair_us']:.0f} us"
+    )
+    console.print(
+        f"  {s['speedup_vs_sklearn_per_pair']:.0f}x faster than scikit-learn per pair;"
+        f" {s['ratio_to_tokenize_only']:.2f}x the time of tokenising only"
+    )
+    console.print(
+        f"batch of {b['pairs']:,} pairs: simeval {b['simeval_pairs_per_s']:,.0f} pairs/s,"
+        f" scikit-learn batch {b['sklearn_batch_pairs_per_s']:,.0f} pairs/s:"
+        f" {b['throughput_ratio_vs_sklearn_batch']:.2f}x"
+    )
+    m: dict[str, Any] = report["memory"]
+    console.print(
+        f"peak memory streaming {m['pairs_small']:,} pairs: {m['peak_rss_mb_small']:.0f} MB;"
+        f" {m['pairs_large']:,} pairs: {m['peak_rss_mb_large']:.0f} MB"
+    )

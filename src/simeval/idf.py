@@ -30,7 +30,7 @@ BACKGROUND_DOC_LEN = 5.0
 @functools.lru_cache(maxsize=16)
 def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
     freq = wordfreq.get_frequency_dict(LANGUAGES[analyzer.language][1], wordlist="best")
-    acc: Counter[str] = Counter()
+    acc: dict[str, float] = {}
     stemmer_free = Analyzer(
         analyzer.language, analyzer.stemming, analyzer.prefix, stop_words=0, ngram=1
     )
@@ -39,8 +39,8 @@ def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float
         if len(toks) == 1:
             term = stemmer_free.term(toks[0])
             if term is not None:
-                acc[term] += f
-    return dict(acc), min(freq.values()) / 2
+                acc[term] = acc.get(term, 0.0) + f
+    return acc, min(freq.values()) / 2
 
 
 class BackgroundIdf:
@@ -53,8 +53,8 @@ class BackgroundIdf:
 
         idf(t) = ln(1 + 1 / (L * f(t)))        L = BACKGROUND_DOC_LEN = 5
 
-    so very common words weigh almost nothing ("the": 0.3) and rare ones a lot ("photosynthesis":
-    about 11.5). A term not in the list (a name, a code, a typo) gets the frequency of half the
+    so very common words weigh little ("the": 1.55) and specific ones a lot ("capital": 7.2).
+    A term not in the list (a name, a code, a typo) gets the frequency of half the
     rarest listed word, i.e. the highest weight: it is at least as specific as anything known.
     Multi-word terms (n-grams) get the mean weight of their words.
     """

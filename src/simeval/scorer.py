@@ -33,7 +33,7 @@ from simeval.idf import BackgroundIdf, IdfTable, PairIdf
 
 ALGORITHM_VERSION = 1
 DEFAULT_THRESHOLD = 0.80
-_TABLE_LIMIT = 2_000_000  # cached tokens per scorer before the cache starts over
+_TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts over (~100 MB)
 
 DEFAULTS: dict[str, Any] = {
     "language": "english",
@@ -58,8 +58,16 @@ OPTION_HELP = {
 def _as_bool(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in {"true", "yes", "on", "1", "false",
-                                                             "no", "off", "0"}:
+    if isinstance(value, str) and value.strip().lower() in {
+        "true",
+        "yes",
+        "on",
+        "1",
+        "false",
+        "no",
+        "off",
+        "0",
+    }:
         return value.strip().lower() in {"true", "yes", "on", "1"}
     raise InvalidOption(f"option {name!r} must be true or false, not {value!r}")
 
@@ -90,7 +98,9 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
     stop = merged["stop_words"]
     if stop is True or (isinstance(stop, str) and stop.strip().lower() in {"true", "yes", "on"}):
         stop = 100
-    elif stop is False or (isinstance(stop, str) and stop.strip().lower() in {"false", "no", "off"}):
+    elif stop is False or (
+        isinstance(stop, str) and stop.strip().lower() in {"false", "no", "off"}
+    ):
         stop = 0
     idf = merged["idf"]
     if isinstance(idf, os.PathLike):
@@ -216,8 +226,9 @@ class Scorer:
     def __init__(self, **options: Any):
         self.options = resolve_options(options)
         o = self.options
-        self.analyzer = Analyzer(o["language"], o["stemming"], o["prefix"], o["stop_words"],
-                                 o["ngram"])
+        self.analyzer = Analyzer(
+            o["language"], o["stemming"], o["prefix"], o["stop_words"], o["ngram"]
+        )
         self.pair = o["idf"] == "pair"
         self.sublinear = o["sublinear_tf"]
         if isinstance(o["idf"], IdfTable):
@@ -338,8 +349,11 @@ class Scorer:
         counts: dict[str, int] = {}
         surface: dict[str, str] = {}
         words = self.analyzer.tokens(text)
-        kept = [(w, self.analyzer.term(w)) for w in words]
-        kept = [(w, t) for w, t in kept if t is not None]
+        kept: list[tuple[str, str]] = []
+        for w in words:
+            t = self.analyzer.term(w)
+            if t is not None:
+                kept.append((w, t))
         for w, t in kept:
             counts[t] = counts.get(t, 0) + 1
             surface.setdefault(t, w)
@@ -416,8 +430,7 @@ def get_scorer(**options: Any) -> Scorer:
         hash(key)
     except TypeError:
         raise InvalidOption(f"scorer options must be plain values, not {options!r}") from None
-    if any(isinstance(v, str) and k == "idf" and v not in {"background", "pair"}
-           for k, v in key):
+    if any(isinstance(v, str) and k == "idf" and v not in {"background", "pair"} for k, v in key):
         # a table file may change on disk: resolve it (cached by mtime) before the lookup
         resolved = resolve_options(dict(key))
         key = _options_key(resolved)
