@@ -24,12 +24,22 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("texts", nargs=-1)
-@click.option("--output-file", type=str, default=None, help="Read the output from a file (- = stdin).")
 @click.option(
-    "--reference-file", "reference_files", multiple=True, help="Read a reference from a file (repeatable)."
+    "--output-file", type=str, default=None, help="Read the output from a file (- = stdin)."
 )
-@click.option("-t", "--threshold", default=str(DEFAULT_THRESHOLD), show_default=True,
-              help="Minimum score that passes.")
+@click.option(
+    "--reference-file",
+    "reference_files",
+    multiple=True,
+    help="Read a reference from a file (repeatable).",
+)
+@click.option(
+    "-t",
+    "--threshold",
+    default=str(DEFAULT_THRESHOLD),
+    show_default=True,
+    help="Minimum score that passes.",
+)
 @click.option("--explain", is_flag=True, help="Show the terms behind the score.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @scorer_options
@@ -54,8 +64,9 @@ def score(
     """
     limit = check_threshold(threshold)
     args = list(texts)
-    output = read_input(None if output_file else (args.pop(0) if args else None), output_file,
-                        "output")
+    output = read_input(
+        None if output_file else (args.pop(0) if args else None), output_file, "output"
+    )
     if output is None:
         raise UserError("missing OUTPUT: give it as the first argument or with --output-file")
     refs: list[str] = [read_input(r, None, "reference") or "" for r in args]
@@ -66,12 +77,18 @@ def score(
     result = scorer.explain(output, refs)
     passed = result.score >= limit
     if as_json:
-        data = {"score": result.score, "pass": passed, "threshold": limit,
-                "matched_reference": result.matched_reference,
-                "fingerprint": scorer.fingerprint, "options": scorer.describe()}
+        data = {
+            "score": result.score,
+            "pass": passed,
+            "threshold": limit,
+            "matched_reference": result.matched_reference,
+            "fingerprint": scorer.fingerprint,
+            "options": scorer.describe(),
+        }
         if explain:
-            data["explanation"] = {k: result.to_dict()[k]
-                                   for k in ("shared", "missing", "extra", "reason")}
+            data["explanation"] = {
+                k: result.to_dict()[k] for k in ("shared", "missing", "extra", "reason")
+            }
         elif result.reason:
             data["reason"] = result.reason
         print_json(data)
@@ -84,8 +101,9 @@ def score(
         if result.reason and not explain:
             console.print(f"reason: {result.reason}")
         if explain:
-            console.print(str(result).split("\n", 1)[1] if "\n" in str(result) else "",
-                          markup=False)
+            console.print(
+                str(result).split("\n", 1)[1] if "\n" in str(result) else "", markup=False
+            )
     raise SystemExit(0 if passed else 1)
 
 
@@ -95,6 +113,10 @@ def _register() -> None:
     cli.add_command(cli_bench.bench)
     cli.add_command(cli_run.run)
     cli.add_command(cli_run.calibrate)
+
+    from simeval import cli_serve
+
+    cli.add_command(cli_serve.serve)
 
 
 _register()

@@ -49,9 +49,7 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--stop-words", type=int, default=None, help="Drop the N commonest words.")
     @click.option("--ngram", type=int, default=None, help="Largest word n-gram (1-3).")
     @click.option("--sublinear-tf/--raw-tf", default=None, help="tf = 1 + ln(count).")
-    @click.option(
-        "--idf", default=None, help="background (default), pair, or a corpus table file."
-    )
+    @click.option("--idf", default=None, help="background (default), pair, or a corpus table file.")
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         names = ("language", "stemming", "prefix", "stop_words", "ngram", "sublinear_tf", "idf")

@@ -1,0 +1,108 @@
+"""``simeval serve``: Eval Studio and the HTTP API on one local server."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import click
+
+from simeval.cli_common import UserError
+from simeval.errors import SimevalError
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A bound listening socket, so a busy port is a one-line error instead of a log trace."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UserError(f"cannot listen on {host}: {exc.strerror}") from None
+    sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(infos[0][4])
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+@click.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Anything but loopback needs SIMEVAL_TOKEN.",
+)
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port (0 = any free port).",
+)
+@click.option(
+    "--db",
+    default=None,
+    help="SQLite file or database URL (default: SIMEVAL_DATABASE_URL, else the user data file).",
+)
+@click.option(
+    "--max-body",
+    default=1_048_576,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Largest request body in bytes; larger ones get 413.",
+)
+@click.option(
+    "--log-level",
+    default="warning",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    help="Server log level (info logs every request).",
+)
+def serve(host: str, port: int, db: str | None, max_body: int, log_level: str) -> None:
+    """Start Eval Studio and the HTTP API (JSON under /api, docs at /docs).
+
+    Listens on 127.0.0.1 by default: only this machine can connect. To listen on another
+    address set a token in SIMEVAL_TOKEN; the API then needs 'Authorization: Bearer TOKEN'
+    and the studio asks for it once.
+
+    \b
+    Examples:
+        simeval serve
+        simeval serve --port 8080 --db evals.db
+        SIMEVAL_TOKEN=$(openssl rand -hex 16) simeval serve --host 0.0.0.0
+    """
+    import uvicorn
+
+    from simeval.web.app import create_app
+    from simeval.web.security import check_bind
+
+    token = os.environ.get("SIMEVAL_TOKEN") or None
+    try:
+        check_bind(host, token)
+    except SimevalError as exc:
+        raise UserError(str(exc)) from None
+    sock = _listen(host, port)
+    app = create_app(db, token=token, max_body=max_body)
+    actual = sock.getsockname()[1]
+    url = _url(host, actual)
+    click.echo(f"Eval Studio: {url}" + (" (token required)" if token else ""))
+    click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
+    click.echo("Press Ctrl+C to stop.")
+    config = uvicorn.Config(
+        app, log_level=log_level, access_log=log_level in ("info", "debug"), server_header=False
+    )
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,224 @@
+"""What the service returns: pydantic models, JSON-ready with ``.model_dump(mode="json")``.
+
+The same models are the HTTP API's response models. Times are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["draft", "active", "archived"]
+Bucket = Literal["hour", "day", "week"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=False, extra="forbid")
+
+
+def strictness(threshold: float) -> str:
+    """The strictness band of a threshold (design.md "Words").
+
+    >>> strictness(0.8), strictness(0.95), strictness(0.5)
+    ('strict', 'very strict', 'lenient')
+    """
+    if threshold >= 0.90:
+        return "very strict"
+    if threshold >= 0.80:
+        return "strict"
+    if threshold >= 0.70:
+        return "moderate"
+    return "lenient"
+
+
+class ReviewOut(_Model):
+    """A person's override of a result's score; it decides pass/fail."""
+
+    score: float
+    note: str
+    created_at: datetime
+
+
+class TestOut(_Model):
+    """A stored dry run of an eval version on a sample input and output."""
+
+    __test__ = False  # not a pytest test class
+
+    id: int
+    eval_name: str
+    version: int
+    input: str
+    output: str
+    score: float
+    passed: bool
+    threshold: float
+    matched_index: int
+    matched_reference: str
+    explanation: dict[str, Any]
+    fingerprint: str
+    in_scope: bool = Field(description="whether the sample input matches the eval's input scope")
+    created_at: datetime
+
+
+class EvalStats(_Model):
+    """Results of an eval so far (reviews count as they decide)."""
+
+    results: int
+    pass_rate: float | None
+    mean_score: float | None
+
+
+class EvalOut(_Model):
+    """An eval definition at its current version."""
+
+    id: int
+    name: str
+    type: Literal["similarity"] = "similarity"
+    status: Status
+    version: int
+    references: list[str]
+    threshold: float
+    strictness: str
+    input_scope: str | None
+    options: dict[str, Any]
+    fingerprint: str
+    created_at: datetime
+    updated_at: datetime
+    can_activate: bool
+    activation_blocker: str | None = Field(
+        None, description="why the eval cannot be activated now (None when it can, or is active)"
+    )
+    last_test: TestOut | None = None
+    stats: EvalStats | None = None
+
+
+class EvalVersionOut(_Model):
+    """One kept version of an eval and what changed from the previous one."""
+
+    version: int
+    created_at: datetime
+    changes: dict[str, Any]
+    references: list[str]
+    threshold: float
+    input_scope: str | None
+    options: dict[str, Any]
+    fingerprint: str
+
+
+class ResultOut(_Model):
+    """One eval applied to one capture, or one data-set row of a run.
+
+    ``passed`` is the effective verdict (a review wins); ``automated_passed`` and ``score`` are
+    what the scorer said and never change.
+    """
+
+    id: int
+    capture_id: int | None
+    run_id: int | None
+    eval_id: int | None
+    eval_name: str | None
+    eval_type: str = "similarity"
+    eval_version: int | None
+    input: str
+    output: str
+    conversation_id: str | None
+    captured_at: datetime
+    score: float
+    passed: bool
+    automated_passed: bool
+    threshold: float
+    fingerprint: str
+    matched_reference: str | None
+    matched_index: int
+    explanation: dict[str, Any] | None
+    review: ReviewOut | None
+    created_at: datetime
+
+
+class CaptureResultOut(_Model):
+    """A result as returned with its capture: the capture's input and output are not repeated
+    (with many evals and a long output they would dominate the response)."""
+
+    id: int
+    eval_id: int
+    eval_name: str
+    eval_type: str = "similarity"
+    eval_version: int
+    score: float
+    passed: bool
+    threshold: float
+    fingerprint: str
+    matched_index: int
+    matched_reference: str
+    explanation: dict[str, Any] | None = None
+    review: ReviewOut | None = None
+
+
+class CaptureOut(_Model):
+    """One engine response and the results of the active evals that matched it."""
+
+    id: int
+    input: str
+    output: str
+    conversation_id: str | None
+    metadata: dict[str, Any] | None
+    captured_at: datetime
+    evaluated: bool = Field(description="False when automatic evaluation was off")
+    results: list[CaptureResultOut]
+
+
+class TrendBucket(_Model):
+    """Results of one eval in one time bucket (UTC)."""
+
+    start: datetime
+    count: int
+    mean_score: float
+    pass_rate: float
+    reviewed: int
+    versions: list[int]
+    fingerprints: list[str]
+    fingerprint_break: bool = Field(
+        description="the scorer fingerprint differs from the previous bucket's, or varies within"
+        " this one: scores on either side are not comparable"
+    )
+    version_change: bool
+
+
+class TrendOut(_Model):
+    """An eval's results over time."""
+
+    eval_name: str
+    bucket: Bucket
+    threshold: float
+    buckets: list[TrendBucket]
+
+
+class SettingsOut(_Model):
+    """Store-wide settings."""
+
+    auto_evaluate: bool
+    retention_days: int | None = Field(description="None keeps everything; else 7, 30, 90, 180")
+
+
+class CleanupOut(_Model):
+    """What ``cleanup`` deleted."""
+
+    captures: int
+    results: int
+    tests: int
+    runs: int
+    cutoff: datetime | None
+
+
+class RunOut(_Model):
+    """A stored data-set run."""
+
+    id: int
+    name: str
+    source: str
+    options: dict[str, Any]
+    summary: dict[str, Any]
+    created_at: datetime
+    results: int

@@ -1,0 +1,587 @@
+"""The store: SQLAlchemy 2 models, the database engine and its Alembic migrations.
+
+Everything that touches SQL lives here; ``simeval.service`` is the only caller. SQLite is the
+embedded default, PostgreSQL (``postgresql+psycopg://...``) serves a team; the SQL the service
+builds is portable, and the two dialect-specific pieces (the trend's time buckets and the
+driver-level bulk insert) are in this module.
+
+SQLite is opened in WAL mode (readers never wait for the writer), with a 30 s busy timeout and
+foreign keys on. Write transactions start with ``BEGIN IMMEDIATE``: the write lock is taken up
+front, so two processes writing at once queue on the busy timeout instead of failing with
+"database is locked" when a read lock cannot be upgraded.
+
+Schema changes are Alembic migrations shipped inside the package (``simeval/migrations``) and
+run on open: a new database is created at the newest revision, an older one is upgraded, and a
+database whose revision this code does not know (written by a newer simeval) is refused.
+
+>>> store = Store(resolve_db_url(":memory:"))
+>>> store.revision() == head_revision()
+True
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    insert,
+    inspect,
+)
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ColumnElement
+
+from simeval.errors import InvalidInput, SimevalError
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+BUSY_TIMEOUT_S = 30.0
+_LOCK_RETRIES = 3
+T = TypeVar("T")
+
+
+class DatabaseBusyError(SimevalError):
+    """Another process held the database's write lock for longer than the busy timeout."""
+
+    status_code = 503
+
+
+# -- models -------------------------------------------------------------------------------------
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention, so migrations name constraints the same
+    way on every backend."""
+
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class Eval(Base):
+    """An eval definition: the current version's fields, plus status and counters."""
+
+    __tablename__ = "evals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    type: Mapped[str] = mapped_column(String(32), default="similarity")
+    status: Mapped[str] = mapped_column(String(16), default="draft")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    # "references" is an SQL keyword; the column gets a name no dialect has to quote
+    references: Mapped[list[str]] = mapped_column("reference_answers", JSON)
+    threshold: Mapped[float] = mapped_column(Float)
+    input_scope: Mapped[str | None] = mapped_column(Text, nullable=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class EvalVersion(Base):
+    """One version of an eval, kept forever, with what changed from the previous one."""
+
+    __tablename__ = "eval_versions"
+    __table_args__ = (UniqueConstraint("eval_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    references: Mapped[list[str]] = mapped_column("reference_answers", JSON)
+    threshold: Mapped[float] = mapped_column(Float)
+    input_scope: Mapped[str | None] = mapped_column(Text, nullable=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    changes: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class EvalTest(Base):
+    """A dry run of an eval version on a sample input and output."""
+
+    __tablename__ = "eval_tests"
+    __table_args__ = (Index("ix_eval_tests_eval_id_version", "eval_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    input: Mapped[str] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(Text)
+    score: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    threshold: Mapped[float] = mapped_column(Float)
+    matched_index: Mapped[int] = mapped_column(Integer)
+    explanation: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    in_scope: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Capture(Base):
+    """One engine response."""
+
+    __tablename__ = "captures"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    input: Mapped[str] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(Text)
+    conversation_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
+    captured_at: Mapped[datetime] = mapped_column(DateTime)
+    evaluated: Mapped[bool] = mapped_column(Boolean)
+
+
+class Run(Base):
+    """A batch of results scored together from a data-set file."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(Text)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Result(Base):
+    """One eval applied to one capture, or one scored data-set row of a run.
+
+    A capture's result keeps the input and output on the capture and the matched reference
+    text on the eval version (``matched_index``); a run's row carries its own ``input``,
+    ``output``, ``reference`` and ``explanation``. The automated ``score`` and ``passed`` never
+    change; a review overrides them in every view.
+    """
+
+    __tablename__ = "results"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    capture_id: Mapped[int | None] = mapped_column(
+        ForeignKey("captures.id", ondelete="CASCADE"), nullable=True
+    )
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), nullable=True
+    )
+    eval_id: Mapped[int | None] = mapped_column(ForeignKey("evals.id"), nullable=True)
+    eval_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    eval_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    score: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    threshold: Mapped[float] = mapped_column(Float)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    matched_index: Mapped[int] = mapped_column(Integer)
+    input: Mapped[str | None] = mapped_column(Text, nullable=True)
+    output: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reference: Mapped[str | None] = mapped_column(Text, nullable=True)
+    explanation: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+results_table = cast(Table, Result.__table__)
+captures_table = cast(Table, Capture.__table__)
+_results = results_table.c
+Index("ix_results_capture_id", _results.capture_id)
+Index("ix_captures_captured_at", captures_table.c.captured_at)
+Index("ix_runs_created_at", Run.__table__.c.created_at)
+# Only run rows carry a run id: a partial index costs captures nothing.
+Index(
+    "ix_results_run_id",
+    _results.run_id,
+    sqlite_where=_results.run_id.isnot(None),
+    postgresql_where=_results.run_id.isnot(None),
+)
+# Added by migration 0002: listing newest first and per-eval trends without a full scan.
+Index("ix_results_eval_id_created_at", _results.eval_id, _results.created_at)
+Index("ix_results_created_at", _results.created_at)
+Index("ix_captures_conversation_id", captures_table.c.conversation_id)
+
+
+class Review(Base):
+    """A person's override of a result's score (one per result; a new review replaces it)."""
+
+    __tablename__ = "reviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    result_id: Mapped[int] = mapped_column(
+        ForeignKey("results.id", ondelete="CASCADE"), unique=True
+    )
+    score: Mapped[float] = mapped_column(Float)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Setting(Base):
+    """A key/value setting (added by migration 0002); values are JSON."""
+
+    __tablename__ = "settings"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+
+# -- URLs and engines -----------------------------------------------------------------------------
+def default_db_path() -> Path:
+    """The per-user default database file: ``<user data dir>/simeval/simeval.db``.
+
+    On Linux that is ``~/.local/share/simeval/simeval.db`` (``$XDG_DATA_HOME`` is honoured).
+    """
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("simeval", appauthor=False)) / "simeval.db"
+
+
+def resolve_db_url(db: str | os.PathLike[str] | None = None) -> str:
+    """The SQLAlchemy URL for ``db``: a file path, a URL, or None.
+
+    None means the environment variable ``SIMEVAL_DATABASE_URL``, else the per-user default file
+    (``default_db_path()``). ``:memory:`` is a private in-memory SQLite database.
+
+    >>> resolve_db_url("postgresql+psycopg://u@localhost/evals")
+    'postgresql+psycopg://u@localhost/evals'
+    >>> resolve_db_url(":memory:")
+    'sqlite://'
+    """
+    if db is None:
+        db = os.environ.get("SIMEVAL_DATABASE_URL") or None
+        if db is None:
+            path = default_db_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return f"sqlite:///{path}"
+    value = os.fspath(db)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("the database path is empty")
+    if "://" in value:
+        return value
+    if value == ":memory:":
+        return "sqlite://"
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def describe_url(url: str) -> str:
+    """The URL with any password hidden, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's implicit BEGIN is deferred)
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    cur.execute("PRAGMA foreign_keys = ON")
+    cur.execute("PRAGMA journal_mode = WAL")
+    # WAL + NORMAL: a commit survives a crash of the process; only a power cut can lose the
+    # last transactions, never corrupt the file
+    cur.execute("PRAGMA synchronous = NORMAL")
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get("simeval_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``, with SQLite set up for concurrent use (see the module doc)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InvalidInput(f"not a database path or URL: {url!r}") from None
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            database = parsed.database or ""
+            memory = database in ("", ":memory:") or database.startswith("file::memory:")
+            if not memory:
+                path = Path(database)
+                if path.is_dir():
+                    raise InvalidInput(f"database path {database} is a directory, not a file")
+                if not path.parent.is_dir():
+                    raise InvalidInput(f"directory of the database does not exist: {path.parent}")
+            kwargs: dict[str, Any] = {
+                "connect_args": {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+            }
+            if memory:
+                kwargs["poolclass"] = StaticPool
+            engine = create_engine(parsed, **kwargs)
+            event.listen(engine, "connect", _sqlite_connect)
+            event.listen(engine, "begin", _sqlite_begin)
+            return engine
+        return create_engine(parsed, pool_pre_ping=True)
+    except (NoSuchModuleError, ModuleNotFoundError) as exc:
+        raise InvalidInput(f"cannot open {describe_url(url)}: {exc}") from None
+
+
+def _is_locked(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+# -- migrations -----------------------------------------------------------------------------------
+def alembic_config(connection: Connection | None = None) -> Any:
+    """An Alembic ``Config`` for the packaged migrations, bound to ``connection``."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest schema revision this code knows."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    return {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
+def _current_revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(conn: Connection, revision: str = "head") -> None:
+    """Run the packaged migrations on ``conn`` up to ``revision`` (in the caller's transaction)."""
+    from alembic import command
+
+    command.upgrade(alembic_config(conn), revision)
+
+
+# -- bulk insert ----------------------------------------------------------------------------------
+_NATIVE = (
+    Integer,
+    Float,
+    String,
+    Text,
+    Boolean,
+)  # the drivers take these Python values as they are
+_BULK_CACHE: dict[tuple[str, str, tuple[str, ...]], tuple[str, list[str], list[Any]]] = {}
+
+
+def bulk_insert(
+    conn: Connection,
+    table: Table,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    constants: Mapping[str, Any] | None = None,
+) -> int:
+    """Insert many rows with one driver-level ``executemany``; returns the row count.
+
+    ``rows`` are tuples in the order of ``columns``; ``constants`` are values shared by every
+    row (bound once). SQLAlchemy's per-row parameter processing is the cost this avoids: the
+    values of plain columns (numbers, text, booleans) go to the driver as they are, and only
+    columns whose type needs conversion (dates, JSON) are converted, once per value.
+    """
+    if not rows:
+        return 0
+    const = dict(constants or {})
+    names = tuple(columns) + tuple(const)
+    dialect = conn.dialect
+    key = (dialect.name, table.name, names)
+    cached = _BULK_CACHE.get(key)
+    if cached is None:
+        stmt = insert(table).values({n: bindparam(n) for n in names})
+        compiled = stmt.compile(dialect=dialect)
+        order = list(compiled.positiontup or []) if dialect.positional else list(names)
+        processors = []
+        for n in names:
+            col_type = table.c[n].type
+            native = isinstance(col_type, _NATIVE) and not isinstance(col_type, JSON)
+            processors.append(None if native else col_type._cached_bind_processor(dialect))
+        cached = (str(compiled), order, processors)
+        _BULK_CACHE[key] = cached
+    sql, order, processors = cached
+    ncols = len(columns)
+    const_values = []
+    for i, n in enumerate(const, start=ncols):
+        proc = processors[i]
+        value = const[n]
+        const_values.append(proc(value) if proc is not None and value is not None else value)
+    row_procs = [(i, p) for i, p in enumerate(processors[:ncols]) if p is not None]
+    if row_procs:
+        converted: list[Sequence[Any]] = []
+        for row in rows:
+            r = list(row)
+            for i, p in row_procs:
+                if r[i] is not None:
+                    r[i] = p(r[i])
+            converted.append(r)
+        rows = converted
+    tail = tuple(const_values)
+    if dialect.positional:
+        position = {n: i for i, n in enumerate(names)}
+        if order == list(names):
+            params: list[Any] = [tuple(r) + tail for r in rows]
+        else:
+            idx = [position[n] for n in order]
+            params = [tuple((tuple(r) + tail)[i] for i in idx) for r in rows]
+    else:
+        params = [dict(zip(names, tuple(r) + tail, strict=True)) for r in rows]
+    conn.exec_driver_sql(sql, params)
+    return len(rows)
+
+
+# -- dialect-specific SQL -------------------------------------------------------------------------
+def bucket_start(dialect: str, bucket: str, column: Any) -> ColumnElement[Any]:
+    """SQL for the start of the UTC hour, day or week (Monday) that ``column`` falls in."""
+    if dialect == "sqlite":
+        if bucket == "hour":
+            return func.strftime("%Y-%m-%d %H:00:00", column)
+        if bucket == "day":
+            return func.strftime("%Y-%m-%d 00:00:00", column)
+        # 'weekday 0' moves forward to Sunday (or stays), then back to that week's Monday
+        return func.strftime("%Y-%m-%d 00:00:00", column, "weekday 0", "-6 days")
+    if dialect == "postgresql":
+        return func.date_trunc(bucket, column)
+    raise InvalidInput(f"trends are not supported on the {dialect} backend")
+
+
+def parse_bucket(value: Any) -> datetime:
+    """A bucket start as returned by ``bucket_start`` (a string on SQLite)."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    return datetime.fromisoformat(str(value))
+
+
+# -- the store ------------------------------------------------------------------------------------
+class Store:
+    """One database: an engine, its migrations, and read/write transactions.
+
+    ``read()`` and ``write()`` yield a ``Session``. A write transaction holds the database's
+    write lock from its first statement (SQLite ``BEGIN IMMEDIATE``); keep it short.
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = make_engine(url)
+        self.writer = self.engine.execution_options(simeval_write=True)
+        self.dialect = self.engine.dialect.name
+        try:
+            self._migrate()
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    def _where(self) -> str:
+        return describe_url(self.url).removeprefix("sqlite:///")
+
+    def _migrate(self) -> None:
+        head = head_revision()
+        try:
+            with self.engine.connect() as conn:
+                current = _current_revision(conn)
+                conn.rollback()
+            if current == head:
+                return
+            for attempt in range(_LOCK_RETRIES):
+                try:
+                    with self.writer.connect() as conn, conn.begin():
+                        # read again under the write lock: another process may have migrated
+                        current = _current_revision(conn)
+                        if current == head:
+                            return
+                        if current is None:
+                            tables = set(inspect(conn).get_table_names())
+                            if tables - {"alembic_version"}:
+                                raise InvalidInput(
+                                    f"{self._where()} is not a simeval database "
+                                    f"(it has tables {', '.join(sorted(tables)[:3])}... "
+                                    "but no simeval schema revision)"
+                                )
+                        elif current not in _known_revisions():
+                            raise InvalidInput(
+                                f"database {self._where()} has schema revision {current!r}, "
+                                "unknown to this simeval (a newer simeval wrote it); upgrade "
+                                "simeval to open it - the database was not changed"
+                            )
+                        upgrade(conn, "head")
+                    return
+                except OperationalError as exc:
+                    if not _is_locked(exc) or attempt == _LOCK_RETRIES - 1:
+                        raise
+        except OperationalError as exc:
+            if _is_locked(exc):
+                raise DatabaseBusyError(
+                    f"database {self._where()} is locked by another process"
+                ) from None
+            raise InvalidInput(f"cannot open database {self._where()}: {exc.orig}") from None
+        except DatabaseError as exc:
+            raise InvalidInput(
+                f"cannot open database {self._where()}: {exc.orig} (is it a SQLite file?)"
+            ) from None
+
+    def revision(self) -> str | None:
+        """The schema revision stored in the database."""
+        with self.engine.connect() as conn:
+            return _current_revision(conn)
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only session (a consistent snapshot; never waits for writers in WAL)."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session in a write transaction, committed at the end, rolled back on error."""
+        try:
+            with Session(self.writer, expire_on_commit=False) as session, session.begin():
+                yield session
+        except OperationalError as exc:
+            if _is_locked(exc):
+                raise DatabaseBusyError(
+                    f"database {self._where()} stayed locked by another process for more than "
+                    f"{BUSY_TIMEOUT_S:.0f} s; nothing was written"
+                ) from None
+            raise
+
+    def run_write(self, fn: Callable[[Session], T]) -> T:
+        """``fn(session)`` in a write transaction, retried when the lock could not be taken."""
+        for attempt in range(_LOCK_RETRIES):
+            try:
+                with self.write() as session:
+                    return fn(session)
+            except DatabaseBusyError:
+                if attempt == _LOCK_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self.engine.dispose()

@@ -1,0 +1,344 @@
+"""The JSON API under ``/api``: the endpoint engines post their outputs to, and eval management.
+
+Every route is a thin call into ``simeval.service.Service`` (the same functions the CLI and the
+pages use). User mistakes come back as ``{"error": "..."}`` with 400/404/409 (from the
+service's ``SimevalError``), 422 for a malformed request body, 413 for an oversized one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from simeval import __version__
+from simeval.models import (
+    CaptureOut,
+    CleanupOut,
+    EvalOut,
+    EvalVersionOut,
+    ResultOut,
+    SettingsOut,
+    TestOut,
+    TrendOut,
+)
+from simeval.service import Service
+
+router = APIRouter(prefix="/api")
+
+
+def get_service(request: Request) -> Service:
+    """The app's service (one per database)."""
+    service: Service = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+def _json(model: BaseModel | list[Any], status_code: int = 200) -> JSONResponse:
+    # The service already returns validated models: dump them once instead of letting FastAPI
+    # validate them a second time against the response model (the capture hot path).
+    if isinstance(model, list):
+        content: Any = [m.model_dump(mode="json") for m in model]
+    else:
+        content = model.model_dump(mode="json")
+    return JSONResponse(content, status_code=status_code)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+class EvalIn(_Body):
+    """A new similarity eval."""
+
+    name: str = Field(examples=["capital-answer"])
+    references: list[str] = Field(
+        description="One or more reference answers (a single string is accepted too).",
+        examples=[["Paris is the capital of France."]],
+    )
+    threshold: float = Field(0.80, description="Minimum score that passes, in [0, 1].")
+    input_scope: str | None = Field(
+        None, description="Score only captures whose input is this text (case and spacing aside)."
+    )
+    options: dict[str, Any] = Field(default_factory=dict, description="Scorer options.")
+    type: Literal["similarity"] = "similarity"
+
+    _refs = field_validator("references", mode="before")(_as_list)
+
+
+class EvalPatch(_Body):
+    """Changes to an eval; each one that changes something makes a new version."""
+
+    name: str | None = Field(None, description="A new name.")
+    references: list[str] | None = None
+    threshold: float | None = None
+    input_scope: str | None = Field(None, description="null removes the scope.")
+    options: dict[str, Any] | None = None
+
+    _refs = field_validator("references", mode="before")(_as_list)
+
+
+class TestIn(_Body):
+    """A dry run of an eval: a sample input and the output to score."""
+
+    input: str = ""
+    output: str
+
+
+class CaptureIn(_Body):
+    """One engine response to score against every active eval in scope."""
+
+    input: str = Field(description="The prompt or request the engine answered.")
+    output: str = Field(description="The engine's output.")
+    conversation_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ReviewIn(_Body):
+    """A human override of a result's score; it decides pass/fail from now on."""
+
+    score: float = Field(description="The reviewed score, in [0, 1].")
+    note: str = ""
+
+
+class SettingsIn(_Body):
+    """Settings to change; fields left out stay as they are."""
+
+    auto_evaluate: bool | None = None
+    retention_days: int | None = Field(None, description="7, 30, 90, 180, or null = forever.")
+
+
+class ResultPage(BaseModel):
+    """A page of results, newest first."""
+
+    total: int
+    limit: int
+    offset: int
+    results: list[ResultOut]
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+
+
+class ResultFilters:
+    """The result filters shared by listing, counting and export."""
+
+    def __init__(
+        self,
+        eval: Annotated[str | None, Query(description="Eval name or id.")] = None,
+        passed: Annotated[bool | None, Query(description="true = passed, false = failed.")] = None,
+        since: Annotated[datetime | None, Query(description="ISO time, inclusive.")] = None,
+        until: Annotated[datetime | None, Query(description="ISO time, exclusive.")] = None,
+        reviewed: Annotated[bool | None, Query()] = None,
+        run_id: Annotated[int | None, Query()] = None,
+    ):
+        self.values: dict[str, Any] = {
+            "eval_name": eval,
+            "passed": passed,
+            "since": since,
+            "until": until,
+            "reviewed": reviewed,
+            "run_id": run_id,
+        }
+
+
+FiltersDep = Annotated[ResultFilters, Depends()]
+
+
+@router.get("/health", response_model=Health, tags=["meta"])
+def health() -> dict[str, str]:
+    """The server is up."""
+    return {"status": "ok", "version": __version__}
+
+
+# -- evals ---------------------------------------------------------------------------------
+@router.get("/evals", response_model=list[EvalOut], tags=["evals"])
+def list_evals(
+    service: ServiceDep,
+    status: Literal["draft", "active", "archived"] | None = None,
+    include_archived: bool = False,
+) -> JSONResponse:
+    """All evals (archived ones only when asked)."""
+    return _json(service.list_evals(status=status, include_archived=include_archived))
+
+
+@router.post("/evals", response_model=EvalOut, status_code=201, tags=["evals"])
+def create_eval(body: EvalIn, service: ServiceDep) -> JSONResponse:
+    """Create a similarity eval (as a draft: test it, then activate it)."""
+    out = service.create_eval(
+        body.name,
+        body.references,
+        threshold=body.threshold,
+        input_scope=body.input_scope,
+        options=body.options,
+    )
+    return _json(out, 201)
+
+
+@router.get("/evals/{name}", response_model=EvalOut, tags=["evals"])
+def get_eval(name: str, service: ServiceDep) -> JSONResponse:
+    """One eval, by name or id."""
+    return _json(service.get_eval(name))
+
+
+@router.patch("/evals/{name}", response_model=EvalOut, tags=["evals"])
+def edit_eval(name: str, body: EvalPatch, service: ServiceDep) -> JSONResponse:
+    """Change an eval; a change makes a new version (it then needs a new passing test)."""
+    kwargs: dict[str, Any] = {
+        "new_name": body.name,
+        "references": body.references,
+        "threshold": body.threshold,
+        "options": body.options,
+    }
+    if "input_scope" in body.model_fields_set:
+        kwargs["input_scope"] = body.input_scope
+    return _json(service.edit_eval(name, **kwargs))
+
+
+@router.delete("/evals/{name}", response_model=EvalOut, tags=["evals"])
+def delete_eval(name: str, service: ServiceDep) -> JSONResponse:
+    """Archive an eval: it stops scoring and is hidden; its results are kept."""
+    return _json(service.archive_eval(name))
+
+
+@router.get("/evals/{name}/versions", response_model=list[EvalVersionOut], tags=["evals"])
+def eval_versions(name: str, service: ServiceDep) -> JSONResponse:
+    """The versions of an eval, oldest first, with what changed."""
+    return _json(service.eval_versions(name))
+
+
+@router.post("/evals/{name}/test", response_model=TestOut, tags=["evals"])
+def test_eval(name: str, body: TestIn, service: ServiceDep) -> JSONResponse:
+    """Run the eval on a sample input and output (recorded; a pass allows activation)."""
+    return _json(service.test_eval(name, body.input, body.output))
+
+
+@router.post("/evals/{name}/activate", response_model=EvalOut, tags=["evals"])
+def activate_eval(name: str, service: ServiceDep) -> JSONResponse:
+    """Start scoring captures (409 unless a test of the current version passed)."""
+    return _json(service.activate_eval(name))
+
+
+@router.post("/evals/{name}/deactivate", response_model=EvalOut, tags=["evals"])
+def deactivate_eval(name: str, service: ServiceDep) -> JSONResponse:
+    """Stop scoring captures (back to draft)."""
+    return _json(service.deactivate_eval(name))
+
+
+@router.post("/evals/{name}/archive", response_model=EvalOut, tags=["evals"])
+def archive_eval(name: str, service: ServiceDep) -> JSONResponse:
+    """Archive an eval (hidden, not scoring, results kept)."""
+    return _json(service.archive_eval(name))
+
+
+@router.get("/evals/{name}/trend", response_model=TrendOut, tags=["evals"])
+def eval_trend(
+    name: str,
+    service: ServiceDep,
+    bucket: Literal["hour", "day", "week"] = "day",
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> JSONResponse:
+    """Mean score and pass rate per time bucket, with version and scorer changes marked."""
+    return _json(service.trend(name, bucket=bucket, since=since, until=until))
+
+
+# -- captures and results ------------------------------------------------------------------
+@router.post("/capture", response_model=CaptureOut, status_code=201, tags=["captures"])
+def capture(body: CaptureIn, service: ServiceDep) -> JSONResponse:
+    """Store an engine output and score it with every active eval in scope.
+
+    Example:
+
+        curl -X POST http://127.0.0.1:8000/api/capture -H 'Content-Type: application/json' \\
+             -d '{"input": "Capital of France?", "output": "Paris is the capital."}'
+    """
+    out = service.capture(
+        body.input, body.output, conversation_id=body.conversation_id, metadata=body.metadata
+    )
+    return _json(out, 201)
+
+
+@router.get("/results", response_model=ResultPage, tags=["results"])
+def list_results(
+    service: ServiceDep,
+    filters: FiltersDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JSONResponse:
+    """Results, newest first, filtered by eval, pass/fail, time range, review or run."""
+    items = service.list_results(**filters.values, limit=limit, offset=offset)
+    total = service.count_results(**filters.values)
+    return JSONResponse(
+        {
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "results": [r.model_dump(mode="json") for r in items],
+        }
+    )
+
+
+@router.get(
+    "/results/export",
+    tags=["results"],
+    responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
+)
+def export_results(
+    service: ServiceDep,
+    filters: FiltersDep,
+    format: Literal["csv", "json"] = "csv",
+) -> Response:
+    """Download the filtered results as CSV or JSON."""
+    text = service.export_results(fmt=format, **filters.values)
+    media = "text/csv; charset=utf-8" if format == "csv" else "application/json"
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = f"simeval-results-{stamp}.{format}"
+    return Response(
+        text, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )
+
+
+@router.get("/results/{result_id}", response_model=ResultOut, tags=["results"])
+def get_result(result_id: int, service: ServiceDep) -> JSONResponse:
+    """One result with its explanation and review."""
+    return _json(service.get_result(result_id))
+
+
+@router.post("/results/{result_id}/review", response_model=ResultOut, tags=["results"])
+def review_result(result_id: int, body: ReviewIn, service: ServiceDep) -> JSONResponse:
+    """Override a result's score; the review decides pass/fail from now on."""
+    return _json(service.review_result(result_id, body.score, body.note))
+
+
+# -- settings ------------------------------------------------------------------------------
+@router.get("/settings", response_model=SettingsOut, tags=["settings"])
+def get_settings(service: ServiceDep) -> JSONResponse:
+    """Automatic evaluation and retention."""
+    return _json(service.get_settings())
+
+
+@router.patch("/settings", response_model=SettingsOut, tags=["settings"])
+def update_settings(body: SettingsIn, service: ServiceDep) -> JSONResponse:
+    """Change settings; ``retention_days: null`` keeps everything forever."""
+    kwargs: dict[str, Any] = {"auto_evaluate": body.auto_evaluate}
+    if "retention_days" in body.model_fields_set:
+        kwargs["retention_days"] = body.retention_days
+    return _json(service.update_settings(**kwargs))
+
+
+@router.post("/cleanup", response_model=CleanupOut, tags=["settings"])
+def cleanup(service: ServiceDep) -> JSONResponse:
+    """Delete what is older than the retention period now (also done by `simeval cleanup`)."""
+    return _json(service.cleanup())

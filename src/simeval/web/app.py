@@ -1,0 +1,139 @@
+"""The ASGI app behind ``simeval serve``: JSON API under ``/api``, Eval Studio pages, docs.
+
+``create_app`` wires one ``Service`` (one database) to the API router and the page router,
+puts the security middleware in front, and serves every script and style itself (the chart
+library from the installed ``plotly`` package, the API docs' assets from ``fastapi-offline``),
+so the studio works with no internet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException
+
+from simeval import __version__
+from simeval.errors import SimevalError
+from simeval.service import Service
+from simeval.web import api, pages
+from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
+
+HERE = Path(__file__).parent
+DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
+
+
+def plotly_js_path() -> Path:
+    """The plotly.js bundle shipped inside the installed ``plotly`` Python package."""
+    return Path(str(files("plotly") / "package_data" / "plotly.min.js"))
+
+
+def _is_api(request: Request) -> bool:
+    path = request.url.path
+    return path == "/api" or path.startswith("/api/") or path == "/openapi.json"
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    """One line naming the first problem, e.g. ``body.output: Field required``."""
+    errors = exc.errors()
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first.get('msg', 'invalid')}{more}"
+
+
+def create_app(
+    db: str | None = None,
+    token: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    *,
+    service: Service | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+) -> FastAPI:
+    """Build the studio + API app for one database.
+
+    ``db``: a file path or SQLAlchemy URL (None: ``SIMEVAL_DATABASE_URL`` or the default file).
+    ``token``: when set, every API call and page needs it (see ``simeval.web.security``).
+    ``max_body``: request bodies above this many bytes get 413.
+    ``service``: an open ``Service`` to use instead of opening ``db`` (it is then not closed
+    by the app). ``allowed_hosts``: host names served when no token is set (default: the
+    loopback names; ``["*"]`` turns the check off).
+
+    Example::
+
+        import uvicorn
+        from simeval.web import create_app
+        uvicorn.run(create_app("evals.db"), host="127.0.0.1", port=8000)
+    """
+    own = service is None
+    svc = Service(db) if service is None else service
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if own:
+            svc.close()
+
+    app = FastAPIOffline(
+        title="simeval",
+        version=__version__,
+        description=(
+            "Similarity evals for engine output: TF-IDF cosine, computed locally. "
+            "Engines post outputs to `POST /api/capture`; every active eval scores them."
+        ),
+        static_url="/vendor/docs",
+        lifespan=lifespan,
+    )
+    app.state.service = svc
+    app.state.token = token or None
+    app.state.max_body = max_body
+
+    @app.exception_handler(SimevalError)
+    async def simeval_error(request: Request, exc: SimevalError) -> Response:
+        if _is_api(request):
+            return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
+        return pages.error_page(request, exc.status_code, str(exc))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        headers = getattr(exc, "headers", None)
+        if _is_api(request) or exc.status_code == 413:
+            detail = exc.detail if exc.status_code != 404 else f"not found: {request.url.path}"
+            return JSONResponse({"error": detail}, status_code=exc.status_code, headers=headers)
+        return pages.error_page(request, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        message = _validation_message(exc)
+        if _is_api(request):
+            details: list[dict[str, Any]] = [
+                {"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()
+            ]
+            return JSONResponse({"error": message, "details": details}, status_code=422)
+        return pages.error_page(request, 400, message)
+
+    @app.get("/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(
+            plotly_js_path(),
+            media_type="text/javascript",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    # Added last = runs first: the size limit, then host/origin/token checks.
+    app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
+    app.add_middleware(BodyLimitMiddleware, max_body=max_body)
+    return app

@@ -1,0 +1,192 @@
+"""Chart figures for the studio, built with plotly's Python API and drawn by plotly.js.
+
+The figures are serialised to JSON here and embedded in the page as inert
+``<script type="application/json">`` blocks; ``static/studio.js`` hands them to the plotly.js
+bundle served from the installed package (``/vendor/plotly.min.js``), so nothing comes from
+the internet and no inline script is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from markupsafe import Markup
+
+from simeval.models import TrendOut
+
+PASS_COLOR = "#15803d"
+FAIL_COLOR = "#dc2626"
+SCORE_COLOR = "#4f46e5"
+RATE_COLOR = "#0891b2"
+MUTED = "#64748b"
+
+
+def _layout(**extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "template": "plotly_white",
+        "margin": {"l": 48, "r": 16, "t": 24, "b": 40},
+        "height": 300,
+        "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
+        "legend": {"orientation": "h", "y": -0.2, "x": 0},
+        "hovermode": "x unified",
+    }
+    layout.update(extra)
+    return layout
+
+
+def as_json(fig: Any) -> Markup:
+    """A figure as JSON that is safe inside a ``<script type="application/json">`` element."""
+    text: str = fig.to_json()
+    # JSON allows \\u escapes anywhere in strings, and these characters occur nowhere else.
+    safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Markup(safe)
+
+
+def trend_figure(trend: TrendOut) -> Any:
+    """Mean score and pass rate per bucket, the threshold line, version and scorer changes."""
+    import plotly.graph_objects as go  # imported on first use: it takes a while
+
+    buckets = trend.buckets
+    x = [b.start for b in buckets]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[b.mean_score for b in buckets],
+            name="mean score",
+            mode="lines+markers",
+            line={"color": SCORE_COLOR, "width": 2.5},
+            customdata=[b.count for b in buckets],
+            hovertemplate="mean score %{y:.3f} (%{customdata} results)<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[b.pass_rate for b in buckets],
+            name="pass rate",
+            mode="lines+markers",
+            line={"color": RATE_COLOR, "width": 2, "dash": "dot"},
+            hovertemplate="pass rate %{y:.0%}<extra></extra>",
+        )
+    )
+    shapes: list[dict[str, Any]] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": trend.threshold,
+            "y1": trend.threshold,
+            "line": {"color": FAIL_COLOR, "width": 1.5, "dash": "dash"},
+        }
+    ]
+    notes: list[dict[str, Any]] = [
+        {
+            "xref": "paper",
+            "x": 1,
+            "xanchor": "right",
+            "y": trend.threshold,
+            "yanchor": "bottom",
+            "text": f"threshold {trend.threshold:.2f}",
+            "showarrow": False,
+            "font": {"color": FAIL_COLOR, "size": 11},
+        }
+    ]
+    for i, b in enumerate(buckets):
+        marks = []
+        if i > 0 and b.version_change:
+            marks.append("v" + "/".join(str(v) for v in b.versions))
+        if b.fingerprint_break:
+            marks.append("scorer changed: not comparable")
+        if not marks:
+            continue
+        shapes.append(
+            {
+                "type": "line",
+                "yref": "paper",
+                "x0": b.start,
+                "x1": b.start,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": MUTED, "width": 1, "dash": "dot"},
+            }
+        )
+        notes.append(
+            {
+                "x": b.start,
+                "yref": "paper",
+                "y": 1,
+                "yanchor": "bottom",
+                "text": ", ".join(marks),
+                "showarrow": False,
+                "font": {"color": MUTED, "size": 11},
+            }
+        )
+    fig.update_layout(
+        _layout(
+            shapes=shapes,
+            annotations=notes,
+            yaxis={"range": [0, 1.05], "tickformat": ".1f", "title": {"text": "score / rate"}},
+        )
+    )
+    return fig
+
+
+def histogram_figure(scores: Sequence[float], threshold: float) -> Any:
+    """Distribution of the raw scores, passing and failing bars apart, the threshold marked."""
+    import plotly.graph_objects as go
+
+    bins = {"start": 0.0, "end": 1.0001, "size": 0.05}
+    fig = go.Figure()
+    fig.add_trace(
+        go.Histogram(
+            x=[s for s in scores if s < threshold],
+            name="fail",
+            xbins=bins,
+            marker={"color": FAIL_COLOR},
+            opacity=0.85,
+        )
+    )
+    fig.add_trace(
+        go.Histogram(
+            x=[s for s in scores if s >= threshold],
+            name="pass",
+            xbins=bins,
+            marker={"color": PASS_COLOR},
+            opacity=0.85,
+        )
+    )
+    fig.update_layout(
+        _layout(
+            barmode="stack",
+            hovermode="closest",
+            bargap=0.05,
+            xaxis={"range": [0, 1.0], "title": {"text": "score"}},
+            yaxis={"title": {"text": "results"}},
+            shapes=[
+                {
+                    "type": "line",
+                    "yref": "paper",
+                    "x0": threshold,
+                    "x1": threshold,
+                    "y0": 0,
+                    "y1": 1,
+                    "line": {"color": "#0f172a", "width": 1.5, "dash": "dash"},
+                }
+            ],
+            annotations=[
+                {
+                    "x": threshold,
+                    "yref": "paper",
+                    "y": 1,
+                    "yanchor": "bottom",
+                    "text": f"threshold {threshold:.2f}",
+                    "showarrow": False,
+                    "font": {"size": 11},
+                }
+            ],
+        )
+    )
+    return fig

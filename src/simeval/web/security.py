@@ -1,0 +1,290 @@
+"""Security defaults of the studio and the API: token, same-origin checks, CSRF, body limit.
+
+The threat model is a local web app: by default it listens on 127.0.0.1 and any page the user
+visits in the same browser could try to talk to it. So, in order:
+
+- ``check_bind``: listening on anything but loopback needs a token (``SIMEVAL_TOKEN``).
+- ``GuardMiddleware``: without a token, only loopback host names are served (a DNS-rebinding
+  page cannot reach the app under its own name); unsafe methods from another origin are
+  refused; with a token, every API call needs it (``Authorization: Bearer``,
+  ``X-Simeval-Token`` or the session cookie set by the login form) and pages redirect to the
+  login form without it.
+- CSRF: every HTML form carries a token that must equal the ``simeval_csrf`` cookie
+  (double-submit; the cookie is SameSite=Strict, so another site can neither read nor send it).
+  JSON API calls are covered by the content-type rule: a body must be ``application/json``,
+  which a cross-site page can only send after a CORS preflight the app never grants.
+- ``BodyLimitMiddleware``: bodies over ``max_body`` bytes get 413, by Content-Length up front
+  and by counting the bytes actually streamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from simeval.errors import InvalidInput
+
+SESSION_COOKIE = "simeval_session"
+CSRF_COOKIE = "simeval_csrf"
+CSRF_FIELD = "csrf_token"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Paths served to anyone: assets carry no data, the login form must be reachable, and the health
+# probe only says the server is up.
+PUBLIC_PREFIXES = ("/static/", "/vendor/", "/login", "/favicon.ico", "/api/health")
+
+
+def is_loopback(host: str) -> bool:
+    """True for a host name or address that only this machine can reach."""
+    name = host.strip().lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen on a non-loopback address without a token (``InvalidInput``)."""
+    if not is_loopback(host) and not token:
+        raise InvalidInput(
+            f"refusing to listen on {host} without a token: set SIMEVAL_TOKEN "
+            "(or listen on 127.0.0.1)"
+        )
+
+
+def session_value(token: str) -> str:
+    """What the session cookie holds: a digest of the token, never the token itself."""
+    return hashlib.sha256(b"simeval-session:" + token.encode("utf-8")).hexdigest()
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and hmac.compare_digest(a.encode(), b.encode())
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    # Later duplicates win; none of the headers read here is legitimately repeated.
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def _cookies(header: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in header.split(";"):
+        name, sep, value = part.strip().partition("=")
+        if sep:
+            out[name] = value
+    return out
+
+
+def _host_name(host_header: str) -> str:
+    """The name part of a Host header ("127.0.0.1:8000" -> "127.0.0.1", "[::1]:80" -> "::1")."""
+    if host_header.startswith("["):
+        return host_header[1 : host_header.find("]")]
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+async def _send_json(
+    send: Send, status: int, data: dict[str, Any], extra: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(data).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *extra]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_redirect(
+    send: Send, location: str, extra: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 303, "headers": [*headers, *extra]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def session_cookie_header(token: str) -> tuple[bytes, bytes]:
+    """The Set-Cookie header that logs a browser in."""
+    value = f"{SESSION_COOKIE}={session_value(token)}; Path=/; HttpOnly; SameSite=Strict"
+    return (b"set-cookie", value.encode("latin-1"))
+
+
+class GuardMiddleware:
+    """Host, origin and token checks in front of every request (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, token: str | None, allowed_hosts: Iterable[str] | None = None):
+        self.app = app
+        self.token = token or None
+        self.session = session_value(token) if token else None
+        hosts = set(LOOPBACK_NAMES) if allowed_hosts is None else set(allowed_hosts)
+        self.allowed_hosts = {h.lower() for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        path: str = scope["path"]
+        is_api = path.startswith("/api/") or path in ("/api", "/openapi.json")
+        host = headers.get("host", "")
+        # With a token anyone who reaches the port must present it, so any name may be used;
+        # without one, only loopback names are served (DNS rebinding defence).
+        if (
+            self.token is None
+            and "*" not in self.allowed_hosts
+            and _host_name(host).lower() not in self.allowed_hosts
+        ):
+            await _send_json(
+                send,
+                400,
+                {"error": f"unknown host {host!r}: open the studio on 127.0.0.1 or localhost"},
+            )
+            return
+        method = scope["method"]
+        if method in UNSAFE_METHODS and not self._same_origin(headers, host):
+            await _send_json(send, 403, {"error": "cross-origin request refused"})
+            return
+        if (
+            self.token is not None
+            and not path.startswith(PUBLIC_PREFIXES)
+            and not self._authorised(headers)
+        ):
+            await self._refuse(scope, send, is_api)
+            return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def _same_origin(headers: dict[str, str], host: str) -> bool:
+        if headers.get("sec-fetch-site") == "cross-site":
+            return False
+        origin = headers.get("origin")
+        if origin is None:  # not a browser, or a same-origin navigation of an old browser
+            return True
+        if origin == "null":
+            return False
+        return urlsplit(origin).netloc.lower() == host.lower()
+
+    def _authorised(self, headers: dict[str, str]) -> bool:
+        auth = headers.get("authorization", "")
+        if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), self.token):
+            return True
+        if _same(headers.get("x-simeval-token"), self.token):
+            return True
+        return _same(_cookies(headers.get("cookie", "")).get(SESSION_COOKIE), self.session)
+
+    async def _refuse(self, scope: Scope, send: Send, is_api: bool) -> None:
+        assert self.token is not None
+        if is_api or scope["method"] != "GET":
+            await _send_json(
+                send,
+                401,
+                {"error": "missing or wrong token: send 'Authorization: Bearer <SIMEVAL_TOKEN>'"},
+                [(b"www-authenticate", b"Bearer")],
+            )
+            return
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        given = query.pop("token", None)
+        target = scope["path"] + (f"?{urlencode(query)}" if query else "")
+        if _same(given, self.token):
+            # ?token= works once: trade it for the session cookie and drop it from the URL.
+            await _send_redirect(send, target, [session_cookie_header(self.token)])
+        else:
+            await _send_redirect(send, "/login?" + urlencode({"next": target}))
+
+
+class BodyTooLarge(HTTPException):
+    """A request body over the configured limit (413)."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body too large: the limit is {limit} bytes")
+
+
+class BodyLimitMiddleware:
+    """413 for bodies over ``max_body`` bytes: declared (Content-Length) or streamed."""
+
+    def __init__(self, app: ASGIApp, max_body: int):
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_body
+        for key, value in scope["headers"]:
+            if key == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await _send_json(send, 400, {"error": "invalid Content-Length header"})
+                    return
+                if declared > limit:
+                    await _send_json(send, 413, {"error": BodyTooLarge(limit).detail})
+                    return
+        seen = 0
+        started = False
+
+        async def counted_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except BodyTooLarge as exc:
+            # Raised where no exception handler catches it (e.g. a body read by a middleware).
+            if started:
+                raise
+            await _send_json(send, 413, {"error": exc.detail})
+
+
+class CsrfError(HTTPException):
+    """A form post without the matching CSRF token (403)."""
+
+    def __init__(self) -> None:
+        super().__init__(403, "form expired or forged (CSRF token mismatch): reload the page")
+
+
+def csrf_token(request: Request) -> str:
+    """The CSRF token of this browser: the cookie's, or a new one (set by ``render``)."""
+    token = request.cookies.get(CSRF_COOKIE)
+    if not token or len(token) < 32:
+        token = getattr(request.state, "new_csrf", None) or secrets.token_urlsafe(32)
+        request.state.new_csrf = token
+    return token
+
+
+def set_csrf_cookie(request: Request, response: Any) -> None:
+    """Set the CSRF cookie on a response when this request created the token."""
+    token = getattr(request.state, "new_csrf", None)
+    if token:
+        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+
+
+async def checked_form(request: Request) -> FormData:
+    """The posted form, after checking its CSRF token against the cookie (else ``CsrfError``)."""
+    form = await request.form()
+    sent = form.get(CSRF_FIELD)
+    cookie = request.cookies.get(CSRF_COOKIE)
+    if not isinstance(sent, str) or not _same(sent, cookie):
+        raise CsrfError()
+    return form

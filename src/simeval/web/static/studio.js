@@ -1,0 +1,64 @@
+// Eval Studio: small progressive enhancements. Every page works without this file.
+(function () {
+  "use strict";
+
+  // Threshold slider <-> number field, and the strictness band of the current value.
+  document.querySelectorAll("[data-threshold]").forEach(function (box) {
+    var range = box.querySelector("[data-threshold-range]");
+    var number = box.querySelector("[data-threshold-number]");
+    var badge = box.querySelector("[data-band]");
+    var help = box.querySelector("[data-band-help]");
+    var rows = Array.prototype.slice.call(box.querySelectorAll("[data-band-row]"));
+    function show(value) {
+      var v = parseFloat(value);
+      if (isNaN(v)) return;
+      var row = rows.find(function (r) { return v >= parseFloat(r.dataset.low); }) || rows[rows.length - 1];
+      rows.forEach(function (r) { r.classList.toggle("on", r === row); });
+      badge.className = "band " + row.dataset.bandRow;
+      badge.textContent = row.dataset.label;
+      var text = row.dataset.help;
+      help.textContent = text.charAt(0).toUpperCase() + text.slice(1) + ". Default 0.80.";
+    }
+    range.addEventListener("input", function () { number.value = parseFloat(range.value).toFixed(2); show(range.value); });
+    number.addEventListener("input", function () { range.value = number.value; show(number.value); });
+  });
+
+  // "+ Add another reference" clones an empty reference field.
+  document.querySelectorAll("[data-add-reference]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var areas = button.parentNode.querySelectorAll("textarea.ref");
+      var copy = areas[areas.length - 1].cloneNode(false);
+      copy.value = "";
+      copy.removeAttribute("required");
+      button.parentNode.insertBefore(copy, button);
+      copy.focus();
+    });
+  });
+
+  // Confirm destructive form posts.
+  document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+    });
+  });
+
+  // Selects that apply at once.
+  document.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
+    select.addEventListener("change", function () { select.form.submit(); });
+  });
+
+  // Charts: figures built server-side (plotly's Python API), drawn by the bundled plotly.js.
+  function drawCharts() {
+    document.querySelectorAll("[data-chart]").forEach(function (el) {
+      var data = document.getElementById(el.dataset.chart);
+      if (!data || !window.Plotly) return;
+      var fig = JSON.parse(data.textContent);
+      window.Plotly.newPlot(el, fig.data, fig.layout, { displaylogo: false, responsive: true })
+        .then(function () { el.dataset.rendered = "true"; });
+    });
+  }
+  if (document.querySelector("[data-chart]")) {
+    if (window.Plotly) drawCharts();
+    else window.addEventListener("load", drawCharts);
+  }
+})();

@@ -1,0 +1,434 @@
+"""The JSON API through the real ASGI app on a real SQLite file (in-process client)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from simeval.web import create_app
+
+REF = "Paris is the capital of France and its largest city."
+GOOD = "The capital of France is Paris, which is also its largest city."
+POOR = "I think the weather in Spain is usually sunny."
+
+
+@pytest.fixture
+def client(tmp_path: Any) -> Iterator[TestClient]:
+    app = create_app(db=str(tmp_path / "api.db"))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        yield c
+
+
+def make_eval(client: TestClient, name: str = "capital", **extra: Any) -> dict[str, Any]:
+    body = {"name": name, "references": [REF], "threshold": 0.8, **extra}
+    r = client.post("/api/evals", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def activate(client: TestClient, name: str = "capital") -> dict[str, Any]:
+    r = client.post(f"/api/evals/{name}/test", json={"input": "Capital?", "output": GOOD})
+    assert r.status_code == 200 and r.json()["passed"], r.text
+    r = client.post(f"/api/evals/{name}/activate")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def error_of(r: Any, status: int) -> str:
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert isinstance(body["error"], str) and body["error"]
+    assert "\n" not in body["error"] and "Traceback" not in body["error"]
+    return body["error"]
+
+
+# -- meta ----------------------------------------------------------------------------------
+def test_health_and_openapi(client: TestClient) -> None:
+    assert client.get("/api/health").json()["status"] == "ok"
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    for path in (
+        "/api/evals",
+        "/api/capture",
+        "/api/results",
+        "/api/results/export",
+        "/api/evals/{name}/trend",
+        "/api/results/{result_id}/review",
+        "/api/settings",
+    ):
+        assert path in paths
+    assert not any(p.startswith("/evals") for p in paths)  # pages stay out of the API docs
+
+
+def test_docs_are_served_without_internet(client: TestClient) -> None:
+    html = client.get("/docs").text
+    assert "/vendor/docs/swagger-ui-bundle.js" in html
+    assert "cdn." not in html and "https://" not in html.split("<body>")[0]
+    js = client.get("/vendor/docs/swagger-ui-bundle.js")
+    assert js.status_code == 200 and len(js.content) > 100_000
+    redoc = client.get("/redoc").text
+    assert "/vendor/docs/redoc.standalone.js" in redoc
+
+
+def test_plotly_bundle_is_served_from_the_installed_package(client: TestClient) -> None:
+    r = client.get("/vendor/plotly.min.js")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/javascript")
+    assert b"plotly" in r.content[:2000].lower() and len(r.content) > 1_000_000
+
+
+def test_unknown_api_path_and_method(client: TestClient) -> None:
+    assert "not found" in error_of(client.get("/api/nope"), 404)
+    error_of(client.put("/api/capture", json={}), 405)
+
+
+# -- evals ---------------------------------------------------------------------------------
+def test_create_get_list_eval(client: TestClient) -> None:
+    ev = make_eval(client, input_scope=None, options={"ngram": 2})
+    assert ev["name"] == "capital" and ev["status"] == "draft" and ev["version"] == 1
+    assert ev["references"] == [REF] and ev["threshold"] == 0.8
+    assert ev["options"].get("ngram") == 2 and ev["can_activate"] is False
+    assert client.get("/api/evals/capital").json()["id"] == ev["id"]
+    assert [e["name"] for e in client.get("/api/evals").json()] == ["capital"]
+    assert client.get("/api/evals", params={"status": "active"}).json() == []
+
+
+def test_create_accepts_a_single_reference_string(client: TestClient) -> None:
+    r = client.post("/api/evals", json={"name": "one", "references": REF})
+    assert r.status_code == 201 and r.json()["references"] == [REF]
+    assert r.json()["threshold"] == 0.8  # the default
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "needle"),
+    [
+        ({"name": "x", "references": [REF], "threshold": 1.5}, 400, "threshold"),
+        ({"name": "x", "references": [REF], "threshold": -0.1}, 400, "threshold"),
+        ({"name": "x", "references": []}, 400, "reference"),
+        ({"name": "x", "references": ["  "]}, 400, "reference"),
+        ({"name": "", "references": [REF]}, 400, "name"),
+        ({"name": "x", "references": [REF], "options": {"colour": 1}}, 400, "colour"),
+        ({"name": "x", "references": [REF], "options": {"ngram": 9}}, 400, "ngram"),
+        ({"name": "x"}, 422, "references"),
+        ({"references": [REF]}, 422, "name"),
+        ({"name": "x", "references": [REF], "threshold": "high"}, 422, "threshold"),
+        ({"name": "x", "references": [REF], "surprise": 1}, 422, "surprise"),
+        ({"name": "x", "references": [REF], "type": "regex"}, 422, "type"),
+    ],
+)
+def test_create_eval_errors(
+    client: TestClient, body: dict[str, Any], status: int, needle: str
+) -> None:
+    assert needle in error_of(client.post("/api/evals", json=body), status).lower()
+    assert client.get("/api/evals").json() == []  # nothing half-written
+
+
+def test_create_eval_rejects_bad_json_and_duplicates(client: TestClient) -> None:
+    r = client.post(
+        "/api/evals", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    error_of(r, 422)
+    make_eval(client)
+    assert "capital" in error_of(
+        client.post("/api/evals", json={"name": "capital", "references": [REF]}), 409
+    )
+
+
+def test_get_missing_eval_is_404(client: TestClient) -> None:
+    for method, path in [
+        ("get", "/api/evals/ghost"),
+        ("patch", "/api/evals/ghost"),
+        ("delete", "/api/evals/ghost"),
+        ("get", "/api/evals/ghost/versions"),
+        ("post", "/api/evals/ghost/activate"),
+        ("post", "/api/evals/ghost/deactivate"),
+        ("post", "/api/evals/ghost/archive"),
+        ("get", "/api/evals/ghost/trend"),
+    ]:
+        kwargs: dict[str, Any] = {"json": {"threshold": 0.5}} if method == "patch" else {}
+        assert "ghost" in error_of(getattr(client, method)(path, **kwargs), 404)
+    error_of(client.post("/api/evals/ghost/test", json={"output": "x"}), 404)
+
+
+def test_edit_eval_makes_versions(client: TestClient) -> None:
+    make_eval(client)
+    r = client.patch("/api/evals/capital", json={"threshold": 0.7})
+    assert r.status_code == 200 and r.json()["version"] == 2 and r.json()["threshold"] == 0.7
+    r = client.patch(
+        "/api/evals/capital", json={"references": [REF, "Paris."], "input_scope": "capital"}
+    )
+    assert r.json()["version"] == 3 and r.json()["input_scope"] == "capital"
+    r = client.patch("/api/evals/capital", json={"input_scope": None})
+    assert r.json()["input_scope"] is None
+    r = client.patch("/api/evals/capital", json={"name": "capital-fr"})
+    assert r.json()["name"] == "capital-fr"
+    versions = client.get("/api/evals/capital-fr/versions").json()
+    assert [v["version"] for v in versions][:3] == [1, 2, 3]
+    assert "threshold" in versions[1]["changes"]
+    error_of(client.get("/api/evals/capital"), 404)
+    error_of(client.patch("/api/evals/capital-fr", json={"threshold": 2}), 400)
+    error_of(client.patch("/api/evals/capital-fr", json={"threshold": "x"}), 422)
+
+
+def test_test_then_activate_lifecycle(client: TestClient) -> None:
+    make_eval(client)
+    poor = client.post("/api/evals/capital/test", json={"input": "Capital?", "output": POOR})
+    assert poor.status_code == 200
+    t = poor.json()
+    assert t["passed"] is False and t["score"] < 0.8 and t["version"] == 1
+    assert t["explanation"]["missing"], "a failing test names the missing terms"
+    assert client.get("/api/evals/capital").json()["can_activate"] is False
+    assert "test" in error_of(client.post("/api/evals/capital/activate"), 409).lower()
+    ev = activate(client)
+    assert ev["status"] == "active"
+    assert client.get("/api/evals", params={"status": "active"}).json()[0]["name"] == "capital"
+    assert client.post("/api/evals/capital/deactivate").json()["status"] == "draft"
+    assert client.post("/api/evals/capital/archive").json()["status"] == "archived"
+    assert client.get("/api/evals").json() == []
+    archived = client.get("/api/evals", params={"include_archived": True}).json()
+    assert archived[0]["status"] == "archived"
+
+
+def test_test_eval_errors(client: TestClient) -> None:
+    make_eval(client)
+    error_of(client.post("/api/evals/capital/test", json={"input": "x"}), 422)
+    error_of(client.post("/api/evals/capital/test", json={"output": 3}), 422)
+
+
+def test_edit_after_test_needs_a_new_test(client: TestClient) -> None:
+    make_eval(client)
+    client.post("/api/evals/capital/test", json={"input": "q", "output": GOOD})
+    assert client.get("/api/evals/capital").json()["can_activate"] is True
+    client.patch("/api/evals/capital", json={"threshold": 0.99})
+    assert client.get("/api/evals/capital").json()["can_activate"] is False
+    error_of(client.post("/api/evals/capital/activate"), 409)
+
+
+def test_delete_archives_and_keeps_results(client: TestClient) -> None:
+    make_eval(client)
+    activate(client)
+    client.post("/api/capture", json={"input": "q", "output": GOOD})
+    r = client.delete("/api/evals/capital")
+    assert r.status_code == 200 and r.json()["status"] == "archived"
+    assert client.get("/api/results").json()["total"] == 1
+
+
+# -- captures and results ------------------------------------------------------------------
+def test_capture_scores_every_active_eval(client: TestClient) -> None:
+    make_eval(client)
+    make_eval(client, "draft-only")
+    make_eval(client, "strict", threshold=0.99)
+    activate(client)
+    client.post("/api/evals/strict/test", json={"input": "q", "output": REF})
+    client.post("/api/evals/strict/activate")
+    r = client.post(
+        "/api/capture",
+        json={
+            "input": "Capital of France?",
+            "output": GOOD,
+            "conversation_id": "conv-1",
+            "metadata": {"engine": "v2"},
+        },
+    )
+    assert r.status_code == 201, r.text
+    cap = r.json()
+    assert cap["evaluated"] is True and cap["conversation_id"] == "conv-1"
+    assert cap["metadata"] == {"engine": "v2"}
+    by_eval = {res["eval_name"]: res for res in cap["results"]}
+    assert set(by_eval) == {"capital", "strict"}
+    assert by_eval["capital"]["passed"] is True and by_eval["strict"]["passed"] is False
+    assert by_eval["capital"]["score"] == by_eval["strict"]["score"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": "q"},
+        {"output": "a"},
+        {"input": "q", "output": None},
+        {"input": "q", "output": "a", "metadata": "flat"},
+        [],
+        "text",
+    ],
+)
+def test_capture_rejects_malformed_bodies(client: TestClient, body: Any) -> None:
+    error_of(client.post("/api/capture", json=body), 422)
+    assert client.get("/api/results").json()["total"] == 0
+
+
+def test_capture_requires_a_json_body(client: TestClient) -> None:
+    r = client.post(
+        "/api/capture",
+        content=b'{"input": "q", "output": "a"}',
+        headers={"content-type": "text/plain"},
+    )
+    error_of(r, 422)
+    r = client.post("/api/capture", data={"input": "q", "output": "a"})
+    error_of(r, 422)
+
+
+def test_capture_input_scope(client: TestClient) -> None:
+    make_eval(client, input_scope="Capital of France?")
+    activate(client)
+    # The scope is the input itself, compared without regard to case and spacing.
+    inside = client.post("/api/capture", json={"input": " capital of  FRANCE? ", "output": GOOD})
+    outside = client.post("/api/capture", json={"input": "Capital of Peru?", "output": GOOD})
+    assert len(inside.json()["results"]) == 1
+    assert outside.json()["results"] == []
+
+
+def _fill(client: TestClient) -> None:
+    make_eval(client)
+    activate(client)
+    for output in (GOOD, POOR, GOOD, POOR, POOR):
+        assert client.post("/api/capture", json={"input": "q", "output": output}).status_code == 201
+
+
+def test_results_listing_and_filters(client: TestClient) -> None:
+    _fill(client)
+    page = client.get("/api/results").json()
+    assert page["total"] == 5 and len(page["results"]) == 5
+    times = [r["created_at"] for r in page["results"]]
+    assert times == sorted(times, reverse=True)
+    assert client.get("/api/results", params={"passed": "true"}).json()["total"] == 2
+    assert client.get("/api/results", params={"passed": "false"}).json()["total"] == 3
+    assert client.get("/api/results", params={"eval": "capital"}).json()["total"] == 5
+    two = client.get("/api/results", params={"limit": 2, "offset": 1}).json()
+    assert two["total"] == 5 and len(two["results"]) == 2
+    assert two["results"][0]["id"] == page["results"][1]["id"]
+    future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    past = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    assert client.get("/api/results", params={"since": future}).json()["total"] == 0
+    assert client.get("/api/results", params={"since": past}).json()["total"] == 5
+    assert client.get("/api/results", params={"until": past}).json()["total"] == 0
+    assert client.get("/api/results", params={"reviewed": "true"}).json()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"limit": 0},
+        {"limit": 5000},
+        {"offset": -1},
+        {"passed": "maybe"},
+        {"since": "yesterday"},
+        {"run_id": "x"},
+    ],
+)
+def test_results_listing_rejects_bad_filters(client: TestClient, params: dict[str, Any]) -> None:
+    error_of(client.get("/api/results", params=params), 422)
+
+
+def test_results_for_unknown_eval(client: TestClient) -> None:
+    r = client.get("/api/results", params={"eval": "ghost"})
+    assert r.status_code in (200, 404)
+    if r.status_code == 200:
+        assert r.json()["total"] == 0
+
+
+def test_result_detail_and_review(client: TestClient) -> None:
+    _fill(client)
+    failing = client.get("/api/results", params={"passed": "false"}).json()["results"][0]
+    detail = client.get(f"/api/results/{failing['id']}").json()
+    assert detail["passed"] is False and detail["review"] is None
+    assert detail["explanation"]["missing"]
+    assert detail["threshold"] == 0.8 and detail["eval_version"] == 1
+    r = client.post(f"/api/results/{failing['id']}/review", json={"score": 0.95, "note": "fine"})
+    assert r.status_code == 200, r.text
+    reviewed = r.json()
+    assert reviewed["passed"] is True and reviewed["automated_passed"] is False
+    assert reviewed["score"] == detail["score"]  # the raw score never changes
+    assert reviewed["review"]["score"] == 0.95 and reviewed["review"]["note"] == "fine"
+    assert client.get("/api/results", params={"reviewed": "true"}).json()["total"] == 1
+    assert client.get("/api/results", params={"passed": "true"}).json()["total"] == 3
+
+
+def test_result_errors(client: TestClient) -> None:
+    _fill(client)
+    rid = client.get("/api/results").json()["results"][0]["id"]
+    error_of(client.get("/api/results/999999"), 404)
+    error_of(client.get("/api/results/abc"), 422)
+    error_of(client.post("/api/results/999999/review", json={"score": 0.5}), 404)
+    assert (
+        "score"
+        in error_of(client.post(f"/api/results/{rid}/review", json={"score": 1.5}), 400).lower()
+    )
+    error_of(client.post(f"/api/results/{rid}/review", json={"note": "x"}), 422)
+    assert client.get(f"/api/results/{rid}").json()["review"] is None
+
+
+def test_trend(client: TestClient) -> None:
+    _fill(client)
+    client.patch("/api/evals/capital", json={"threshold": 0.5})
+    client.post("/api/evals/capital/test", json={"input": "q", "output": GOOD})
+    client.post("/api/evals/capital/activate")
+    client.post("/api/capture", json={"input": "q", "output": GOOD})
+    for bucket in ("hour", "day", "week"):
+        t = client.get("/api/evals/capital/trend", params={"bucket": bucket}).json()
+        assert t["eval_name"] == "capital" and t["bucket"] == bucket and t["threshold"] == 0.5
+        assert sum(b["count"] for b in t["buckets"]) == 6
+        assert set().union(*(b["versions"] for b in t["buckets"])) == {1, 2}
+    error_of(client.get("/api/evals/capital/trend", params={"bucket": "minute"}), 422)
+    error_of(client.get("/api/evals/capital/trend", params={"since": "soon"}), 422)
+
+
+def test_export_csv_and_json(client: TestClient) -> None:
+    _fill(client)
+    r = client.get("/api/results/export", params={"format": "csv"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert "attachment" in r.headers["content-disposition"]
+    assert r.headers["content-disposition"].endswith('.csv"')
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(rows) == 5 and {"score", "pass", "eval_name", "output"} <= set(rows[0])
+    assert sorted(r["pass"].lower() for r in rows).count("true") == 2
+    r = client.get("/api/results/export", params={"format": "json", "passed": "true"})
+    assert r.headers["content-type"].startswith("application/json")
+    data = json.loads(r.text)
+    items = data if isinstance(data, list) else data.get("results", data)
+    assert len(items) == 2
+    error_of(client.get("/api/results/export", params={"format": "xml"}), 422)
+
+
+# -- settings ------------------------------------------------------------------------------
+def test_settings(client: TestClient) -> None:
+    s = client.get("/api/settings").json()
+    assert s == {"auto_evaluate": True, "retention_days": None}
+    s = client.patch("/api/settings", json={"retention_days": 30}).json()
+    assert s["retention_days"] == 30 and s["auto_evaluate"] is True
+    s = client.patch("/api/settings", json={"auto_evaluate": False}).json()
+    assert s == {"auto_evaluate": False, "retention_days": 30}
+    s = client.patch("/api/settings", json={"retention_days": None}).json()
+    assert s["retention_days"] is None
+    assert (
+        "retention"
+        in error_of(client.patch("/api/settings", json={"retention_days": 12}), 400).lower()
+    )
+    error_of(client.patch("/api/settings", json={"auto_evaluate": "sometimes"}), 422)
+    error_of(client.patch("/api/settings", json={"colour": "red"}), 422)
+
+
+def test_auto_evaluate_off_stores_without_scoring(client: TestClient) -> None:
+    make_eval(client)
+    activate(client)
+    client.patch("/api/settings", json={"auto_evaluate": False})
+    cap = client.post("/api/capture", json={"input": "q", "output": GOOD}).json()
+    assert cap["evaluated"] is False and cap["results"] == []
+    assert client.get("/api/results").json()["total"] == 0
+
+
+def test_cleanup(client: TestClient) -> None:
+    _fill(client)
+    out = client.post("/api/cleanup").json()
+    assert out["results"] == 0 and out["captures"] == 0  # retention: forever
+    client.patch("/api/settings", json={"retention_days": 7})
+    out = client.post("/api/cleanup").json()
+    assert out["results"] == 0  # everything is younger than a week
+    assert client.get("/api/results").json()["total"] == 5

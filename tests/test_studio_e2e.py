@@ -1,0 +1,284 @@
+"""Eval Studio end to end: a real ``simeval serve`` process, real headless Chromium.
+
+The browser is Debian's ``chromium`` driven by Python Playwright (``executable_path``; no
+Playwright browser download). Without it the test is skipped locally and fails under
+``CI=true``. Screenshots go to ``test-artifacts/``. Every request the page makes to anything
+but the studio server is blocked and recorded: the studio must work with no internet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+REF = "Paris is the capital of France and its largest city."
+POOR = "The weather in Spain is usually sunny in summer."
+GOOD = "The capital of France is Paris, which is also its largest city."
+CAPTURES = [
+    ("What is the capital of France?", "Paris is the capital of France and its largest city."),
+    ("Capital of France?", "France's capital is Paris, also the largest city."),
+    ("Where is the French government?", "It sits in Paris, the capital of France."),
+    ("Capital of France?", "I am not sure, maybe Lyon."),
+    ("Capital of France?", "The capital of France is Paris."),
+    ("Capital of France?", "Bananas are yellow."),
+]
+
+
+def chromium_path() -> str | None:
+    for candidate in (
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def need_browser() -> str:
+    path = chromium_path()
+    if path is None:
+        message = "Debian chromium is not installed (apt-get install chromium)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + ": required under CI")
+        pytest.skip(message)
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("the playwright Python package is missing: required under CI")
+        pytest.skip("the playwright Python package is missing")
+    return path
+
+
+@contextlib.contextmanager
+def studio_server(db: Path) -> Iterator[str]:
+    """``simeval serve --port 0`` in a subprocess; yields the address it prints."""
+    env = {k: v for k, v in os.environ.items() if k != "SIMEVAL_TOKEN"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from simeval.cli import main; main()",
+            "serve",
+            "--port",
+            "0",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        url = None
+        seen = []
+        while url is None:
+            try:
+                line = lines.get(timeout=60)
+            except queue.Empty:
+                raise AssertionError("server printed no address: " + "".join(seen)) from None
+            seen.append(line)
+            match = re.match(r"Eval Studio: (http://127\.0\.0\.1:\d+)", line)
+            if match:
+                url = match.group(1)
+        for _ in range(200):
+            try:
+                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            threading.Event().wait(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
+    browser_path = need_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    with studio_server(tmp_path / "studio.db") as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_ARGS
+        )
+        context = browser.new_context(
+            viewport={"width": 1360, "height": 900}, accept_downloads=True
+        )
+        page = context.new_page()
+        problems: list[str] = []
+        outside: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+        page.on(
+            "console",
+            lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None,
+        )
+
+        def only_local(route: Any) -> None:
+            if route.request.url.startswith(base):
+                route.continue_()
+            else:
+                outside.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", only_local)
+
+        # 1. The empty studio, then + New -> the Similarity type card.
+        page.goto(base + "/")
+        expect(page.get_by_text("No evals yet")).to_be_visible()
+        shot(page, "01-empty-studio.png")
+        page.click("#new-eval")
+        expect(page.locator("#type-similarity")).to_be_visible()
+        page.click("#type-similarity")
+
+        # 2. Name, reference answer, threshold (the band follows the slider).
+        page.fill("#name", "capital-answer")
+        page.fill("textarea[name=references]", REF)
+        page.fill("#threshold", "0.93")
+        expect(page.locator("[data-band]")).to_have_text("Very strict")
+        page.fill("#threshold", "0.80")
+        expect(page.locator("[data-band]")).to_have_text("Strict")
+        shot(page, "02-new-eval-form.png")
+        page.click("#create")
+        expect(page.locator("#eval-status")).to_have_text("draft")
+
+        # 3. Run Test with a poor output: fail, missing terms shown, Activate disabled.
+        page.fill("#test-input", "What is the capital of France?")
+        page.fill("#test-output", POOR)
+        page.click("#run-test")
+        expect(page.locator("#test-verdict")).to_contain_text("Fail")
+        missing = page.locator("#missing-terms .chip.miss")
+        assert missing.count() >= 3
+        assert page.locator("[data-reference] mark.miss").count() >= 3
+        expect(page.locator("#activate")).to_be_disabled()
+        shot(page, "03-test-failed.png")
+
+        # 4. Run Test with a good output: pass, then Activate.
+        page.fill("#test-output", GOOD)
+        page.click("#run-test")
+        expect(page.locator("#test-verdict")).to_contain_text("Pass")
+        assert page.locator("[data-output] mark.hit").count() >= 4
+        expect(page.locator("#activate")).to_be_enabled()
+        shot(page, "04-test-passed.png")
+        page.click("#activate")
+        expect(page.locator("#eval-status")).to_have_text("active")
+
+        # 5. An engine posts captures to the API.
+        with httpx.Client(base_url=base) as api:
+            for prompt, output in CAPTURES:
+                r = api.post(
+                    "/api/capture",
+                    json={"input": prompt, "output": output, "conversation_id": "e2e"},
+                )
+                assert r.status_code == 201, r.text
+                assert len(r.json()["results"]) == 1
+            stored = api.get("/api/results").json()
+        assert stored["total"] == len(CAPTURES)
+        failing = [r for r in stored["results"] if not r["passed"]]
+        assert failing, "some captures fail the eval"
+
+        # 6. The dashboard lists them and the trend chart renders.
+        page.goto(base + "/dashboard")
+        expect(page.locator("#captures-table tbody tr")).to_have_count(len(CAPTURES))
+        expect(page.locator("#trend-chart")).to_have_attribute("data-rendered", "true")
+        expect(page.locator("#hist-chart")).to_have_attribute("data-rendered", "true")
+        assert page.locator("#trend-chart .main-svg").count() >= 1
+        assert page.locator("#trend-chart .scatterlayer .trace").count() == 2
+        shot(page, "05-dashboard.png")
+
+        # 7. A review turns a failing result into a pass.
+        target = failing[0]
+        page.click(f'#captures-table a.badge.fail[href="/results/{target["id"]}"]')
+        expect(page.locator("#result-verdict")).to_contain_text("Fail")
+        page.fill("#review-score", "0.95")
+        page.fill("#review-note", "acceptable answer")
+        page.click("#save-review")
+        expect(page.locator("#result-verdict")).to_contain_text("Pass")
+        shot(page, "06-result-reviewed.png")
+        with httpx.Client(base_url=base) as api:
+            after = api.get(f"/api/results/{target['id']}").json()
+        assert after["passed"] is True and after["automated_passed"] is False
+        assert after["review"]["note"] == "acceptable answer"
+
+        # 8. Export downloads a CSV with every result.
+        page.goto(base + "/results")
+        with page.expect_download() as info:
+            page.click("#export-csv")
+        download = info.value
+        assert download.suggested_filename.endswith(".csv")
+        saved = ARTIFACTS / "export.csv"
+        download.save_as(str(saved))
+        rows = list(csv.DictReader(io.StringIO(saved.read_text(encoding="utf-8"))))
+        assert len(rows) == len(CAPTURES)
+        assert {"score", "passed"} <= set(rows[0])
+
+        # The eval page after activation, for the README.
+        page.goto(base + "/evals/capital-answer")
+        shot(page, "07-eval-active.png")
+        browser.close()
+
+    assert outside == [], f"the studio tried to reach the internet: {outside}"
+    assert problems == [], problems
+
+
+def test_empty_database_offers_an_example(tmp_path: Path) -> None:
+    browser_path = need_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    with studio_server(tmp_path / "example.db") as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_ARGS
+        )
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.goto(base + "/")
+        page.click("#create-example")
+        expect(page.locator("#eval-status")).to_have_text("draft")
+        expect(page.locator("#test-verdict")).to_contain_text("Pass")
+        expect(page.locator("#activate")).to_be_enabled()
+        page.click("#activate")
+        expect(page.locator("#eval-status")).to_have_text("active")
+        browser.close()
