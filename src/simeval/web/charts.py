@@ -9,6 +9,7 @@ the internet and no inline script is needed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from markupsafe import Markup
@@ -128,10 +129,35 @@ def trend_figure(trend: TrendOut) -> Any:
         _layout(
             shapes=shapes,
             annotations=notes,
+            xaxis=_time_axis(x, trend.bucket),
             yaxis={"range": [0, 1.05], "tickformat": ".1f", "title": {"text": "score / rate"}},
         )
     )
     return fig
+
+
+BUCKET_WIDTH = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7)}
+TICK_FORMAT = {"hour": "%H:%M<br>%b %d", "day": "%b %d", "week": "%b %d"}
+
+
+def _time_axis(x: Sequence[datetime], bucket: str) -> dict[str, Any]:
+    """An x axis padded by a bucket on each side and labelled at the bucket's scale.
+
+    Left to itself plotly zooms a single point down to milliseconds ("03:59:59.9995").
+    """
+    width = BUCKET_WIDTH.get(bucket, timedelta(days=1))
+    if not x:
+        return {}
+    pad = width if len(x) < 6 else width / 2
+    axis: dict[str, Any] = {
+        "range": [(min(x) - pad).isoformat(), (max(x) + pad).isoformat()],
+        "tickformat": TICK_FORMAT.get(bucket, "%b %d"),
+        "hoverformat": "%Y-%m-%d %H:%M",
+    }
+    if (max(x) - min(x)) / width <= 12:
+        # One tick per bucket, on the bucket starts (else "Nov 30" could repeat every 12 h).
+        axis.update(tick0=min(x).isoformat(), dtick=width.total_seconds() * 1000)
+    return axis
 
 
 def histogram_figure(scores: Sequence[float], threshold: float) -> Any:
