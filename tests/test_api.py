@@ -68,6 +68,38 @@ def test_health_and_openapi(client: TestClient) -> None:
     assert not any(p.startswith("/evals") for p in paths)  # pages stay out of the API docs
 
 
+# Every API endpoint and the tests that exercise it, success and errors. A new route without
+# an entry here fails test_every_api_route_is_covered.
+COVERED: dict[tuple[str, str], str] = {
+    ("GET", "/api/health"): "test_health_and_openapi",
+    ("GET", "/api/evals"): "test_create_get_list_eval, test_list_evals_rejects_a_bad_status",
+    ("POST", "/api/evals"): "test_create_eval_errors, test_create_eval_rejects_bad_json…",
+    ("GET", "/api/evals/{name}"): "test_create_get_list_eval, test_get_missing_eval_is_404",
+    ("PATCH", "/api/evals/{name}"): "test_edit_eval_makes_versions, test_edit_eval_errors",
+    ("DELETE", "/api/evals/{name}"): "test_delete_archives_and_keeps_results",
+    ("GET", "/api/evals/{name}/versions"): "test_edit_eval_makes_versions",
+    ("POST", "/api/evals/{name}/test"): "test_test_then_activate_lifecycle, test_test_eval_errors",
+    ("POST", "/api/evals/{name}/activate"): "test_test_then_activate_lifecycle",
+    ("POST", "/api/evals/{name}/deactivate"): "test_test_then_activate_lifecycle",
+    ("POST", "/api/evals/{name}/archive"): "test_test_then_activate_lifecycle",
+    ("GET", "/api/evals/{name}/trend"): "test_trend",
+    ("POST", "/api/capture"): "test_capture_*",
+    ("GET", "/api/results"): "test_results_listing_*",
+    ("GET", "/api/results/export"): "test_export_csv_and_json",
+    ("GET", "/api/results/{result_id}"): "test_result_detail_and_review, test_result_errors",
+    ("POST", "/api/results/{result_id}/review"): "test_result_detail_and_review",
+    ("GET", "/api/settings"): "test_settings",
+    ("PATCH", "/api/settings"): "test_settings",
+    ("POST", "/api/cleanup"): "test_cleanup",
+}
+
+
+def test_every_api_route_is_covered(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    routes = {(method.upper(), path) for path, ops in spec["paths"].items() for method in ops}
+    assert routes == set(COVERED)
+
+
 def test_docs_are_served_without_internet(client: TestClient) -> None:
     html = client.get("/docs").text
     assert "/vendor/docs/swagger-ui-bundle.js" in html
@@ -99,6 +131,11 @@ def test_create_get_list_eval(client: TestClient) -> None:
     assert client.get("/api/evals/capital").json()["id"] == ev["id"]
     assert [e["name"] for e in client.get("/api/evals").json()] == ["capital"]
     assert client.get("/api/evals", params={"status": "active"}).json() == []
+
+
+def test_list_evals_rejects_a_bad_status(client: TestClient) -> None:
+    assert "status" in error_of(client.get("/api/evals", params={"status": "gone"}), 422)
+    error_of(client.get("/api/evals", params={"include_archived": "perhaps"}), 422)
 
 
 def test_create_accepts_a_single_reference_string(client: TestClient) -> None:
@@ -176,6 +213,27 @@ def test_edit_eval_makes_versions(client: TestClient) -> None:
     error_of(client.get("/api/evals/capital"), 404)
     error_of(client.patch("/api/evals/capital-fr", json={"threshold": 2}), 400)
     error_of(client.patch("/api/evals/capital-fr", json={"threshold": "x"}), 422)
+
+
+def test_edit_eval_errors(client: TestClient) -> None:
+    make_eval(client)
+    make_eval(client, "other")
+    assert "other" in error_of(client.patch("/api/evals/capital", json={"name": "other"}), 409)
+    assert "reference" in error_of(client.patch("/api/evals/capital", json={"references": []}), 400)
+    assert "ngram" in error_of(
+        client.patch("/api/evals/capital", json={"options": {"ngram": 9}}), 400
+    )
+    error_of(client.patch("/api/evals/capital", json={"status": "active"}), 422)
+    error_of(client.patch("/api/evals/capital", json=["threshold"]), 422)
+    ev = client.get("/api/evals/capital").json()
+    assert ev["version"] == 1 and ev["references"] == [REF]  # nothing half-written
+
+
+def test_archived_eval_cannot_be_activated(client: TestClient) -> None:
+    make_eval(client)
+    client.post("/api/evals/capital/test", json={"input": "q", "output": GOOD})
+    client.post("/api/evals/capital/archive")
+    assert "archived" in error_of(client.post("/api/evals/capital/activate"), 409)
 
 
 def test_test_then_activate_lifecycle(client: TestClient) -> None:
@@ -264,6 +322,14 @@ def test_capture_rejects_malformed_bodies(client: TestClient, body: Any) -> None
     assert client.get("/api/results").json()["total"] == 0
 
 
+def test_capture_rejects_bad_values(client: TestClient) -> None:
+    make_eval(client)
+    activate(client)
+    long_id = {"input": "q", "output": GOOD, "conversation_id": "c" * 201}
+    assert "conversation_id" in error_of(client.post("/api/capture", json=long_id), 400)
+    assert client.get("/api/results").json()["total"] == 0
+
+
 def test_capture_requires_a_json_body(client: TestClient) -> None:
     r = client.post(
         "/api/capture",
@@ -328,10 +394,9 @@ def test_results_listing_rejects_bad_filters(client: TestClient, params: dict[st
 
 
 def test_results_for_unknown_eval(client: TestClient) -> None:
-    r = client.get("/api/results", params={"eval": "ghost"})
-    assert r.status_code in (200, 404)
-    if r.status_code == 200:
-        assert r.json()["total"] == 0
+    assert "ghost" in error_of(client.get("/api/results", params={"eval": "ghost"}), 404)
+    export = client.get("/api/results/export", params={"eval": "ghost", "format": "csv"})
+    assert "ghost" in error_of(export, 404)
 
 
 def test_result_detail_and_review(client: TestClient) -> None:
@@ -432,3 +497,35 @@ def test_cleanup(client: TestClient) -> None:
     out = client.post("/api/cleanup").json()
     assert out["results"] == 0  # everything is younger than a week
     assert client.get("/api/results").json()["total"] == 5
+
+
+# -- the pages answer with pages, errors included --------------------------------------------
+def test_pages_render_and_page_errors_are_pages(client: TestClient) -> None:
+    _fill(client)
+    rid = client.get("/api/results").json()["results"][0]["id"]
+    for path in (
+        "/",
+        "/evals/new",
+        "/evals/new/similarity",
+        "/evals/capital",
+        "/dashboard",
+        "/dashboard?eval=capital&bucket=week",
+        "/results",
+        "/results?outcome=fail&since=2020-01-01",
+        f"/results/{rid}",
+        "/settings",
+        "/login",
+    ):
+        r = client.get(path)
+        assert r.status_code == 200, path
+        assert r.headers["content-type"].startswith("text/html"), path
+    for path, status, needle in [
+        ("/evals/ghost", 404, "ghost"),
+        ("/results/999999", 404, "999999"),
+        ("/dashboard?eval=ghost", 404, "ghost"),
+        ("/results?since=yesterday", 400, "since"),
+    ]:
+        r = client.get(path)
+        assert r.status_code == status, path
+        assert r.headers["content-type"].startswith("text/html"), path
+        assert needle in r.text and "Traceback" not in r.text, path

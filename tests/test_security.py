@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
@@ -281,3 +288,62 @@ def test_default_limit_is_one_mebibyte(client: TestClient) -> None:
     assert r.status_code == 413
     r = client.post("/api/capture", json={"input": "q", "output": "a " * 400_000})
     assert r.status_code == 201
+
+
+# -- the real server: `simeval serve` options and environment -------------------------------
+@contextlib.contextmanager
+def served(db: str, *args: str, token: str | None = None) -> Iterator[str]:
+    """``simeval serve --port 0 ARGS`` in a subprocess; yields the address it prints."""
+    env = {k: v for k, v in os.environ.items() if k != "SIMEVAL_TOKEN"}
+    if token:
+        env["SIMEVAL_TOKEN"] = token
+    cmd = [sys.executable, "-c", "from simeval.cli import main; main()", "serve"]
+    proc = subprocess.Popen(
+        [*cmd, "--port", "0", "--db", db, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        match = re.match(r"Eval Studio: (http://127\.0\.0\.1:\d+)", first)
+        assert match, first + proc.stdout.read()
+        url = match.group(1)
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_served_body_limit_and_token(tmp_path: Path) -> None:
+    db = str(tmp_path / "served.db")
+    with served(db, "--max-body", "4096", token="served-token") as url:
+        auth = {"Authorization": "Bearer served-token"}
+        api = httpx.Client(base_url=url, headers=auth)
+        assert api.post("/api/evals", json={"name": "c", "references": [REF]}).status_code == 201
+        assert api.post("/api/evals/c/test", json={"output": REF}).json()["passed"]
+        assert api.post("/api/evals/c/activate").status_code == 200
+        body = {"input": "q", "output": REF}
+        r = httpx.post(url + "/api/capture", json=body)
+        assert r.status_code == 401 and "token" in r.json()["error"]
+        assert httpx.post(url + "/api/capture", json=body, headers=auth).status_code == 201
+        big = {"input": "q", "output": "word " * 2000}
+        r = httpx.post(url + "/api/capture", json=big, headers=auth)
+        assert r.status_code == 413 and "4096" in r.json()["error"]
+        r = httpx.get(url + "/dashboard", follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login")
+        assert api.get("/api/results").json()["total"] == 1  # the accepted capture only
+        api.close()

@@ -288,3 +288,13 @@ def test_empty_database_offers_an_example(tmp_path: Path) -> None:
         page.click("#activate")
         expect(page.locator("#eval-status")).to_have_text("active")
         browser.close()
+
+
+def test_missing_browser_fails_under_ci_and_skips_locally(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "chromium_path", lambda: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="required under CI"):
+        need_browser()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        need_browser()
