@@ -20,11 +20,11 @@ $(VENV)/.installed-test: pyproject.toml src/simeval/_fast.c | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# Eval Studio and the HTTP API for this machine only (127.0.0.1), on the per-user SQLite
+# file or SIMEVAL_DATABASE_URL. Another port: `make run PORT=8080`.
+PORT ?= 8000
 run: $(VENV)/.installed
-	$(BIN)/simeval score --explain \
-		"The Eiffel Tower is in Paris and was finished in 1889." \
-		"The Eiffel Tower, completed in 1889, stands in Paris." ; \
-	status=$$?; [ $$status -le 1 ] || exit $$status
+	$(BIN)/simeval serve --host 127.0.0.1 --port $(PORT)
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks

@@ -30,6 +30,16 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _db_label(url: str) -> str:
+    """A SQLite file as its path; any other URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.drivername.startswith("sqlite"):
+        return parsed.database or "in memory"
+    return parsed.render_as_string(hide_password=True)
+
+
 def _url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
@@ -97,6 +107,10 @@ def serve(host: str, port: int, db: str | None, max_body: int, log_level: str) -
     url = _url(host, actual)
     click.echo(f"Eval Studio: {url}" + (" (token required)" if token else ""))
     click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
+    service = app.state.service
+    click.echo(f"Database:    {_db_label(service.url)}")
+    if not service.list_evals(include_archived=True):
+        click.echo("No evals yet: open the studio and click 'Create an example eval'.")
     click.echo("Press Ctrl+C to stop.")
     config = uvicorn.Config(
         app, log_level=log_level, access_log=log_level in ("info", "debug"), server_header=False
