@@ -181,3 +181,81 @@ def test_bad_label_rows_can_be_skipped(tmp_path: Path) -> None:
     assert res.exit_code == 0
     report = json.loads(res.output)
     assert report["examples"] == 7 and report["skipped"] == 1
+
+
+# -- stored evals: reviews as labels, writing the threshold --------------------------------------
+def reviewed_eval(db: str) -> None:
+    """An active eval whose results a human reviewed: the LABELLED outputs, judged as labelled."""
+    from simeval.service import Service
+
+    with Service(db) as svc:
+        svc.create_eval("eiffel", REFERENCE)
+        svc.test_eval("eiffel", "Tell me about the Eiffel Tower", REFERENCE)
+        svc.activate_eval("eiffel")
+        for output, label in LABELLED:
+            (result,) = svc.capture("Tell me about the Eiffel Tower", output).results
+            svc.review_result(result.id, 1.0 if label == "pass" else 0.0, "checked by hand")
+
+
+def test_calibrate_from_reviews_and_write_the_threshold(tmp_path: Path) -> None:
+    from simeval.service import Service
+
+    db = str(tmp_path / "evals.db")
+    reviewed_eval(db)
+    res = CliRunner().invoke(cli, ["calibrate", "--eval", "eiffel", "--db", db, "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert (report["examples"], report["reviews"], report["positives"]) == (8, 8, 4)
+    t = report["suggested"]["threshold"]
+    assert report["suggested"]["accuracy"] == 1.0 and t > 0.8
+    assert report["eval"]["threshold"] == 0.8 and report["eval"]["at_threshold"]["accuracy"] < 1
+    with Service(db) as svc:
+        assert svc.get_eval("eiffel").threshold == 0.8  # nothing written without --apply
+    res = CliRunner().invoke(cli, ["calibrate", "--eval", "eiffel", "--db", db, "--apply"])
+    assert res.exit_code == 0, res.output
+    assert f"eval eiffel: threshold 0.80 -> {t:.2f} (version 2)" in res.output
+    assert "draft again" in res.output  # a scoring change needs a new passing test
+    with Service(db) as svc:
+        ev = svc.get_eval("eiffel")
+        assert (ev.threshold, ev.version, ev.status) == (t, 2, "draft")
+    again = CliRunner().invoke(cli, ["calibrate", "--eval", "eiffel", "--db", db, "--apply"])
+    assert f"eval eiffel already has threshold {t:.2f}" in again.output
+
+
+def test_calibrate_an_eval_with_a_labelled_file_too(tmp_path: Path) -> None:
+    db = str(tmp_path / "evals.db")
+    reviewed_eval(db)
+    src = tmp_path / "more.jsonl"  # outputs only: the eval's references score them
+    src.write_text(
+        "".join(json.dumps({"output": o, "ok": lab == "pass"}) + "\n" for o, lab in LABELLED)
+    )
+    res = CliRunner().invoke(
+        cli, ["calibrate", str(src), "--label-col", "ok", "--eval", "eiffel", "--db", db, "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert (report["examples"], report["reviews"]) == (16, 8)
+    assert report["suggested"]["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give a labelled FILE"),
+        (["FILE", "--label-col", "verdict", "--apply"], "--apply needs --eval"),
+        (["--eval", "nope"], "no eval named 'nope'"),
+        (["--eval", "fresh"], "has no reviewed results yet"),
+        (["FILE", "--label-col", "verdict", "--eval", "fresh", "--no-stemming"], "scorer flags"),
+        (["--eval", "fresh", "--label-col", "x"], "--label-col needs a FILE"),
+    ],
+)
+def test_calibrate_eval_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    from simeval.service import Service
+
+    db = str(tmp_path / "evals.db")
+    with Service(db) as svc:
+        svc.create_eval("fresh", REFERENCE)
+    src = write_labelled(tmp_path / "l.csv")
+    args = [str(src) if a == "FILE" else a for a in args]
+    res = CliRunner().invoke(cli, ["calibrate", *args, "--db", db])
+    assert res.exit_code == 2 and message in res.output, res.output

@@ -582,3 +582,216 @@ def test_progress_only_on_a_terminal(tmp_path: Path) -> None:
 
     with cli_run._progress("x") as progress:  # CliRunner's stderr is not a terminal
         assert progress is None
+
+
+# -- eval definition files -------------------------------------------------------------------
+EVALS_YAML = """\
+simeval: 1
+evals:
+  - name: capital-japan
+    input_scope: "What is the capital of Japan?"
+    references: ["Tokyo is the capital of Japan.", "Japan's capital city is Tokyo."]
+    threshold: 0.7
+  - name: eiffel
+    references: ["The Eiffel Tower stands in Paris."]
+    input_scope: "Where is the Eiffel Tower?"
+    threshold: 0.9
+  - name: water
+    references: ["Water is made of hydrogen and oxygen."]
+    input_scope: "Never asked"
+    options: {stemming: false}
+  - name: retired
+    status: archived
+    references: ["Anything at all."]
+"""
+
+
+def test_evals_file_matches_rows_by_input_or_id(tmp_path: Path) -> None:
+    evals = tmp_path / "evals.yaml"
+    evals.write_text(EVALS_YAML, encoding="utf-8")
+    rows = [
+        # the input scope matches after case and whitespace folding
+        {"input": "what is the  CAPITAL of Japan?", "output": "Tokyo is Japan's capital."},
+        {"input": "Where is the Eiffel Tower?", "output": "The Eiffel Tower is in Paris."},
+        # an id naming an eval wins over the input
+        {"id": "water", "input": "H2O?", "output": "Water is hydrogen and oxygen."},
+        {"id": "other", "input": "Unrelated?", "output": "No eval scores this row."},
+    ]
+    src = write_jsonl(tmp_path / "cases.jsonl", rows)
+    res = invoke("run", str(src), "--evals", str(evals), "--json")
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    out = read_jsonl(tmp_path / "cases.results.jsonl")
+    assert [r["eval"] for r in out] == ["capital-japan", "eiffel", "water"]
+    japan = simeval.get_scorer().score_detail(
+        "Tokyo is Japan's capital.",
+        ["Tokyo is the capital of Japan.", "Japan's capital city is Tokyo."],
+    )
+    assert (out[0]["score"], out[0]["matched_index"]) == japan
+    assert out[0]["threshold"] == 0.7 and out[0]["pass"] is (japan[0] >= 0.7)
+    eiffel = simeval.score("The Eiffel Tower is in Paris.", "The Eiffel Tower stands in Paris.")
+    assert out[1]["score"] == eiffel and out[1]["pass"] is (eiffel >= 0.9)
+    # each eval's own scorer options apply
+    water = simeval.score(
+        "Water is hydrogen and oxygen.", "Water is made of hydrogen and oxygen.", stemming=False
+    )
+    assert out[2]["score"] == water
+    assert out[2]["fingerprint"] == simeval.get_scorer(stemming=False).fingerprint
+    assert summary["rows"] == 4 and summary["results"] == 3 and summary["unmatched_rows"] == 1
+    assert set(summary["evals"]) == {"capital-japan", "eiffel", "water"}  # archived: left out
+    assert summary["evals"]["eiffel"]["threshold"] == 0.9
+    human = invoke("run", str(src), "--evals", str(evals))
+    assert "eval capital-japan: 1 results" in human.output
+    assert "1 rows matched no eval" in human.output
+
+
+def test_unscoped_eval_scores_every_row(tmp_path: Path) -> None:
+    evals = tmp_path / "evals.json"
+    evals.write_text(json.dumps([{"name": "any", "reference": "Paris is in France."}]))
+    rows = [{"output": "Paris is in France."}, {"output": "x"}]
+    src = write_jsonl(tmp_path / "cases.jsonl", rows)
+    res = invoke("run", str(src), "--evals", str(evals), "--json")
+    summary = json.loads(res.output)
+    assert summary["results"] == 2 and summary["passed"] == 1 and summary["unmatched_rows"] == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        ("evals:\n  - name: a\n    references: [x\n", [], "invalid YAML in"),
+        ("evals:\n  - name: a\n    references: []\n", [], "eval 1 ('a')"),
+        ("evals:\n  - name: a\n    reference: x\n    threshold: 2\n", [], "threshold"),
+        ("evals:\n  - name: a\n    reference: x\n", ["--reference-col", "gold"], "not both"),
+        ("evals:\n  - name: a\n    reference: x\n", ["-t", "0.5"], "own threshold"),
+        ("evals:\n  - name: a\n    reference: x\n", ["--no-stemming"], "own threshold"),
+        ("evals:\n  - name: a\n    status: archived\n    reference: x\n", [], "no evals to run"),
+    ],
+)
+def test_bad_evals_file(tmp_path: Path, content: str, args: list[str], message: str) -> None:
+    evals = tmp_path / "evals.yaml"
+    evals.write_text(content, encoding="utf-8")
+    src = write_jsonl(tmp_path / "cases.jsonl", [{"output": "x"}])
+    res = CliRunner().invoke(cli, ["run", str(src), "--evals", str(evals), *args])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("error: ") and message in res.output
+    assert leftovers(tmp_path) == []
+    missing = CliRunner().invoke(cli, ["run", str(src), "--evals", str(tmp_path / "no.yaml")])
+    assert missing.exit_code == 2 and "evals file not found" in missing.output
+
+
+# -- stored runs -----------------------------------------------------------------------------
+def test_store_a_run_and_compare_with_it_later(tmp_path: Path) -> None:
+    from simeval.service import Service
+
+    db = str(tmp_path / "evals.db")
+    src = write_jsonl(tmp_path / "cases.jsonl", ROWS)
+    # no stored run of this name yet: run:latest is an empty baseline, every case is new
+    res = invoke("run", str(src), "--store", "--db", db, "--baseline", "run:latest", "--json")
+    assert res.exit_code == 0, res.output
+    first = json.loads(res.output)
+    assert first["baseline"]["new"] == 4 and first["baseline"]["regressed"] == 0
+    assert "no stored run named 'cases.jsonl'" in first["baseline"]["baseline"]
+    with Service(db) as svc:
+        run = svc.get_run(first["run_id"])
+        assert run.name == "cases.jsonl" and run.results == 4
+        assert run.summary["status"] == "complete" and run.summary["passed"] == 3
+        stored = sorted(svc.list_results(run_id=run.id, limit=10), key=lambda r: r.id)
+        assert [r.score for r in stored] == [expected(r)[0] for r in ROWS]
+        assert stored[1].input == ROWS[1]["input"] and not stored[1].passed
+        assert stored[1].matched_reference == ROWS[1]["reference"][0]
+        explanation = stored[1].explanation or {}
+        assert "tokyo" in [t["term"] for t in explanation["missing"]]  # the studio's shape
+        assert explanation["case"]["id"] == "tokyo"
+    # the next run regresses one case: compared with the stored run by id
+    changed = [dict(r) for r in ROWS]
+    changed[0]["output"] = "Something else entirely."
+    write_jsonl(src, changed)
+    res = invoke(
+        "run",
+        str(src),
+        "--store",
+        "--db",
+        db,
+        "--baseline",
+        "run:latest",
+        "--max-regressions",
+        "0",
+        "--json",
+    )
+    assert res.exit_code == 1, res.output
+    second = json.loads(res.output)
+    b = second["baseline"]
+    assert (b["regressed"], b["unchanged"], b["new"], b["removed"]) == (1, 3, 0, 0)
+    assert b["top_regressions"][0]["case"] == "eiffel"
+    assert b["baseline"].startswith(f"stored run {first['run_id']} (cases.jsonl")
+    # a stored run by id; a named run
+    res = invoke("run", str(src), "--db", db, "--baseline", f"run:{first['run_id']}", "--json")
+    assert json.loads(res.output)["baseline"]["regressed"] == 1
+    res = invoke("run", str(src), "--store", "--db", db, "--run-name", "nightly")
+    assert "stored as run 3 (nightly)" in res.output
+    with Service(db) as svc:
+        runs_ = svc.list_runs()
+        assert [r.name for r in runs_] == ["nightly", "cases.jsonl", "cases.jsonl"]
+        assert runs_[1].summary["gates"][0]["gate"] == "max-regressions"
+
+
+def test_store_with_evals_links_results_to_stored_evals(tmp_path: Path) -> None:
+    from simeval.service import Service
+
+    db = str(tmp_path / "evals.db")
+    evals = tmp_path / "evals.yaml"
+    evals.write_text(EVALS_YAML, encoding="utf-8")
+    with Service(db) as svc:
+        svc.import_evals(str(evals))
+    src = write_jsonl(
+        tmp_path / "cases.jsonl",
+        [{"input": "Where is the Eiffel Tower?", "output": "The Eiffel Tower is in Paris."}],
+    )
+    assert invoke("run", str(src), "--evals", str(evals), "--store", "--db", db).exit_code == 0
+    with Service(db) as svc:
+        (result,) = svc.list_results(eval_name="eiffel")
+        assert result.run_id is not None and result.eval_name == "eiffel"
+
+
+def test_bad_input_stores_nothing(tmp_path: Path) -> None:
+    from simeval.service import Service
+
+    db = str(tmp_path / "evals.db")
+    src = tmp_path / "cases.jsonl"
+    src.write_text(json.dumps(ROWS[0]) + "\n{broken\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["run", str(src), "--store", "--db", db])
+    assert res.exit_code == 2 and "cases.jsonl line 2: malformed JSON" in res.output
+    with Service(db) as svc:
+        assert svc.list_runs() == []
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--baseline", "run:abc"], "give run:ID or run:latest"),
+        (["--baseline", "run:99"], "no run with id 99"),
+        (["--run-name", "x"], "--run-name needs --store"),
+    ],
+)
+def test_bad_stored_baseline(tmp_path: Path, args: list[str], message: str) -> None:
+    src = write_jsonl(tmp_path / "cases.jsonl", ROWS)
+    res = CliRunner().invoke(cli, ["run", str(src), "--db", str(tmp_path / "e.db"), *args])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert leftovers(tmp_path) == []
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from simeval import cli_run
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli_run, "err_console", Console(file=screen, force_terminal=True))
+    rows = [{"output": f"text {i}", "reference": f"text {i}"} for i in range(3000)]
+    src = write_jsonl(tmp_path / "cases.jsonl", rows)
+    res = invoke("run", str(src), "--workers", "1")
+    assert res.exit_code == 0
+    assert "scoring cases.jsonl" in screen.getvalue() and "100%" in screen.getvalue()

@@ -134,9 +134,8 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "-t",
     "--threshold",
-    default=str(DEFAULT_THRESHOLD),
-    show_default=True,
-    help="Minimum score that passes (column mode).",
+    default=None,
+    help=f"Minimum score that passes (with reference columns).  [default: {DEFAULT_THRESHOLD}]",
 )
 @click.option(
     "-o",
@@ -162,7 +161,35 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     help="Gate: exit 1 when the mean score is lower.",
 )
 @click.option(
-    "--baseline", default=None, help="A results file of an earlier run to compare each case with."
+    "--evals",
+    "evals_file",
+    default=None,
+    help="Score with the evals of a definitions file (YAML/JSON, as `evals export` writes) "
+    "instead of reference columns: a row goes to the eval its id names, else to the evals "
+    "whose input scope matches its input, and to every unscoped eval.",
+)
+@click.option(
+    "--store",
+    is_flag=True,
+    help="Store the run and its results in the database (see --db), for the studio and "
+    "for later baselines (run:ID, run:latest).",
+)
+@click.option(
+    "--run-name",
+    default=None,
+    help="Name of the stored run (default: the file name); run:latest finds runs by it.",
+)
+@click.option(
+    "--db",
+    default=None,
+    help="SQLite file or database URL for --store and run: baselines "
+    "(default: SIMEVAL_DATABASE_URL, else the user data file).",
+)
+@click.option(
+    "--baseline",
+    default=None,
+    help="Compare each case with an earlier run: its results file, or a stored run "
+    "(run:ID, or run:latest for the newest stored run of the same name).",
 )
 @click.option(
     "--max-regressions",
@@ -202,7 +229,7 @@ def run(
     fmt: str | None,
     workers: int | None,
     on_error: str,
-    threshold: str,
+    threshold: str | None,
     results_path: str | None,
     no_results: bool,
     junit_path: str | None,
@@ -211,6 +238,10 @@ def run(
     baseline: str | None,
     max_regressions: int | None,
     tolerance: float,
+    evals_file: str | None,
+    store: bool,
+    run_name: str | None,
+    db: str | None,
     dask_address: str | None,
     worst: int,
     as_json: bool,
@@ -230,22 +261,54 @@ def run(
     Examples:
         simeval run cases.jsonl --min-pass-rate 0.9 --junit report.xml
         simeval run cases.csv --output-col answer --reference-col gold1 --reference-col gold2
-        simeval run logs.parquet --workers 2 -o scored.parquet --no-results
+        simeval run cases.jsonl --evals evals.yaml --min-pass-rate 0.9
+        simeval run logs.parquet --workers 2 -o scored.parquet
         simeval run cases.jsonl --baseline main.results.jsonl --max-regressions 0
+        simeval run cases.jsonl --store --baseline run:latest --max-regressions 0
         simeval run big.jsonl --dask tcp://scheduler:8786 --min-mean-score 0.7
     """
     if no_results and results_path:
         raise UserError("give --results or --no-results, not both")
     if max_regressions is not None and baseline is None:
         raise UserError("--max-regressions needs --baseline")
+    if evals_file is not None and reference_cols:
+        raise UserError("give --evals or --reference-col, not both")
+    if evals_file is not None and (options or threshold is not None):
+        raise UserError(
+            "with --evals, each eval's own threshold and scorer options apply: "
+            "leave out --threshold and the scorer flags"
+        )
+    if run_name is not None and not store:
+        raise UserError("--run-name needs --store")
     columns = _columns(output_col, reference_cols, input_col, id_col)
+    evals = runs.load_evals(evals_file) if evals_file is not None else ()
+    name = run_name or os.path.basename(file)
+    stored_baseline = (
+        baseline is not None
+        and baseline.startswith(runs.STORED_RUN_PREFIX)
+        and not os.path.exists(baseline)
+    )
+    svc = _service(db) if store or stored_baseline else None
     base = None
     if baseline is not None:
-        base = runs.load_baseline(baseline, columns)
+        if stored_baseline:
+            base = runs.load_stored_baseline(svc, baseline, name)
+        else:
+            base = runs.load_baseline(baseline, columns)
+    store_fn = None
+    if svc is not None and store:
+
+        def store_fn(rows: Iterator[dict[str, Any]], summary: dict[str, Any]) -> int:
+            gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
+            summary["run_name"] = name
+            return _store_run(svc, name, file, rows, {**summary, "gates": gates})
+
     opts = runs.RunOptions(
         columns=columns,
-        threshold=check_threshold(threshold),
+        threshold=check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold),
         options=options,
+        evals=evals,
+        store=store_fn,
         fmt=fmt,
         results=results_path,
         write_results=not no_results,
@@ -269,6 +332,29 @@ def run(
     raise SystemExit(0 if summary["ok"] else 1)
 
 
+def _service(db: str | None) -> Any:
+    from simeval.service import open_service
+
+    return open_service(db)
+
+
+def _store_run(
+    svc: Any, name: str, source: str, rows: Iterator[dict[str, Any]], summary: dict[str, Any]
+) -> int:
+    """Store a finished run: the run first, marked unfinished, then its rows, then its summary
+    (a run whose summary still says ``storing`` was interrupted and is no baseline)."""
+    keep = ("threshold", "fingerprint", "options", "workers", "format")
+    run_id: int = svc.create_run(
+        name,
+        source,
+        options={k: summary.get(k) for k in keep},
+        summary={"status": "storing"},
+    )
+    svc.add_run_results(run_id, rows)
+    svc.update_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
+    return run_id
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
@@ -283,7 +369,8 @@ def _say(*objects: Any, **kwargs: Any) -> None:
 
 
 def _print_summary(s: dict[str, Any]) -> None:
-    rate = f" ({s['rows_per_s']:,.0f} rows/s)" if s.get("rows_per_s") else ""
+    # a rate over a fraction of a second says more about start-up than about speed
+    rate = f" ({s['rows_per_s']:,.0f} rows/s)" if s["elapsed_s"] >= 1 and s["rows"] >= 1000 else ""
     _say(
         f"scored {s['results']:,} results from {s['rows']:,} rows of "
         f"{escape(s['file'])} in {s['elapsed_s']:.1f} s{rate}"
@@ -314,21 +401,28 @@ def _print_summary(s: dict[str, Any]) -> None:
                 else f"  ... and {s['skipped'] - 20:,} more"
             )
     if s["worst"]:
+        several = bool(s.get("evals"))
         table = Table(title="worst cases", title_justify="left", show_edge=False)
-        table.add_column("score", justify="right")
-        table.add_column("where")
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column("", no_wrap=True)
+        if several:
+            table.add_column("eval")
+        table.add_column("where", no_wrap=True)
         table.add_column("case")
         table.add_column("missing terms")
+        prefix = s["file"] + " "  # every row is from FILE, named on the first line
         for w in s["worst"]:
-            verdict = "[green]" if w["pass"] else "[red]"
             case = w["id"] or w["input"] or w["output"] or ""
             case = " ".join(case.split())
-            table.add_row(
-                f"{verdict}{w['score']:.4f}[/]",
-                escape(w["where"]),
+            cells = [
+                f"{w['score']:.4f}",
+                "[green]pass[/]" if w["pass"] else "[red]FAIL[/]",
+                *([escape(w["eval"] or "")] if several else []),
+                escape(w["where"].removeprefix(prefix)),
                 escape(case[:60] + ("..." if len(case) > 60 else "")),
                 escape(", ".join(w["missing_terms"]) or "-"),
-            )
+            ]
+            table.add_row(*cells)
         console.print(table)
     if s["most_missing"]:
         _say(
@@ -361,6 +455,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         files.append(f"junit: {s['junit_file']}")
     if files:
         _say(escape(", ".join(files)))
+    if s.get("run_id") is not None:
+        _say(f"stored as run {s['run_id']} ({escape(s['run_name'])})")
     for g in s.get("gates", []):
         mark = "[green]ok[/green]" if g["passed"] else "[red]FAILED[/red]"
         _say(
@@ -387,6 +483,22 @@ def _print_summary(s: dict[str, Any]) -> None:
     show_default=True,
     help="Metric the suggested threshold maximises.",
 )
+@click.option(
+    "--eval",
+    "eval_name",
+    default=None,
+    help="A stored eval: its reviewed results count as labels, and FILE's rows (if any) "
+    "are scored with its references and options.",
+)
+@click.option(
+    "--apply", is_flag=True, help="Write the suggested threshold to the eval named by --eval."
+)
+@click.option(
+    "--db",
+    default=None,
+    help="SQLite file or database URL for --eval "
+    "(default: SIMEVAL_DATABASE_URL, else the user data file).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @scorer_options
 def calibrate(
@@ -401,91 +513,199 @@ def calibrate(
     label_col: str | None,
     cut: float | None,
     by: str,
+    eval_name: str | None,
+    apply: bool,
+    db: str | None,
     as_json: bool,
     options: dict[str, Any],
 ) -> None:
-    """Choose a threshold from labelled examples: FILE with a label column.
+    """Choose a threshold from labelled examples: FILE with a label column, and/or the
+    human reviews of a stored eval's results.
 
     Scores every row, sweeps the threshold and reports precision, recall, F1, accuracy and
     ROC AUC, and suggests the threshold that maximises F1 or accuracy. Labels are pass/fail,
-    true/false, yes/no, 0/1, or a graded score with --cut.
+    true/false, yes/no, 0/1, or a graded score with --cut. A review counts as a pass when
+    its score is at or above the threshold of the result it reviews.
 
     \b
     Examples:
         simeval calibrate labelled.csv --label-col verdict
         simeval calibrate pairs.jsonl --label-col rating --cut 4 --by accuracy --json
+        simeval calibrate --eval capital-answers --apply
+        simeval calibrate more-labels.csv --label-col verdict --eval capital-answers
     """
-    if file is None:
-        raise UserError("give a labelled FILE (with --label-col)")
-    if label_col is None:
+    if file is None and eval_name is None:
+        raise UserError(
+            "give a labelled FILE (with --label-col), or --eval NAME to use its reviews"
+        )
+    if file is not None and label_col is None:
         raise UserError("--label-col is required with a FILE")
-    columns = _columns(output_col, reference_cols, input_col, id_col)
-    opts = runs.RunOptions(
-        columns=columns,
-        options=options,
-        fmt=fmt,
-        write_results=False,
-        on_error=on_error,
-        workers=_workers(workers),
-        worst=0,
-        collect=label_col,
-    )
-    with _progress(f"scoring {os.path.basename(file)}") as progress:
-        summary = runs.run_file(file, opts, progress)
+    if file is None and label_col is not None:
+        raise UserError("--label-col needs a FILE")
+    if apply and eval_name is None:
+        raise UserError("--apply needs --eval NAME: the eval to write the threshold to")
+    if eval_name is not None and (reference_cols or options):
+        raise UserError(
+            "with --eval, rows are scored with the eval's references and scorer options: "
+            "leave out --reference-col and the scorer flags"
+        )
+    svc = ev = None
     scores: list[float] = []
     labels: list[bool] = []
-    for where, value, score in summary["collected"]:
-        try:
-            labels.append(calibrate_mod.parse_label(value, cut, where))
-        except InvalidInput:
-            if on_error != "skip":
-                raise
-            summary["skipped"] += 1
-            continue
-        scores.append(score)
+    reviews = 0
+    if eval_name is not None:
+        svc = _service(db)
+        ev = svc.get_eval(eval_name)
+        for score, passed in svc.labelled_results(ev.name):
+            scores.append(score)
+            labels.append(passed)
+        reviews = len(scores)
+    summary: dict[str, Any] = {"skipped": 0}
+    if file is not None:
+        assert label_col is not None
+        columns = _columns(output_col, reference_cols, input_col, id_col)
+        evals: tuple[runs.EvalDef, ...] = ()
+        if ev is not None:
+            # no input scope: every labelled row is an example for this eval
+            evals = (
+                runs.EvalDef(
+                    ev.name,
+                    tuple(ev.references),
+                    ev.threshold,
+                    options=tuple(sorted(ev.options.items())),
+                    version=ev.version,
+                ),
+            )
+        opts = runs.RunOptions(
+            columns=columns,
+            options=options,
+            evals=evals,
+            fmt=fmt,
+            write_results=False,
+            on_error=on_error,
+            workers=_workers(workers),
+            worst=0,
+            collect=label_col,
+        )
+        with _progress(f"scoring {os.path.basename(file)}") as progress:
+            summary = runs.run_file(file, opts, progress)
+        for where, value, score in summary["collected"]:
+            try:
+                labels.append(calibrate_mod.parse_label(value, cut, where))
+            except InvalidInput:
+                if on_error != "skip":
+                    raise
+                summary["skipped"] += 1
+                continue
+            scores.append(score)
+    if not scores and ev is not None and file is None:
+        raise UserError(
+            f"eval {ev.name!r} has no reviewed results yet: review some results "
+            "(simeval results review) or give a labelled FILE"
+        )
     report = calibrate_mod.calibrate(scores, labels, by=by)
     report.update(
         source=file,
         label_col=label_col,
         cut=cut,
         skipped=summary["skipped"],
+        reviews=reviews,
         fingerprint=summary.get("fingerprint"),
         options=summary.get("options"),
     )
+    if ev is not None:
+        report["eval"] = {
+            "name": ev.name,
+            "version": ev.version,
+            "status": ev.status,
+            "threshold": ev.threshold,
+            "at_threshold": calibrate_mod.classify(scores, labels, ev.threshold),
+        }
+        report["fingerprint"] = ev.fingerprint
+        report["options"] = ev.options
+    if apply:
+        assert svc is not None and ev is not None
+        new = report["suggested"]["threshold"]
+        after = svc.edit_eval(ev.name, threshold=new) if new != ev.threshold else ev
+        report["applied"] = {
+            "eval": ev.name,
+            "threshold_before": ev.threshold,
+            "threshold": after.threshold,
+            "version": after.version,
+            "status_before": ev.status,
+            "status": after.status,
+            "changed": new != ev.threshold,
+        }
     _show_calibration(report, as_json)
+
+
+def _threshold(t: float) -> str:
+    return f"{t:.2f}" if round(t, 2) == t else f"{t:.4g}"
 
 
 def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(report)
         return
-    table = Table(
-        title=f"{report['examples']:,} labelled examples ({report['positives']:,} pass, "
-        f"{report['negatives']:,} fail), ROC AUC {report['roc_auc']:.3f}",
-        title_justify="left",
+    source = []
+    if report.get("source"):
+        source.append(escape(report["source"]))
+    if report.get("reviews"):
+        source.append(f"{report['reviews']:,} reviews of eval {escape(report['eval']['name'])}")
+    _say(
+        f"{report['examples']:,} labelled examples ({report['positives']:,} pass, "
+        f"{report['negatives']:,} fail) from {' and '.join(source)}; "
+        f"ROC AUC {report['roc_auc']:.3f}"
     )
+    table = Table(show_edge=False)
     for name in ("threshold", "precision", "recall", "F1", "accuracy"):
         table.add_column(name, justify="right")
-    rows = sorted(
-        [*report["table"], {**report["suggested"], "mark": True}], key=lambda r: r["threshold"]
-    )
-    for r in rows:
-        style = "bold green" if r.get("mark") else None
+    table.add_column("")
+    marks: dict[float, list[str]] = {}
+    rows: dict[float, dict[str, Any]] = {}
+    for r in report["table"]:
+        if round(r["threshold"] * 10, 6) % 1 == 0:  # the 0.1 steps: enough to see the shape
+            rows[r["threshold"]] = r
+    rows[0.8] = report["at_default"]
+    marks.setdefault(0.8, []).append("default")
+    if report.get("eval"):
+        e = report["eval"]
+        rows[e["threshold"]] = e["at_threshold"]
+        marks.setdefault(e["threshold"], []).append(f"eval {escape(e['name'])} now")
+    s = report["suggested"]
+    rows[s["threshold"]] = s
+    marks.setdefault(s["threshold"], []).insert(0, "[bold green]suggested[/]")
+    for t in sorted(rows):
+        r = rows[t]
         table.add_row(
-            f"{r['threshold']:.4g}",
+            _threshold(t),
             f"{r['precision']:.3f}",
             f"{r['recall']:.3f}",
             f"{r['f1']:.3f}",
             f"{r['accuracy']:.3f}",
-            style=style,
+            ", ".join(marks.get(t, [])),
+            style="bold" if t == s["threshold"] else None,
         )
     console.print(table)
-    s, d = report["suggested"], report["at_default"]
+    d = report["at_default"]
     _say(
-        f"suggested threshold (max {report['by']}): [bold]{s['threshold']:.4g}[/bold]"
+        f"suggested threshold (max {report['by']}): [bold]{_threshold(s['threshold'])}[/bold]"
         f" - F1 {s['f1']:.3f}, accuracy {s['accuracy']:.3f}; at the 0.80 default: "
         f"F1 {d['f1']:.3f}, accuracy {d['accuracy']:.3f}"
     )
     if report.get("skipped"):
         _say(f"[yellow]skipped {report['skipped']} rows[/yellow]")
+    a = report.get("applied")
+    if a and not a["changed"]:
+        _say(f"eval {escape(a['eval'])} already has threshold {_threshold(a['threshold'])}")
+    elif a:
+        _say(
+            f"eval {escape(a['eval'])}: threshold {_threshold(a['threshold_before'])} -> "
+            f"{_threshold(a['threshold'])} (version {a['version']})"
+        )
+        if a["status_before"] == "active" and a["status"] != "active":
+            _say(
+                f"[yellow]eval {escape(a['eval'])} is a draft again: test the new version "
+                "and activate it to score captures with the new threshold[/yellow]"
+            )
     sys.stdout.flush()

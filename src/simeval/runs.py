@@ -29,6 +29,7 @@ import math
 import os
 import tempfile
 import time
+import unicodedata
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from simeval.errors import InvalidInput, InvalidOption, SimevalError
+from simeval.errors import InvalidInput, InvalidOption
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, check_threshold, get_scorer
 
 FORMATS = {
@@ -369,10 +370,42 @@ def _reference_cells(row: dict[str, Any], cols: Columns) -> list[str]:
 
 
 def fold(text: str) -> str:
-    """Casefolded, whitespace-folded text: how an eval's input scope matches a row's input."""
-    from simeval.analyzer import normalize
+    """Casefolded, whitespace-folded text: how an eval's input scope matches a row's input.
 
-    return " ".join(normalize(text).split())
+    The same form as ``simeval.service.scope_key`` (captures), without importing the store on
+    every worker.
+
+    >>> fold("  What is\n the  CAPITAL of France? ")
+    'what is the capital of france?'
+    """
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def load_evals(path: str) -> tuple[EvalDef, ...]:
+    """The evals of an eval definitions file (YAML or JSON, as ``simeval evals export`` writes).
+
+    Archived evals are left out; draft and active ones are used, since a file kept in version
+    control is the definition a CI run checks. Errors name the file and the eval.
+    """
+    from simeval.scorer import read_text_file
+    from simeval.service import _validate_evals_document, parse_evals_document
+
+    doc = parse_evals_document(read_text_file(path, "evals"), path)
+    entries = _validate_evals_document(doc, path)
+    evals = tuple(
+        EvalDef(
+            name=e["name"],
+            references=tuple(e["references"]),
+            threshold=e["threshold"],
+            input_scope=e["input_scope"],
+            options=tuple(sorted(e["options"].items())),
+        )
+        for e in entries
+        if e["status"] != "archived"
+    )
+    if not evals:
+        raise InvalidInput(f"{path}: no evals to run (the file has none that is not archived)")
+    return evals
 
 
 # -- scoring a chunk -------------------------------------------------------------------------
@@ -434,7 +467,7 @@ def _case_key(
 ) -> bytes:
     if case_id is not None:
         base = "id\0" + case_id
-    elif text_in is not None:
+    elif text_in:  # an empty input identifies nothing (and a stored run keeps None as "")
         base = "input\0" + text_in
     else:
         base = f"row\0{ordinal}"
@@ -617,10 +650,15 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                     (_case_key(case_id, text_in, ordinal, eval_name), score, passed, name, missing)
                 )
             if cfg.store:
+                # the explanation the studio shows for a result (terms with weights), plus
+                # where the row came from: a stored run can be a later run's baseline
+                explanation = scorer.explain(output, refs, top=10).to_dict()
+                explanation["case"] = {"id": case_id, "row": where, "ordinal": ordinal}
                 out.store_rows.append(
                     {
                         "eval_name": eval_name,
-                        "input": text_in or "",
+                        "eval_version": result.get("eval_version"),
+                        "input": text_in,
                         "output": output,
                         "references": list(refs),
                         "score": score,
@@ -629,9 +667,7 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                         "fingerprint": scorer.fingerprint,
                         "matched_reference": refs[at],
                         "matched_index": at,
-                        "explanation": {"missing": missing},
-                        "case_id": case_id,
-                        "where": where,
+                        "explanation": explanation,
                     }
                 )
             if collected is not None:
@@ -1133,6 +1169,55 @@ def load_baseline(path: str, columns: Columns, fmt: str | None = None) -> Baseli
     return Baseline(path, cases, fps, rows)
 
 
+STORED_RUN_PREFIX = "run:"
+
+
+def load_stored_baseline(svc: Any, spec: str, name: str | None = None) -> Baseline:
+    """A run stored with ``--store`` as a baseline: ``run:ID``, or ``run:latest`` (the newest
+    stored run called ``name``; with none yet, an empty baseline: every case is new)."""
+    what = spec[len(STORED_RUN_PREFIX) :].strip()
+    if what == "latest":
+        run = None
+        offset = 0
+        while run is None:
+            page = svc.list_runs(limit=100, offset=offset)
+            run = next(
+                (r for r in page if r.name == name and r.summary.get("status") != "storing"),
+                None,
+            )
+            if len(page) < 100:
+                break
+            offset += 100
+        if run is None:
+            return Baseline(f"{spec} (no stored run named {name!r} yet)", {}, set(), 0)
+    elif what.isdigit():
+        run = svc.get_run(int(what))
+    else:
+        raise InvalidInput(f"--baseline {spec}: give run:ID or run:latest")
+    results: list[Any] = []
+    page_size = 10_000
+    while len(results) < run.results:
+        page = svc.list_results(run_id=run.id, limit=page_size, offset=len(results), explain=False)
+        if not page:
+            break
+        results.extend(page)
+    results.sort(key=lambda r: r.id)
+    cases: dict[bytes, tuple[float, bool, str]] = {}
+    fps: set[str] = set()
+    dedup = _Dedup()
+    for n, r in enumerate(results):
+        case = (r.explanation or {}).get("case") or {}
+        case_id = case.get("id")
+        where = case.get("row") or f"result {r.id}"
+        ordinal = case.get("ordinal", n)
+        key = dedup(_case_key(case_id, r.input or None, ordinal, r.eval_name))
+        cases[key] = (r.score, r.automated_passed, _case_name(case_id, r.input, where))
+        if r.fingerprint:
+            fps.add(r.fingerprint)
+    source = f"stored run {run.id} ({run.name}, {run.created_at:%Y-%m-%d %H:%M})"
+    return Baseline(source, cases, fps, len(results))
+
+
 @dataclass
 class Comparison:
     """Per-case changes against a baseline, accumulated as the run streams."""
@@ -1247,7 +1332,7 @@ class RunOptions:
     worst: int = 5
     chunk_rows: int = CHUNK_ROWS
     collect: str | None = None
-    store: Callable[[list[dict[str, Any]]], None] | None = None
+    store: Callable[[Iterator[dict[str, Any]], dict[str, Any]], Any] | None = None
 
 
 def run_file(
@@ -1310,13 +1395,25 @@ def run_file(
     if out_fmt == "parquet" or fmt == "parquet":
         _parquet_ok()
     total = input_size(path, fmt)
-    writer = ResultsWriter(results_path, cfg) if results_path else None
+    # rows to store wait in a spool file: the database sees a run only once it has succeeded
+    # (closed in the finally below)
+    spool = tempfile.TemporaryFile() if opts.store is not None else None  # noqa: SIM115
+    writer = None
     junit = None
     try:
+        if results_path:
+            writer = ResultsWriter(results_path, cfg)
         if opts.junit:
             junit = JUnitWriter(opts.junit, f"simeval run {Path(path).name}")
         summary = _consume(
-            cfg, read_chunks(path, fmt, opts.chunk_rows), opts, writer, junit, progress, total
+            cfg,
+            read_chunks(path, fmt, opts.chunk_rows),
+            opts,
+            writer,
+            junit,
+            progress,
+            total,
+            spool,
         )
         if summary["rows"] == 0:
             raise InvalidInput(f"{path}: the file has no rows")
@@ -1327,6 +1424,22 @@ def run_file(
                 f"(first: {first['where']}: {first['error']})"
             )
         elapsed = time.perf_counter() - started
+        summary.update(
+            file=path,
+            format=fmt,
+            results_file=results_path,
+            junit_file=opts.junit,
+            elapsed_s=elapsed,
+            rows_per_s=summary["rows"] / elapsed if elapsed > 0 else None,
+            workers=opts.workers,
+            dask=opts.dask,
+        )
+        if scorer is not None:
+            summary["threshold"] = threshold
+            summary["fingerprint"] = scorer.fingerprint
+            summary["options"] = scorer.describe()
+        if spool is not None and opts.store is not None:
+            summary["run_id"] = opts.store(_spooled(spool), summary)
         if writer:
             writer.commit()
         if junit:
@@ -1342,20 +1455,9 @@ def run_file(
         if junit:
             junit.discard()
         raise
-    summary.update(
-        file=path,
-        format=fmt,
-        results_file=results_path,
-        junit_file=opts.junit,
-        elapsed_s=elapsed,
-        rows_per_s=summary["rows"] / elapsed if elapsed > 0 else None,
-        workers=opts.workers,
-        dask=opts.dask,
-    )
-    if scorer is not None:
-        summary["threshold"] = threshold
-        summary["fingerprint"] = scorer.fingerprint
-        summary["options"] = scorer.describe()
+    finally:
+        if spool is not None:
+            spool.close()
     return summary
 
 
@@ -1374,6 +1476,7 @@ def _consume(
     junit: JUnitWriter | None,
     progress: Callable[[int, int], None] | None,
     total: int,
+    spool: IO[bytes] | None = None,
 ) -> dict[str, Any]:
     rows = results = passed = unmatched = 0
     score_sum = 0.0
@@ -1411,8 +1514,8 @@ def _consume(
             if comparison is not None:
                 for key, score, ok, name, miss in out.cases:
                     comparison.add(key, score, ok, name, miss)
-            if out.store_rows and opts.store is not None:
-                opts.store(out.store_rows)
+            if out.store_rows and spool is not None:
+                spool.writelines(json.dumps(r).encode() + b"\n" for r in out.store_rows)
             if out.collected:
                 collected.extend(out.collected)
             if writer:
@@ -1423,8 +1526,6 @@ def _consume(
                 progress(out.nbytes, total)
     except RowError as exc:
         raise InvalidInput(str(exc)) from None
-    except SimevalError:
-        raise
     if cfg.evals:
         fingerprints = {get_scorer(**dict(e.options)).fingerprint for e in cfg.evals}
     else:
@@ -1464,6 +1565,12 @@ def _consume(
     if cfg.collect is not None:
         summary["collected"] = collected
     return summary
+
+
+def _spooled(spool: IO[bytes]) -> Iterator[dict[str, Any]]:
+    spool.seek(0)
+    for line in spool:
+        yield json.loads(line)
 
 
 def check_gates(
