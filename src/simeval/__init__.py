@@ -3,7 +3,11 @@
 >>> import simeval
 >>> simeval.score("Paris is the capital of France.", "The capital of France is Paris.")
 1.0
+
+Evals, captures and results live in a database behind ``simeval.Service(path)``.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from simeval.errors import (
     Conflict,
@@ -29,6 +33,20 @@ from simeval.scorer import (
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from simeval.service import Service, open_service
+
+
+def __getattr__(name: str) -> Any:
+    # the store pulls in SQLAlchemy and Alembic: loaded on first use, so `import simeval`
+    # stays quick for scoring alone
+    if name in ("Service", "open_service"):
+        from simeval import service
+
+        return getattr(service, name)
+    raise AttributeError(f"module 'simeval' has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_THRESHOLD",
     "Conflict",
@@ -39,6 +57,7 @@ __all__ = [
     "InvalidType",
     "NotFound",
     "Scorer",
+    "Service",
     "SimevalError",
     "Term",
     "__version__",
@@ -47,6 +66,7 @@ __all__ = [
     "fit_idf",
     "get_scorer",
     "iter_scores",
+    "open_service",
     "score",
     "score_many",
 ]

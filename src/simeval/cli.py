@@ -118,6 +118,11 @@ def _register() -> None:
 
     cli.add_command(cli_serve.serve)
 
+    from simeval import cli_evals
+
+    for command in cli_evals.COMMANDS:
+        cli.add_command(command)
+
 
 _register()
 

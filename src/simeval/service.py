@@ -27,9 +27,14 @@ Decisions worth knowing:
 - Editing the references, threshold, scope or options of an active eval makes it a draft
   again: the new version needs its own passing test before it scores captures (renaming
   keeps the status). ``deactivate`` makes an active or archived eval a draft.
-- Outputs and inputs up to ``MAX_TEXT_CHARS`` (16 million characters) are accepted and scored
-  (the scorer is linear: a 10 MB output takes well under a second per scorer configuration);
-  longer ones are refused with ``InvalidInput`` and nothing is stored.
+- Size: a capture's or a test's input and output may each have up to ``MAX_TEXT_CHARS``
+  (1,000,000) characters, the most the HTTP API's default 1 MiB body can carry, so the library,
+  the CLI and the API accept the same captures. A longer text (say a 10 MB runaway generation)
+  is refused with ``InvalidInput`` naming its size, and nothing is stored: a store that keeps
+  every capture should not silently grow by megabytes per response, and truncating would store
+  something the engine never said. Data-set runs (``add_run_results``) have no such limit.
+- ``capture(..., captured_at=...)`` backfills a capture from a log: the capture and its results
+  are dated then (trends and retention use that time).
 - Trends and eval stats count captured results; data-set runs are listed by ``run_id``.
 
 >>> svc = Service(":memory:")
@@ -120,7 +125,7 @@ from simeval.store import (
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 16_000_000
+MAX_TEXT_CHARS = 1_000_000
 MAX_NAME_CHARS = 200
 RETENTION_CHOICES = (7, 30, 90, 180)
 BUCKETS = ("hour", "day", "week")
@@ -170,6 +175,7 @@ UNSET: Any = _Unset()
 """Marker for "leave unchanged" where None is a meaningful value (e.g. no input scope)."""
 
 _CAPTURE_RESULTS = TypeAdapter(list[CaptureResultOut])
+
 
 
 # -- small helpers --------------------------------------------------------------------------------
@@ -273,8 +279,8 @@ def _check_options(options: Any) -> tuple[dict[str, Any], str]:
 def _check_text_size(text: str, what: str) -> None:
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidInput(
-            f"{what} has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} "
-            "(nothing was stored)"
+            f"{what} has {len(text):,} characters; simeval stores at most {MAX_TEXT_CHARS:,} "
+            "per text (nothing was stored)"
         )
 
 
@@ -815,13 +821,16 @@ class Service:
         metadata: dict[str, Any] | None = None,
         *,
         explain: bool = False,
+        captured_at: Any = None,
     ) -> CaptureOut:
         """Store an engine response and score it against every active eval in scope.
 
         One transaction: the capture and all its results are stored, or nothing is. With
         automatic evaluation off the capture is stored unscored (``evaluated=False``).
         ``explain=True`` adds the explanation to each failing result in the answer (it is
-        always available later from ``get_result``).
+        always available later from ``get_result``). ``captured_at`` (a datetime or ISO
+        text, default now) dates a capture taken from a log, and its results with it.
+        Texts longer than ``MAX_TEXT_CHARS`` are refused (``InvalidInput``), nothing stored.
         """
         check_text(input, "input")
         check_text(output, "output")
@@ -840,10 +849,11 @@ class Service:
                 json.dumps(metadata)
             except (TypeError, ValueError) as exc:
                 raise InvalidType(f"metadata is not JSON: {exc}") from None
+        when = parse_time(captured_at, "captured_at")
         key = scope_key(input)
 
         def work(s: Session) -> CaptureOut:
-            now = _now()
+            now = when or _now()
             conn = s.connection()
             flags: dict[str, Any] = dict(
                 conn.execute(
@@ -918,7 +928,9 @@ class Service:
                 )
                 for a in answers:
                     a["id"] = ids[a["eval_id"]]
-            return CaptureOut(
+            # every field is set here from checked values: the results are validated once, in
+            # bulk, and the envelope not again (it would re-check each of 1,000 results)
+            return CaptureOut.model_construct(
                 id=capture_id,
                 input=input,
                 output=output,

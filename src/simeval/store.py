@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -449,7 +450,11 @@ def bulk_insert(
             params: list[Any] = [tuple(r) + tail for r in rows]
         else:
             idx = [position[n] for n in order]
-            params = [tuple((tuple(r) + tail)[i] for i in idx) for r in rows]
+            if len(idx) == 1:  # itemgetter of one index gives the value, not a tuple
+                params = [((tuple(r) + tail)[idx[0]],) for r in rows]
+            else:
+                pick = operator.itemgetter(*idx)
+                params = [pick(tuple(r) + tail) for r in rows]
     else:
         params = [dict(zip(names, tuple(r) + tail, strict=True)) for r in rows]
     conn.exec_driver_sql(sql, params)
