@@ -795,3 +795,23 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     res = invoke("run", str(src), "--workers", "1")
     assert res.exit_code == 0
     assert "scoring cases.jsonl" in screen.getvalue() and "100%" in screen.getvalue()
+
+
+def test_plain_tsv_with_literal_quotes(tmp_path: Path) -> None:
+    src = tmp_path / "pairs.tsv"
+    src.write_text(
+        "label\toutput\treference\n"
+        '1\t"We are at war.\t"We are at war," he said.\n'
+        "0\tCats sleep.\tDogs bark.\n",
+        encoding="utf-8",
+    )
+    res = CliRunner().invoke(cli, ["run", str(src)])
+    assert res.exit_code == 2 and "pairs.tsv line 2: 2 fields where the header has 3" in res.output
+    assert "--no-quoting" in res.output
+    res = invoke("run", str(src), "--no-quoting", "--json", "--no-results")
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert summary["rows"] == 2
+    worst = {w["where"].rsplit(" ", 1)[1]: w for w in summary["worst"]}
+    assert worst["2"]["output"] == '"We are at war.'  # the quote is text
+    assert worst["2"]["score"] == simeval.score('"We are at war.', '"We are at war," he said.')

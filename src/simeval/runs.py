@@ -128,6 +128,7 @@ class RunConfig:
     header: tuple[str, ...] = ()
     out_fields: tuple[str, ...] = ()
     delimiter: str = ","
+    quoting: bool = True
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -294,10 +295,13 @@ def _decode(
         for line_no, fields in chunk.records:
             where = _where(cfg, line_no)
             if len(fields) != len(header):
+                hint = ""
+                if cfg.quoting and (cfg.fmt == "tsv" or any('"' in f for f in fields)):
+                    hint = " (if quotes in this file are literal text, read it with --no-quoting)"
                 yield (
                     where,
                     ordinal,
-                    _BadRowError(f"{len(fields)} fields where the header has {len(header)}"),
+                    _BadRowError(f"{len(fields)} fields where the header has {len(header)}{hint}"),
                 )
             else:
                 try:
@@ -773,14 +777,14 @@ def _jsonl_chunks(path: str, rows: int) -> Iterator[Chunk]:
             yield Chunk(index, line_no, ordinal, lines=lines, nbytes=fh.tell(), nrows=count)
 
 
-def csv_header(path: str, delimiter: str) -> list[str]:
+def csv_header(path: str, delimiter: str, quoting: bool = True) -> list[str]:
     """The header row of a CSV/TSV file (``InvalidInput`` when the file is empty)."""
     with (
         _open_binary(path) as raw,
         io.TextIOWrapper(raw, "utf-8-sig", "surrogateescape", newline="") as text,
     ):
         try:
-            header = next(csv.reader(text, delimiter=delimiter))
+            header = next(csv.reader(text, delimiter=delimiter, quoting=_quoting(quoting)))
         except StopIteration:
             raise InvalidInput(f"{path}: the file is empty (no header row)") from None
         except csv.Error as exc:
@@ -788,13 +792,17 @@ def csv_header(path: str, delimiter: str) -> list[str]:
     return header
 
 
-def _csv_chunks(path: str, rows: int, delimiter: str) -> Iterator[Chunk]:
+def _quoting(quoting: bool) -> int:
+    return csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE
+
+
+def _csv_chunks(path: str, rows: int, delimiter: str, quoting: bool = True) -> Iterator[Chunk]:
     csv.field_size_limit(2**31 - 1)  # a long answer is one cell: no 128 KiB cap
     with (
         _open_binary(path) as raw,
         io.TextIOWrapper(raw, "utf-8-sig", "surrogateescape", newline="") as text,
     ):
-        reader = csv.reader(text, delimiter=delimiter)
+        reader = csv.reader(text, delimiter=delimiter, quoting=_quoting(quoting))
         try:
             next(reader)  # the header, read separately
             index = ordinal = 0
@@ -855,12 +863,15 @@ def _parquet_chunks(path: str, rows: int) -> Iterator[Chunk]:
         start += batch.num_rows
 
 
-def read_chunks(path: str, fmt: str, rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
-    """The input file in chunks of about ``rows`` data rows."""
+def read_chunks(
+    path: str, fmt: str, rows: int = CHUNK_ROWS, quoting: bool = True
+) -> Iterator[Chunk]:
+    """The input file in chunks of about ``rows`` data rows. ``quoting=False`` reads CSV/TSV
+    cells literally (a double quote is an ordinary character, as in plain TSV files)."""
     if fmt == "jsonl":
         return _jsonl_chunks(path, rows)
     if fmt in {"csv", "tsv"}:
-        return _csv_chunks(path, rows, "\t" if fmt == "tsv" else ",")
+        return _csv_chunks(path, rows, "\t" if fmt == "tsv" else ",", quoting)
     return _parquet_chunks(path, rows)
 
 
@@ -871,10 +882,10 @@ def input_size(path: str, fmt: str) -> int:
     return os.path.getsize(path)
 
 
-def input_fields(path: str, fmt: str) -> tuple[str, ...]:
+def input_fields(path: str, fmt: str, quoting: bool = True) -> tuple[str, ...]:
     """The input's column names (the CSV header, the Parquet schema, the first JSONL object)."""
     if fmt in {"csv", "tsv"}:
-        return tuple(csv_header(path, "\t" if fmt == "tsv" else ","))
+        return tuple(csv_header(path, "\t" if fmt == "tsv" else ",", quoting))
     if fmt == "parquet":
         return tuple(_parquet_file(path).schema_arrow.names)
     with _open_binary(path) as fh:
@@ -1331,6 +1342,7 @@ class RunOptions:
     dask: str | None = None
     worst: int = 5
     chunk_rows: int = CHUNK_ROWS
+    quoting: bool = True
     collect: str | None = None
     store: Callable[[Iterator[dict[str, Any]], dict[str, Any]], Any] | None = None
 
@@ -1353,7 +1365,7 @@ def run_file(
         raise InvalidInput(f"workers must be a positive integer, not {opts.workers!r}")
     threshold = check_threshold(opts.threshold)
     scorer = None if opts.evals else get_scorer(**opts.options)
-    fields = input_fields(path, fmt)
+    fields = input_fields(path, fmt, opts.quoting)
     cols = opts.columns
     if fmt != "jsonl":
         wanted = [cols.output] + ([] if opts.evals else list(cols.references))
@@ -1390,6 +1402,7 @@ def run_file(
         collect=opts.collect,
         worst=opts.worst,
         header=fields if fmt in {"csv", "tsv"} else (),
+        quoting=opts.quoting,
         out_fields=tuple(f for f in fields if f not in result_names),
     )
     if out_fmt == "parquet" or fmt == "parquet":
@@ -1407,7 +1420,7 @@ def run_file(
             junit = JUnitWriter(opts.junit, f"simeval run {Path(path).name}")
         summary = _consume(
             cfg,
-            read_chunks(path, fmt, opts.chunk_rows),
+            read_chunks(path, fmt, opts.chunk_rows, opts.quoting),
             opts,
             writer,
             junit,
