@@ -207,7 +207,10 @@ def list_evals(status: str | None, include_archived: bool, db: str | None, as_js
     "-r", "--reference", "references", multiple=True, help="A reference answer (repeatable)."
 )
 @click.option(
-    "--reference-file", "reference_files", multiple=True, help="A reference from a file (repeatable)."
+    "--reference-file",
+    "reference_files",
+    multiple=True,
+    help="A reference from a file (repeatable).",
 )
 @click.option("-t", "--threshold", default="0.80", show_default=True, help="Minimum passing score.")
 @click.option("--scope", default=None, help="Fire only on captures whose input is this text.")
@@ -753,9 +756,7 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--since", default=None, help="From this time: ISO 8601 or an age (7d).")(
         func
     )
-    func = click.option("--until", default=None, help="Before this time: ISO 8601 or an age.")(
-        func
-    )
+    func = click.option("--until", default=None, help="Before this time: ISO 8601 or an age.")(func)
     func = click.option("--run", "run_id", type=int, default=None, help="Only this run's rows.")(
         func
     )
@@ -865,7 +866,7 @@ def show_result(result_id: str, db: str | None, as_json: bool) -> None:
         simeval results show 42
     """
     with _service(db) as svc:
-        r = svc.get_result(result_id)  # type: ignore[arg-type]  # checked by the service
+        r = svc.get_result(result_id)
     if as_json:
         print_json(_dump(r))
     else:
@@ -887,7 +888,7 @@ def review_result(result_id: str, value: str, note: str, db: str | None, as_json
         simeval results review 42 --score 0.9 --note "correct, phrased differently"
     """
     with _service(db) as svc:
-        r = svc.review_result(result_id, value, note)  # type: ignore[arg-type]
+        r = svc.review_result(result_id, value, note)
     if as_json:
         print_json(_dump(r))
         return
@@ -949,7 +950,7 @@ def sparkline(values: Sequence[float | None], breaks: Sequence[bool] = ()) -> st
     ``│`` before a bucket marks a break in comparability.
 
     >>> sparkline([0.0, 0.5, 1.0])
-    '▁▄█'
+    '▁▅█'
     >>> sparkline([0.2, 0.9], [False, True])
     '▂│▇'
     """

@@ -1,0 +1,270 @@
+"""The store: one-transaction captures, two processes writing at once, migrations forward and
+the refusal of a schema from a newer simeval. Real SQLite files, real processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simeval import InvalidInput
+from simeval import store as store_mod
+from simeval.service import Service
+from simeval.store import head_revision, make_engine, resolve_db_url, upgrade
+
+QUESTION = "What is the capital of France?"
+REFERENCE = "The capital of France is Paris."
+
+
+def counts(db: Path) -> dict[str, int]:
+    con = sqlite3.connect(db)
+    try:
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("evals", "captures", "results", "reviews")
+        }
+    finally:
+        con.close()
+
+
+def active_evals(svc: Service, n: int) -> None:
+    for i in range(n):
+        svc.create_eval(f"eval-{i}", f"{REFERENCE} Fact number {i}.", threshold=0.5)
+        svc.test_eval(f"eval-{i}", QUESTION, f"{REFERENCE} Fact number {i}.")
+        svc.activate_eval(f"eval-{i}")
+
+
+# -- atomicity ----------------------------------------------------------------------------------
+def test_failure_between_capture_and_results_stores_neither(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "evals.db"
+    with Service(db) as svc:
+        active_evals(svc, 3)
+        svc.capture(QUESTION, REFERENCE)
+        before = counts(db)
+        assert (before["captures"], before["results"]) == (1, 3)
+
+        def broken(*args: Any, **kwargs: Any) -> int:
+            # the capture row is already inserted in this transaction when results are stored
+            conn = args[0]
+            assert conn.exec_driver_sql("SELECT count(*) FROM captures").scalar() == 2
+            raise RuntimeError("disk fell off")
+
+        monkeypatch.setattr(store_mod, "bulk_insert", broken)
+        with pytest.raises(RuntimeError, match="disk fell off"):
+            svc.capture(QUESTION, "Paris is the capital.")
+        assert counts(db) == before
+        monkeypatch.undo()
+        # the service is still usable, and ids carry on
+        assert len(svc.capture(QUESTION, REFERENCE).results) == 3
+    assert counts(db)["results"] == 6
+
+
+def test_a_result_the_database_rejects_rolls_back_the_capture(tmp_path: Path) -> None:
+    db = tmp_path / "evals.db"
+    with Service(db) as svc:
+        active_evals(svc, 2)
+        before = counts(db)
+        # a constraint the database itself enforces: the second result row references an eval
+        # id that does not exist (foreign keys are on)
+        original = store_mod.bulk_insert
+
+        def bad_rows(conn: Any, table: Any, columns: Any, rows: Any, constants: Any = None) -> int:
+            rows = [rows[0], (999_999, *rows[1][1:])]
+            return original(conn, table, columns, rows, constants)
+
+        store_mod.bulk_insert = bad_rows  # type: ignore[assignment]
+        try:
+            with pytest.raises(Exception, match="FOREIGN KEY"):
+                svc.capture(QUESTION, REFERENCE)
+        finally:
+            store_mod.bulk_insert = original  # type: ignore[assignment]
+        assert counts(db) == before
+
+
+# -- concurrency --------------------------------------------------------------------------------
+WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from simeval.service import Service
+
+    db, n, tag, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+    svc = Service(db)
+    while not go.exists():  # start together
+        time.sleep(0.005)
+    stored = 0
+    for i in range(n):
+        cap = svc.capture("What is the capital of France?", f"Paris is the capital {tag} {i}",
+                          conversation_id=f"{tag}-{i}")
+        stored += len(cap.results)
+    svc.close()
+    print(stored)
+    """
+)
+
+
+def test_two_processes_capture_into_one_file(tmp_path: Path) -> None:
+    db = tmp_path / "evals.db"
+    n, evals = 500, 4
+    with Service(db) as svc:
+        active_evals(svc, evals)
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(db), str(n), tag, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("A", "B")
+    ]
+    time.sleep(0.5)  # both have opened the database
+    go.touch()
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert "locked" not in err.lower()
+        assert int(out) == n * evals
+    c = counts(db)
+    assert c["captures"] == 2 * n
+    assert c["results"] == 2 * n * evals
+    con = sqlite3.connect(db)
+    per_capture = con.execute(
+        "SELECT count(*) FROM (SELECT capture_id, count(*) AS k FROM results "
+        "GROUP BY capture_id HAVING k != ?)",
+        (evals,),
+    ).fetchone()[0]
+    con.close()
+    assert per_capture == 0  # every capture has all its results
+
+
+# -- migrations ---------------------------------------------------------------------------------
+def create_at_first_revision(db: Path) -> None:
+    engine = make_engine(resolve_db_url(db))
+    with engine.begin() as conn:
+        upgrade(conn, "0001")
+    engine.dispose()
+
+
+def test_database_at_the_first_revision_is_migrated_forward(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    create_at_first_revision(db)
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
+    assert "settings" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    now = "2026-01-05 10:00:00.000000"
+    fp = "0123456789ab"
+    refs = json.dumps([REFERENCE])
+    con.executescript(
+        f"""
+        INSERT INTO evals (id, name, type, status, version, reference_answers, threshold,
+            input_scope, options, fingerprint, created_at, updated_at)
+        VALUES (1, 'capital', 'similarity', 'active', 1, '{refs}', 0.8, NULL, '{{}}', '{fp}',
+            '{now}', '{now}');
+        INSERT INTO eval_versions (eval_id, version, reference_answers, threshold, input_scope,
+            options, fingerprint, changes, created_at)
+        VALUES (1, 1, '{refs}', 0.8, NULL, '{{}}', '{fp}', '{{"created": true}}', '{now}');
+        INSERT INTO eval_tests (eval_id, version, input, output, score, passed, threshold,
+            matched_index, explanation, fingerprint, in_scope, created_at)
+        VALUES (1, 1, 'q', '{REFERENCE}', 1.0, 1, 0.8, 0, '{{}}', '{fp}', 1, '{now}');
+        INSERT INTO captures (id, input, output, conversation_id, metadata, captured_at, evaluated)
+        VALUES (1, '{QUESTION}', 'Paris.', 'c1', '{{"k": 1}}', '{now}', 1);
+        INSERT INTO results (id, capture_id, eval_id, eval_version, score, passed, threshold,
+            fingerprint, matched_index, created_at)
+        VALUES (1, 1, 1, 1, 0.42, 0, 0.8, '{fp}', 0, '{now}');
+        INSERT INTO reviews (result_id, score, note, created_at)
+        VALUES (1, 0.95, 'fine', '{now}');
+        """
+    )
+    con.commit()
+    con.close()
+
+    with Service(db) as svc:
+        assert svc.store.revision() == head_revision()
+        ev = svc.get_eval("capital")
+        assert (ev.status, ev.references, ev.threshold) == ("active", [REFERENCE], 0.8)
+        (r,) = svc.list_results()
+        assert (r.score, r.passed, r.automated_passed) == (0.42, True, False)
+        assert r.review is not None and r.review.note == "fine"
+        assert r.conversation_id == "c1" and r.matched_reference == REFERENCE
+        assert svc.get_capture(1).metadata == {"k": 1}
+        s = svc.get_settings()  # the settings table of revision 0002, with its defaults
+        assert (s.auto_evaluate, s.retention_days) == (True, None)
+        # and it works as a current database: the active eval scores a new capture
+        assert len(svc.capture(QUESTION, REFERENCE).results) == 1
+    with Service(db) as again:  # opening a current database changes nothing
+        assert again.count_results() == 2
+
+
+def _file_state(db: Path) -> tuple[str, list[Any]]:
+    con = sqlite3.connect(db)
+    dump = list(con.iterdump())
+    con.close()
+    return hashlib.sha256(db.read_bytes()).hexdigest(), dump
+
+
+def test_unknown_newer_schema_is_refused_and_left_unaltered(tmp_path: Path) -> None:
+    db = tmp_path / "newer.db"
+    with Service(db) as svc:
+        svc.create_eval("capital", REFERENCE)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE alembic_version SET version_num = '9000_from_the_future'")
+    con.execute("CREATE TABLE future_things (id INTEGER PRIMARY KEY)")
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    before = _file_state(db)
+
+    for _ in range(2):
+        with pytest.raises(InvalidInput) as refused:
+            Service(db)
+        message = str(refused.value)
+        assert "9000_from_the_future" in message and "newer simeval" in message
+        assert "not changed" in message and "\n" not in message
+    assert _file_state(db) == before
+
+
+def test_a_sqlite_file_of_another_program_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(InvalidInput, match="not a simeval database"):
+        Service(db)
+    con = sqlite3.connect(db)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert tables == {"customers"}
+    text = tmp_path / "notes.db"
+    text.write_text("not a database at all, just some text that is long enough " * 20)
+    with pytest.raises(InvalidInput, match="cannot open database"):
+        Service(text)
+
+
+def test_database_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIMEVAL_DATABASE_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    assert resolve_db_url(None) == f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.delenv("SIMEVAL_DATABASE_URL")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert resolve_db_url(None) == f"sqlite:///{tmp_path / 'data' / 'simeval' / 'simeval.db'}"
+    with Service() as svc:
+        svc.create_eval("x", REFERENCE)
+    assert (tmp_path / "data" / "simeval" / "simeval.db").is_file()
+
+
+def test_wal_and_busy_timeout(tmp_path: Path) -> None:
+    with Service(tmp_path / "evals.db") as svc, svc.store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 10_000
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
