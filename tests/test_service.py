@@ -251,15 +251,19 @@ def test_retention_values(svc: Service) -> None:
     assert svc.get_settings().retention_days is None
 
 
-def test_cleanup_keeps_recent_and_reports_counts(svc: Service) -> None:
+def test_cleanup_keeps_recent_and_reports_counts(svc: Service, db: Path) -> None:
     activated(svc, "a")
     activated(svc, "b", "Paris is the capital.")
     now = datetime(2026, 6, 1, 12, 0)
     for days in (200, 100, 40, 8, 1):
         svc.capture(QUESTION, GOOD, captured_at=now - timedelta(days=days))
+    oldest = svc.list_results(until=now - timedelta(days=150))
+    assert len(oldest) == 2
+    svc.review_result(oldest[0].id, 1.0, "reviewed, then expired")
     svc.update_settings(retention_days=90)
     out = svc.cleanup(now=now)
     assert (out.captures, out.results) == (2, 4)
+    assert counts(db)["reviews"] == 0  # the review went with its result
     assert out.cutoff == datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
     svc.update_settings(retention_days=7)
     assert svc.cleanup(now=now).captures == 2
