@@ -17,7 +17,8 @@ bounded by a request count and a time limit. Reports:
 
 The client shares the machine with the server: on 2 cores it takes a good part of one, so the
 figures are a floor for the server. Absolute figures on a shared machine are noise; compare
-runs made back to back, and the ratio to the health baseline.
+runs made back to back, and the ratio to the health baseline. The CPU time per request of the
+server and of the client is reported too (psutil, the `bench` extra).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import psutil
 
 from simeval.bench import synthetic_texts
 
@@ -213,6 +215,18 @@ async def load(
     }
 
 
+def cpu_of(pid: int, job: Any) -> dict[str, Any]:
+    """Run the load ``job``; add the CPU time per request of the server and of this client."""
+    server = psutil.Process(pid)
+    s0, c0 = server.cpu_times(), time.process_time()
+    out: dict[str, Any] = asyncio.run(job)
+    s1, c1 = server.cpu_times(), time.process_time()
+    n = max(out["requests"], 1)
+    out["server_cpu_ms"] = round(((s1.user + s1.system) - (s0.user + s0.system)) / n * 1000, 3)
+    out["client_cpu_ms"] = round((c1 - c0) / n * 1000, 3)
+    return out
+
+
 def count_stored(db: Path, accepted: list[int], evals: int) -> dict[str, Any]:
     """Captures and results in the database, and whether every accepted capture is complete."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
@@ -277,12 +291,16 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="simeval-bench-serve-") as tmp:
         db = Path(tmp) / "bench.db"
-        with server(db, args.serve_arg) as (url, _proc):
+        with server(db, args.serve_arg) as (url, proc):
             setup_evals(url, args.evals)
             kind = args.client
             warm = asyncio.run(load(url, args.clients, args.warmup, args.seconds, capture, kind))
-            base = asyncio.run(load(url, args.clients, args.captures, args.seconds, health, kind))
-            run = asyncio.run(load(url, args.clients, args.captures, args.seconds, capture, kind))
+            base = cpu_of(
+                proc.pid, load(url, args.clients, args.captures, args.seconds, health, kind)
+            )
+            run = cpu_of(
+                proc.pid, load(url, args.clients, args.captures, args.seconds, capture, kind)
+            )
         # The server is stopped: everything it acknowledged must now be on disk.
         stored = count_stored(db, warm["accepted"] + run["accepted"], args.evals)
 
@@ -310,6 +328,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.evals} results each)"
         )
         print(f"  latency p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms; statuses {c['statuses']}")
+        print(
+            f"  CPU per capture: server {c['server_cpu_ms']} ms, client {c['client_cpu_ms']} ms "
+            f"(health: server {b['server_cpu_ms']} ms, client {b['client_cpu_ms']} ms)"
+        )
         if c["error_count"]:
             print(f"  transport errors: {c['error_count']}, e.g. {c['errors'][0]}")
         print(
