@@ -177,7 +177,6 @@ UNSET: Any = _Unset()
 _CAPTURE_RESULTS = TypeAdapter(list[CaptureResultOut])
 
 
-
 # -- small helpers --------------------------------------------------------------------------------
 def _now() -> datetime:
     """Naive UTC: what the database stores."""
