@@ -233,7 +233,9 @@ def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
         expect(page.locator("#trend-chart")).to_have_attribute("data-rendered", "true")
         expect(page.locator("#hist-chart")).to_have_attribute("data-rendered", "true")
         assert page.locator("#trend-chart .main-svg").count() >= 1
-        assert page.locator("#trend-chart .scatterlayer .trace").count() == 2
+        # mean score, pass rate and the threshold line
+        assert page.locator("#trend-chart .scatterlayer .trace").count() == 3
+        expect(page.locator("#trend-chart .legend")).to_contain_text("threshold 0.80")
         shot(page, "05-dashboard.png")
 
         # 7. A review turns a failing result into a pass.

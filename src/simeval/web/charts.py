@@ -72,29 +72,21 @@ def trend_figure(trend: TrendOut) -> Any:
             hovertemplate="pass rate %{y:.0%}<extra></extra>",
         )
     )
-    shapes: list[dict[str, Any]] = [
-        {
-            "type": "line",
-            "xref": "paper",
-            "x0": 0,
-            "x1": 1,
-            "y0": trend.threshold,
-            "y1": trend.threshold,
-            "line": {"color": FAIL_COLOR, "width": 1.5, "dash": "dash"},
-        }
-    ]
-    notes: list[dict[str, Any]] = [
-        {
-            "xref": "paper",
-            "x": 1,
-            "xanchor": "right",
-            "y": trend.threshold,
-            "yanchor": "bottom",
-            "text": f"threshold {trend.threshold:.2f}",
-            "showarrow": False,
-            "font": {"color": FAIL_COLOR, "size": 11},
-        }
-    ]
+    axis = _time_axis(x, trend.bucket)
+    # The threshold as a trace, not a shape: it is named in the legend instead of a label that
+    # the score line can run through.
+    fig.add_trace(
+        go.Scatter(
+            x=axis.get("range", [x[0], x[-1]] if x else []),
+            y=[trend.threshold, trend.threshold],
+            name=f"threshold {trend.threshold:.2f}",
+            mode="lines",
+            line={"color": FAIL_COLOR, "width": 1.5, "dash": "dash"},
+            hoverinfo="skip",
+        )
+    )
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     for i, b in enumerate(buckets):
         marks = []
         if i > 0 and b.version_change:
@@ -129,7 +121,7 @@ def trend_figure(trend: TrendOut) -> Any:
         _layout(
             shapes=shapes,
             annotations=notes,
-            xaxis=_time_axis(x, trend.bucket),
+            xaxis=axis,
             yaxis={"range": [0, 1.05], "tickformat": ".1f", "title": {"text": "score / rate"}},
         )
     )
@@ -190,7 +182,7 @@ def histogram_figure(scores: Sequence[float], threshold: float) -> Any:
             hovermode="closest",
             bargap=0.05,
             xaxis={"range": [0, 1.0], "title": {"text": "score"}},
-            yaxis={"title": {"text": "results"}},
+            yaxis=_count_axis(scores, bins["size"]),
             shapes=[
                 {
                     "type": "line",
@@ -216,3 +208,15 @@ def histogram_figure(scores: Sequence[float], threshold: float) -> Any:
         )
     )
     return fig
+
+
+def _count_axis(scores: Sequence[float], size: float) -> dict[str, Any]:
+    """A y axis of whole counts: with few results plotly would otherwise tick 0.5, 1.5..."""
+    per_bin: dict[int, int] = {}
+    for s in scores:
+        k = int(s / size)
+        per_bin[k] = per_bin.get(k, 0) + 1
+    axis: dict[str, Any] = {"title": {"text": "results"}, "rangemode": "tozero"}
+    if max(per_bin.values(), default=0) <= 8:
+        axis.update(tick0=0, dtick=1)
+    return axis
