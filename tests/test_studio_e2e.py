@@ -263,6 +263,9 @@ def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
         rows = list(csv.DictReader(io.StringIO(saved.read_text(encoding="utf-8"))))
         assert len(rows) == len(CAPTURES)
         assert {"score", "pass", "human_override_score"} <= set(rows[0])
+        reviewed = next(row for row in rows if row["result_id"] == str(target["id"]))
+        assert reviewed["pass"] == "true" and reviewed["automated_pass"] == "false"
+        assert float(reviewed["human_override_score"]) == 0.95
 
         # The eval page after activation, for the README.
         page.goto(base + "/evals/capital-answer")
