@@ -119,6 +119,7 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "--workers",
                 type=int,
                 default=None,
+                metavar="N",
                 help="Local processes (default: all cores; small files use one).",
             ),
             click.option(
@@ -148,10 +149,17 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     "--results",
     "results_path",
     default=None,
+    metavar="FILE",
     help="Results file (.jsonl, .csv, .tsv, .parquet). Default: FILE.results.EXT.",
 )
 @click.option("--no-results", is_flag=True, help="Write no results file.")
-@click.option("--junit", "junit_path", default=None, help="Write JUnit XML, a case per row.")
+@click.option(
+    "--junit",
+    "junit_path",
+    default=None,
+    metavar="FILE",
+    help="Write JUnit XML for CI: a test case per row, failures with score and missing terms.",
+)
 @click.option(
     "--min-pass-rate",
     type=float,
@@ -170,6 +178,7 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     "--evals",
     "evals_file",
     default=None,
+    metavar="FILE",
     help="Score with the evals of a definitions file (YAML/JSON, as `evals export` writes) "
     "instead of reference columns: a row goes to the eval its id names, else to the evals "
     "whose input scope matches its input, and to every unscoped eval.",
@@ -188,12 +197,14 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--db",
     default=None,
+    metavar="PATH|URL",
     help="SQLite file or database URL for --store and run: baselines "
-    "(default: SIMEVAL_DATABASE_URL, else the user data file).",
+    "(default: SIMEVAL_DATABASE_URL, else the per-user file).",
 )
 @click.option(
     "--baseline",
     default=None,
+    metavar="FILE|run:ID|run:latest",
     help="Compare each case with an earlier run: its results file, or a stored run "
     "(run:ID, or run:latest for the newest stored run of the same name).",
 )
@@ -215,6 +226,7 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     "--dask",
     "dask_address",
     default=None,
+    metavar="ADDRESS",
     help="Score on a Dask cluster (scheduler address, e.g. tcp://host:8786).",
 )
 @click.option(
@@ -504,8 +516,9 @@ def _print_summary(s: dict[str, Any]) -> None:
 @click.option(
     "--db",
     default=None,
+    metavar="PATH|URL",
     help="SQLite file or database URL for --eval "
-    "(default: SIMEVAL_DATABASE_URL, else the user data file).",
+    "(default: SIMEVAL_DATABASE_URL, else the per-user file).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @scorer_options
