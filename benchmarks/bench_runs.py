@@ -111,6 +111,8 @@ def main() -> None:
     results = Path(opts.dir) / f"simeval-bench-{opts.rows}.results.jsonl"
     simeval = str(Path(sys.executable).with_name("simeval"))
     runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    # the machine may be shared: the load before the runs says whether the figures are clean
+    load_before = os.getloadavg()
     for r in range(opts.repeat):
         for workers in (1, 2):
             print(f"run {r + 1}/{opts.repeat}, --workers {workers} ...", file=sys.stderr)
@@ -142,6 +144,7 @@ def main() -> None:
         "rows": opts.rows,
         "file_mb": data.stat().st_size / 1e6,
         "cores": os.cpu_count(),
+        "loadavg_before": load_before,
         "pass_rate": first["pass_rate"],
         "mean_score": first["mean_score"],
         "workers_1": {
@@ -163,7 +166,9 @@ def main() -> None:
         return
     print(
         f"{opts.rows:,} rows ({report['file_mb']:.0f} MB JSONL), pass rate "
-        f"{report['pass_rate']:.3f}, mean score {report['mean_score']:.4f}"
+        f"{report['pass_rate']:.3f}, mean score {report['mean_score']:.4f}; "
+        f"{report['cores']} cores, load average before the runs "
+        f"{' '.join(f'{x:.2f}' for x in load_before)}"
     )
     for w in (1, 2):
         b = report[f"workers_{w}"]

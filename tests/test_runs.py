@@ -420,6 +420,12 @@ def test_missing_file_and_unknown_extension(tmp_path: Path) -> None:
     odd.write_text("x")
     res = CliRunner().invoke(cli, ["run", str(odd)])
     assert res.exit_code == 2 and "--format" in res.output
+    src = write_jsonl(tmp_path / "cases.jsonl", ROWS)
+    res = CliRunner().invoke(cli, ["run", str(src), "-o", str(tmp_path / "out.txt")])
+    assert res.exit_code == 2 and "name it .jsonl, .csv, .tsv or .parquet" in res.output
+    res = CliRunner().invoke(cli, ["run", str(src), "-o", str(tmp_path / "no" / "out.jsonl")])
+    assert res.exit_code == 2 and "directory" in res.output and "does not exist" in res.output
+    assert leftovers(tmp_path) == []
 
 
 def test_on_error_skip_lists_and_skips_bad_rows(tmp_path: Path) -> None:

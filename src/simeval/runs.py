@@ -1383,7 +1383,13 @@ def run_file(
     results_path = None
     if opts.write_results:
         results_path = opts.results or default_results_path(path, fmt)
-        out_fmt = detect_format(results_path)
+        suffix = Path(results_path).suffix.lower()
+        if suffix not in FORMATS:
+            raise InvalidInput(
+                f"cannot tell the format of the results file {results_path} from its "
+                "extension; name it .jsonl, .csv, .tsv or .parquet"
+            )
+        out_fmt = FORMATS[suffix]
         if Path(results_path).resolve() == Path(path).resolve():
             raise InvalidInput(f"the results file would overwrite the input: {results_path}")
     result_names = set(RESULT_FIELDS + EVAL_FIELDS)
