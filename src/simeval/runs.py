@@ -35,7 +35,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, check_threshold, get_scorer
@@ -792,7 +792,7 @@ def csv_header(path: str, delimiter: str, quoting: bool = True) -> list[str]:
     return header
 
 
-def _quoting(quoting: bool) -> int:
+def _quoting(quoting: bool) -> Literal[0, 3]:
     return csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE
 
 
