@@ -379,7 +379,7 @@ def fold(text: str) -> str:
     The same form as ``simeval.service.scope_key`` (captures), without importing the store on
     every worker.
 
-    >>> fold("  What is\n the  CAPITAL of France? ")
+    >>> fold("  What is\\n the  CAPITAL of France? ")
     'what is the capital of france?'
     """
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
