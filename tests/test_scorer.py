@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -290,6 +291,37 @@ def test_same_numbers_in_a_fresh_process() -> None:
         check=True,
     )
     assert json.loads(out.stdout) == [simeval.score(a, b), simeval.fingerprint()]
+
+
+def test_background_table_cache_gives_the_same_scores(tmp_path) -> None:
+    """The derived background table is cached on disk; a cached, missing or corrupt cache all
+    give bit-identical scores (each run in a fresh process, so nothing is shared in memory)."""
+    a, b = PAIRS[1]
+    code = (
+        "import simeval, json, sys; a, b = json.load(sys.stdin); "
+        "print(json.dumps(simeval.score(a, b)))"
+    )
+    env = {**os.environ, "SIMEVAL_CACHE_DIR": str(tmp_path / "cache")}
+
+    def fresh() -> float:
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps([a, b]),
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        return float(json.loads(out.stdout))
+
+    expected = simeval.score(a, b)
+    assert fresh() == expected  # derives the table and writes the cache
+    (cached,) = (tmp_path / "cache").glob("background-english-*.json")
+    assert json.loads(cached.read_text())["freq"]["capi"] > 0
+    assert fresh() == expected  # reads the cache
+    cached.write_text('{"freq": {"capi"')  # a torn write: ignored, derived again
+    assert fresh() == expected
+    assert json.loads(cached.read_text())["floor"] > 0  # and rewritten whole
 
 
 def test_c_core_matches_python_reference() -> None:

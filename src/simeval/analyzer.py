@@ -13,7 +13,6 @@ import unicodedata
 from dataclasses import dataclass
 
 import Stemmer
-import wordfreq
 
 from simeval.errors import InvalidOption
 
@@ -79,6 +78,8 @@ def stop_word_set(language: str, count: int) -> frozenset[str]:
     has a list without shipping one.
     """
     code = LANGUAGES[language][1]
+    import wordfreq  # on first use: importing it takes ~0.1 s, and the cache avoids it
+
     return frozenset(normalize(w) for w in wordfreq.top_n_list(code, count))
 
 

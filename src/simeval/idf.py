@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
-import wordfreq
-
 from simeval.analyzer import LANGUAGES, Analyzer
 from simeval.errors import InvalidInput, InvalidType, NotFound
 
@@ -27,8 +25,24 @@ from simeval.errors import InvalidInput, InvalidType, NotFound
 BACKGROUND_DOC_LEN = 5.0
 
 
-@functools.lru_cache(maxsize=16)
-def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
+# Bump when the way the table is derived changes (the analyzer's source is hashed as well).
+_CACHE_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """Where derived tables are cached: ``SIMEVAL_CACHE_DIR``, else the per-user cache dir
+    (``~/.cache/simeval`` on Linux). Deleting it is always safe."""
+    env = os.environ.get("SIMEVAL_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("simeval", appauthor=False))
+
+
+def _derive_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
+    import wordfreq  # on first use: importing it takes ~0.1 s, and the cache avoids it
+
     freq = wordfreq.get_frequency_dict(LANGUAGES[analyzer.language][1], wordlist="best")
     acc: dict[str, float] = {}
     stemmer_free = Analyzer(
@@ -41,6 +55,51 @@ def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float
             if term is not None:
                 acc[term] = acc.get(term, 0.0) + f
     return acc, min(freq.values()) / 2
+
+
+def _cache_path(analyzer: Analyzer) -> Path:
+    from simeval import analyzer as analyzer_module
+
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                _CACHE_FORMAT,
+                analyzer.language,
+                analyzer.stemming,
+                analyzer.prefix,
+                version("wordfreq"),
+                version("PyStemmer"),
+                hashlib.sha256(Path(analyzer_module.__file__).read_bytes()).hexdigest(),
+            ]
+        ).encode()
+    ).hexdigest()[:16]
+    return cache_dir() / f"background-{analyzer.language}-{key}.json"
+
+
+@functools.lru_cache(maxsize=16)
+def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
+    """The term frequencies of the background table, derived from wordfreq's list once (about
+    a second) and then read back from a cache file keyed by everything that shapes them (the
+    analyzer's settings and source, the wordfreq and PyStemmer versions). JSON keeps floats
+    exact, so a cached table gives bit-identical scores. A cache that cannot be read or
+    written is ignored: the table is derived again."""
+    path = _cache_path(analyzer)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        freq, floor = data["freq"], data["floor"]
+        if isinstance(freq, dict) and isinstance(floor, float) and freq:
+            return freq, floor
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    freq, floor = _derive_frequencies(analyzer)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"floor": floor, "freq": freq}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home or full disk: scoring works, only slower to start
+    return freq, floor
 
 
 class BackgroundIdf:
@@ -90,7 +149,7 @@ class PairIdf:
     version = "sklearn-smooth"
 
     def idf(self, term: str) -> float:
-        return 1.0  # placeholder: the real weight depends on the pair (see _vector.py)
+        return 1.0  # not used: pair weights come from the two texts (see _vector.py)
 
     def identity(self) -> dict[str, object]:
         return {"idf": self.name, "idf_version": self.version}
