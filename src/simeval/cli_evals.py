@@ -533,7 +533,8 @@ def export_evals(file: str | None, fmt: str | None, include_archived: bool, db: 
     with _output(file) as fh:
         fh.write(text)
     if file and file != "-":
-        err_console.print(f"wrote {len(doc['evals'])} evals to {escape(file)}")
+        n = len(doc["evals"])
+        err_console.print(f"wrote {n} eval{'' if n == 1 else 's'} to {escape(file)}")
 
 
 @evals.command("import")
@@ -646,7 +647,8 @@ def capture(
             _verdict(r.passed),
             f"{r.threshold:.2f}",
         )
-    console.print(f"captured #{cap.id}, scored by {len(cap.results)} active evals")
+    n = len(cap.results)
+    console.print(f"captured #{cap.id}, scored by {n} active eval{'' if n == 1 else 's'}")
     console.print(table)
     for r in cap.results:
         if r.explanation:
