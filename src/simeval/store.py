@@ -1,8 +1,9 @@
 """The store: SQLAlchemy 2 models, the database engine and its Alembic migrations.
 
 Everything that touches SQL lives here; ``simeval.service`` is the only caller. SQLite is the
-embedded default, PostgreSQL (``postgresql+psycopg://...``) serves a team; the SQL the service
-builds is portable, and the two dialect-specific pieces (the trend's time buckets and the
+embedded default and the only backend tested so far; PostgreSQL (``postgresql+psycopg://...``)
+is planned for teams, so the SQL the service builds is kept portable, and the two
+dialect-specific pieces (the trend's time buckets and the
 driver-level bulk insert) are in this module.
 
 SQLite is opened in WAL mode (readers never wait for the writer), with a 30 s busy timeout and
