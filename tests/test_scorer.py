@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -277,8 +278,8 @@ def test_score_many_errors() -> None:
     assert simeval.score_many([], [], workers=2) == []
 
 
-def test_same_numbers_in_a_fresh_process() -> None:
-    a, b = PAIRS[1]
+def _in_fresh_process(a: str, b: str, env: dict[str, str] | None = None) -> list[Any]:
+    """[score, fingerprint] of the pair computed by a new Python process."""
     code = (
         "import simeval, json, sys; a, b = json.load(sys.stdin); "
         "print(json.dumps([simeval.score(a, b), simeval.fingerprint()]))"
@@ -289,30 +290,25 @@ def test_same_numbers_in_a_fresh_process() -> None:
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
-    assert json.loads(out.stdout) == [simeval.score(a, b), simeval.fingerprint()]
+    result: list[Any] = json.loads(out.stdout)
+    return result
+
+
+def test_same_numbers_in_a_fresh_process() -> None:
+    a, b = PAIRS[1]
+    assert _in_fresh_process(a, b) == [simeval.score(a, b), simeval.fingerprint()]
 
 
 def test_background_table_cache_gives_the_same_scores(tmp_path) -> None:
     """The derived background table is cached on disk; a cached, missing or corrupt cache all
     give bit-identical scores (each run in a fresh process, so nothing is shared in memory)."""
     a, b = PAIRS[1]
-    code = (
-        "import simeval, json, sys; a, b = json.load(sys.stdin); "
-        "print(json.dumps(simeval.score(a, b)))"
-    )
     env = {**os.environ, "SIMEVAL_CACHE_DIR": str(tmp_path / "cache")}
 
     def fresh() -> float:
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            input=json.dumps([a, b]),
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        )
-        return float(json.loads(out.stdout))
+        return float(_in_fresh_process(a, b, env)[0])
 
     expected = simeval.score(a, b)
     assert fresh() == expected  # derives the table and writes the cache

@@ -41,17 +41,15 @@ def cache_dir() -> Path:
 
 
 def _derive_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
+    """``analyzer``: words only (no stop words, no n-grams), as ``BackgroundIdf`` builds it."""
     import wordfreq  # on first use: importing it takes ~0.1 s, and the cache avoids it
 
     freq = wordfreq.get_frequency_dict(LANGUAGES[analyzer.language][1], wordlist="best")
     acc: dict[str, float] = {}
-    stemmer_free = Analyzer(
-        analyzer.language, analyzer.stemming, analyzer.prefix, stop_words=0, ngram=1
-    )
     for word, f in freq.items():
-        toks = stemmer_free.tokens(word)
+        toks = analyzer.tokens(word)
         if len(toks) == 1:
-            term = stemmer_free.term(toks[0])
+            term = analyzer.term(toks[0])
             if term is not None:
                 acc[term] = acc.get(term, 0.0) + f
     return acc, min(freq.values()) / 2

@@ -55,21 +55,30 @@ OPTION_HELP = {
 }
 
 
-def _as_bool(name: str, value: Any) -> bool:
+_TRUE_WORDS = frozenset({"true", "yes", "on"})
+_FALSE_WORDS = frozenset({"false", "no", "off"})
+
+
+def _bool_word(value: Any) -> bool | None:
+    """True/False for a bool or a word like "yes"/"off"; None for anything else."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in {
-        "true",
-        "yes",
-        "on",
-        "1",
-        "false",
-        "no",
-        "off",
-        "0",
-    }:
-        return value.strip().lower() in {"true", "yes", "on", "1"}
-    raise InvalidOption(f"option {name!r} must be true or false, not {value!r}")
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+    return None
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    flag = _bool_word(value)
+    if flag is None and isinstance(value, str) and value.strip() in {"0", "1"}:
+        flag = value.strip() == "1"
+    if flag is None:
+        raise InvalidOption(f"option {name!r} must be true or false, not {value!r}")
+    return flag
 
 
 def _as_int(name: str, value: Any, low: int, high: int) -> int:
@@ -96,12 +105,9 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
         )
     merged = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
     stop = merged["stop_words"]
-    if stop is True or (isinstance(stop, str) and stop.strip().lower() in {"true", "yes", "on"}):
-        stop = 100
-    elif stop is False or (
-        isinstance(stop, str) and stop.strip().lower() in {"false", "no", "off"}
-    ):
-        stop = 0
+    flag = _bool_word(stop)
+    if flag is not None:  # on: the 100 most frequent words; off: none
+        stop = 100 if flag else 0
     idf = merged["idf"]
     if isinstance(idf, os.PathLike):
         idf = os.fspath(idf)
