@@ -10,6 +10,7 @@ a one-line error and nothing written.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -747,22 +748,29 @@ def results() -> None:
     """
 
 
+_FILTERS = ("eval_name", "passed", "reviewed", "since", "until", "run_id")
+
+
 def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--eval", "eval_name", default=None, help="Only this eval.")(func)
-    func = click.option(
+    """The result filter flags; the command receives them as ``filters`` (a dict of the
+    service's filter arguments), as ``scorer_options`` hands over ``options``."""
+
+    @click.option("--eval", "eval_name", default=None, help="Only this eval.")
+    @click.option(
         "--passed/--failed", "passed", default=None, help="Only passing / failing (reviews win)."
-    )(func)
-    func = click.option(
+    )
+    @click.option(
         "--reviewed/--unreviewed", "reviewed", default=None, help="Only (un)reviewed results."
-    )(func)
-    func = click.option("--since", default=None, help="From this time: ISO 8601 or an age (7d).")(
-        func
     )
-    func = click.option("--until", default=None, help="Before this time: ISO 8601 or an age.")(func)
-    func = click.option("--run", "run_id", type=int, default=None, help="Only this run's rows.")(
-        func
-    )
-    return func
+    @click.option("--since", default=None, help="From this time: ISO 8601 or an age (7d).")
+    @click.option("--until", default=None, help="Before this time: ISO 8601 or an age.")
+    @click.option("--run", "run_id", type=int, default=None, help="Only this run's rows.")
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["filters"] = {n: kwargs.pop(n) for n in _FILTERS}
+        return func(*args, **kwargs)
+
+    return wrapper
 
 
 @results.command("list")
@@ -773,12 +781,7 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
 @db_option
 @json_option
 def list_results(
-    eval_name: str | None,
-    passed: bool | None,
-    reviewed: bool | None,
-    since: str | None,
-    until: str | None,
-    run_id: int | None,
+    filters: dict[str, Any],
     limit: int,
     offset: int,
     explain: bool,
@@ -793,14 +796,6 @@ def list_results(
         simeval results list --eval capital --failed --since 7d
         simeval results list --json --limit 1000
     """
-    filters = dict(
-        eval_name=eval_name,
-        passed=passed,
-        since=since,
-        until=until,
-        reviewed=reviewed,
-        run_id=run_id,
-    )
     with _service(db) as svc:
         rows = svc.list_results(**filters, limit=limit, offset=offset, explain=explain)
         total = svc.count_results(**filters)
@@ -909,12 +904,7 @@ def review_result(result_id: str, value: str, note: str, db: str | None, as_json
 def export_results(
     file: str | None,
     fmt: str | None,
-    eval_name: str | None,
-    passed: bool | None,
-    reviewed: bool | None,
-    since: str | None,
-    until: str | None,
-    run_id: int | None,
+    filters: dict[str, Any],
     db: str | None,
 ) -> None:
     """Export results to FILE (default stdout) as CSV or JSON, oldest first.
@@ -930,14 +920,6 @@ def export_results(
         simeval results export --format json | jq length
     """
     kind = _format(file, fmt, ("csv", "json"), "csv")
-    filters = dict(
-        eval_name=eval_name,
-        passed=passed,
-        since=since,
-        until=until,
-        reviewed=reviewed,
-        run_id=run_id,
-    )
     with _service(db) as svc:
         total = svc.count_results(**filters)
         with _progress("exporting results") as progress, _output(file) as fh:
