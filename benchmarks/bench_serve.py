@@ -27,15 +27,10 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import re
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,45 +39,7 @@ import httpx
 import psutil
 
 from simeval.bench import synthetic_texts
-
-
-@contextlib.contextmanager
-def server(db: Path, extra: list[str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """The real `simeval serve` on a free loopback port; yields its address and process."""
-    env = {k: v for k, v in os.environ.items() if k != "SIMEVAL_TOKEN"}
-    cmd = [sys.executable, "-c", "from simeval.cli import main; main()", "serve"]
-    proc = subprocess.Popen(
-        [*cmd, "--host", "127.0.0.1", "--port", "0", "--db", str(db), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        match = re.match(r"Eval Studio: (http://127\.0\.0\.1:\d+)", first)
-        if not match:
-            raise SystemExit("the server did not start:\n" + first + proc.stdout.read())
-        # Keep draining its output so a chatty log can never block it.
-        threading.Thread(target=lambda: [None for _ in proc.stdout or ()], daemon=True).start()
-        url = match.group(1)
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise SystemExit("the server did not answer /api/health")
-            time.sleep(0.05)
-        yield url, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+from simeval.web.server_process import running_server
 
 
 def setup_evals(url: str, n: int) -> list[str]:
@@ -291,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="simeval-bench-serve-") as tmp:
         db = Path(tmp) / "bench.db"
-        with server(db, args.serve_arg) as (url, proc):
+        with running_server(db, "--host", "127.0.0.1", *args.serve_arg) as (url, proc):
             setup_evals(url, args.evals)
             kind = args.client
             warm = asyncio.run(load(url, args.clients, args.warmup, args.seconds, capture, kind))

@@ -12,17 +12,15 @@ one hour shows no trend). Needs the test extra (playwright) and Debian's chromiu
 from __future__ import annotations
 
 import random
-import re
 import sqlite3
-import subprocess
-import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 from playwright.sync_api import sync_playwright
+
+from simeval.web.server_process import running_server
 
 HERE = Path(__file__).resolve().parent
 EVALS = {
@@ -55,23 +53,6 @@ EVALS = {
 }
 DAYS = 7
 PER_DAY = 14
-
-
-def start(db: Path) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-c", "from simeval.cli import main; main()", "serve"]
-    proc = subprocess.Popen(
-        [*cmd, "--port", "0", "--db", str(db)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    url = re.search(r"http://\S+", proc.stdout.readline())
-    assert url, "the server printed no address"
-    for _ in range(100):
-        try:
-            httpx.get(url.group(0) + "/api/health")
-            break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    return proc, url.group(0)
 
 
 def question(name: str) -> str:
@@ -127,8 +108,7 @@ def spread(db: Path, ids: list[int]) -> None:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "demo.db"
-        proc, url = start(db)
-        try:
+        with running_server(db) as (url, _):
             with httpx.Client(base_url=url) as api:
                 ids = fill(api)
             spread(db, ids)
@@ -142,9 +122,6 @@ def main() -> None:
                 page.wait_for_selector("#hist-chart[data-rendered=true]")
                 page.screenshot(path=str(HERE / "studio.png"))
                 browser.close()
-        finally:
-            proc.terminate()
-            proc.wait()
     print(HERE / "studio.png", (HERE / "studio.png").stat().st_size, "bytes")
 
 

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +15,7 @@ from fastapi.testclient import TestClient
 from simeval.cli import cli
 from simeval.web import create_app
 from simeval.web.security import CSRF_COOKIE, check_bind, is_loopback
+from simeval.web.server_process import running_server
 
 BASE = "http://127.0.0.1:8000"
 REF = "Paris is the capital of France."
@@ -291,46 +287,9 @@ def test_default_limit_is_one_mebibyte(client: TestClient) -> None:
 
 
 # -- the real server: `simeval serve` options and environment -------------------------------
-@contextlib.contextmanager
-def served(db: str, *args: str, token: str | None = None) -> Iterator[str]:
-    """``simeval serve --port 0 ARGS`` in a subprocess; yields the address it prints."""
-    env = {k: v for k, v in os.environ.items() if k != "SIMEVAL_TOKEN"}
-    if token:
-        env["SIMEVAL_TOKEN"] = token
-    cmd = [sys.executable, "-c", "from simeval.cli import main; main()", "serve"]
-    proc = subprocess.Popen(
-        [*cmd, "--port", "0", "--db", db, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        match = re.match(r"Eval Studio: (http://127\.0\.0\.1:\d+)", first)
-        assert match, first + proc.stdout.read()
-        url = match.group(1)
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def test_served_body_limit_and_token(tmp_path: Path) -> None:
     db = str(tmp_path / "served.db")
-    with served(db, "--max-body", "4096", token="served-token") as url:
+    with running_server(db, "--max-body", "4096", token="served-token") as (url, _):
         auth = {"Authorization": "Bearer served-token"}
         api = httpx.Client(base_url=url, headers=auth)
         assert api.post("/api/evals", json={"name": "c", "references": [REF]}).status_code == 201

@@ -8,22 +8,18 @@ but the studio server is blocked and recorded: the studio must work with no inte
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import os
-import queue
-import re
 import shutil
-import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from simeval.web.server_process import running_server
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -76,63 +72,6 @@ def need_browser() -> str:
     return path
 
 
-@contextlib.contextmanager
-def studio_server(db: Path) -> Iterator[str]:
-    """``simeval serve --port 0`` in a subprocess; yields the address it prints."""
-    env = {k: v for k, v in os.environ.items() if k != "SIMEVAL_TOKEN"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from simeval.cli import main; main()",
-            "serve",
-            "--port",
-            "0",
-            "--db",
-            str(db),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        url = None
-        seen = []
-        while url is None:
-            try:
-                line = lines.get(timeout=60)
-            except queue.Empty:
-                raise AssertionError("server printed no address: " + "".join(seen)) from None
-            seen.append(line)
-            match = re.match(r"Eval Studio: (http://127\.0\.0\.1:\d+)", line)
-            if match:
-                url = match.group(1)
-        for _ in range(200):
-            try:
-                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            threading.Event().wait(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def shot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     # The whole page in one viewport: a full_page shot of a scrolled page draws the sticky,
@@ -148,7 +87,7 @@ def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    with studio_server(tmp_path / "studio.db") as base, sync_playwright() as pw:
+    with running_server(tmp_path / "studio.db") as (base, _), sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=browser_path, headless=True, args=CHROMIUM_ARGS
         )
@@ -280,7 +219,7 @@ def test_empty_database_offers_an_example(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    with studio_server(tmp_path / "example.db") as base, sync_playwright() as pw:
+    with running_server(tmp_path / "example.db") as (base, _), sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=browser_path, headless=True, args=CHROMIUM_ARGS
         )
