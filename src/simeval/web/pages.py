@@ -430,7 +430,7 @@ def _eval_page(
             {"input": test.input, "output": test.output} if test else {"input": "", "output": ""}
         )
     versions = service.eval_versions(ev.name)
-    recent = service.list_results(eval_name=ev.name, limit=10)
+    recent = service.list_results(eval_name=ev.name, limit=10, explain=False)
     ctx = _form_context(_form_values(form, ev))
     ctx.update(
         ev=ev,
@@ -570,7 +570,8 @@ def dashboard(request: Request, eval: str | None = None, bucket: str | None = No
     evals = service.list_evals()
     total = service.count_results()
     passed = service.count_results(passed=True)
-    recent = _captures(service.list_results(limit=300), limit=25)
+    # List views show no explanations: explain=False spares building a scorer per result.
+    recent = _captures(service.list_results(limit=300, explain=False), limit=25)
     selected = None
     if eval:
         selected = service.get_eval(eval)
@@ -586,7 +587,10 @@ def dashboard(request: Request, eval: str | None = None, bucket: str | None = No
                 trend, bucket = service.trend(selected.name, bucket="hour"), "hour"
         else:
             trend = service.trend(selected.name, bucket=bucket)
-        scores = [r.score for r in service.list_results(eval_name=selected.name, limit=5000)]
+        scores = [
+            r.score
+            for r in service.list_results(eval_name=selected.name, limit=5000, explain=False)
+        ]
         count = service.count_results(eval_name=selected.name)
         health = {
             "trend": trend,
@@ -659,7 +663,9 @@ def results_page(
     }
     per_page = 50
     page = max(page, 1)
-    items = service.list_results(**filters, limit=per_page, offset=(page - 1) * per_page)
+    items = service.list_results(
+        **filters, limit=per_page, offset=(page - 1) * per_page, explain=False
+    )
     total = service.count_results(**filters)
     query = {
         k: v
