@@ -246,6 +246,11 @@ def test_capture_from_a_jsonl_file(db: Path, tmp_path: Path) -> None:
     path.write_text(json.dumps(lines[0]) + "\n{not json\n", encoding="utf-8")
     one_line_error(run(db, "capture", "--file", str(path)), "line 2")
     assert counts(db) == before  # the first line was not captured either
+    # a line only the service's own checks refuse is caught before anything is stored too
+    long_id = {"output": GOOD, "conversation_id": "c" * 201}
+    path.write_text(json.dumps(lines[0]) + "\n" + json.dumps(long_id) + "\n", encoding="utf-8")
+    one_line_error(run(db, "capture", "--file", str(path)), "line 2", "conversation_id")
+    assert counts(db) == before
 
 
 def test_help_has_an_example_for_every_command() -> None:

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from simeval.cli_common import Group, UserError, console, err_console, print_json, read_input
 from simeval.cli_common import scorer_options as _scorer_options
-from simeval.errors import Conflict, InvalidInput
+from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scorer import read_text_file
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
@@ -669,8 +669,11 @@ def _metadata(text: str | None, where: str) -> dict[str, Any] | None:
     return value
 
 
+_CAPTURE_ARGS = ("input", "output", "conversation_id", "metadata", "captured_at")
+
+
 def _capture_file(path: str, db: str | None, as_json: bool) -> None:
-    from simeval.service import MAX_TEXT_CHARS, parse_time
+    from simeval.service import check_capture
 
     text = read_text_file(path, "captures")
     rows: list[dict[str, Any]] = []
@@ -689,34 +692,19 @@ def _capture_file(path: str, db: str | None, as_json: bool) -> None:
         unknown = set(row) - allowed
         if unknown:
             raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
-        if not isinstance(row.get("output"), str):
-            raise InvalidInput(f"{where}: 'output' must be a string")
-        if not isinstance(row.get("input", ""), str):
-            raise InvalidInput(f"{where}: 'input' must be a string")
-        for key in ("input", "output"):
-            if len(row.get(key, "")) > MAX_TEXT_CHARS:
-                raise InvalidInput(
-                    f"{where}: {key} has more than {MAX_TEXT_CHARS:,} characters (nothing stored)"
-                )
-        if row.get("metadata") is not None and not isinstance(row["metadata"], dict):
-            raise InvalidInput(f"{where}: 'metadata' must be a JSON object")
-        cid = row.get("conversation_id")
-        if cid is not None and (isinstance(cid, bool) or not isinstance(cid, str | int)):
-            raise InvalidInput(f"{where}: 'conversation_id' must be a string")
-        at = row.get("at", row.get("captured_at"))
+        if "output" not in row:
+            raise InvalidInput(f"{where}: no 'output'")
         try:
-            parse_time(at, "at")
-        except InvalidInput as exc:
-            raise InvalidInput(f"{where}: {exc}") from None
-        rows.append(
-            {
-                "input": row.get("input", ""),
-                "output": row["output"],
-                "conversation_id": None if cid is None else str(cid),
-                "metadata": row.get("metadata"),
-                "captured_at": at,
-            }
-        )
+            checked = check_capture(
+                row.get("input", ""),
+                row["output"],
+                row.get("conversation_id"),
+                row.get("metadata"),
+                row.get("at", row.get("captured_at")),
+            )
+        except (InvalidInput, InvalidType) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+        rows.append(dict(zip(_CAPTURE_ARGS, checked, strict=True)))
     captured = scored = passed = 0
     with _service(db) as svc, _progress(f"capturing {os.path.basename(path)}") as progress:
         for i, row in enumerate(rows, 1):

@@ -283,6 +283,44 @@ def _check_text_size(text: str, what: str) -> None:
         )
 
 
+def _check_texts(input: Any, output: Any) -> None:
+    """A capture's or a test's input and output: strings of at most ``MAX_TEXT_CHARS``."""
+    check_text(input, "input")
+    check_text(output, "output")
+    _check_text_size(input, "input")
+    _check_text_size(output, "output")
+
+
+def check_capture(
+    input: Any,
+    output: Any,
+    conversation_id: Any = None,
+    metadata: Any = None,
+    captured_at: Any = None,
+) -> tuple[str, str, str | None, dict[str, Any] | None, datetime | None]:
+    """The arguments of ``Service.capture`` checked, as it stores them: ``InvalidInput`` or
+    ``InvalidType`` naming the problem. Lets a caller check a whole batch before storing any.
+
+    >>> check_capture("q", "a", 42, None, "2024-05-01T12:00:00Z")
+    ('q', 'a', '42', None, datetime.datetime(2024, 5, 1, 12, 0))
+    """
+    _check_texts(input, output)
+    if conversation_id is not None:
+        if isinstance(conversation_id, bool) or not isinstance(conversation_id, str | int):
+            raise InvalidType("conversation_id must be a string")
+        conversation_id = str(conversation_id)
+        if len(conversation_id) > 200:
+            raise InvalidInput("conversation_id is longer than 200 characters")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise InvalidType(f"metadata must be a JSON object, not {type(metadata).__name__}")
+        try:
+            json.dumps(metadata)
+        except (TypeError, ValueError) as exc:
+            raise InvalidType(f"metadata is not JSON: {exc}") from None
+    return input, output, conversation_id, metadata, parse_time(captured_at, "captured_at")
+
+
 def _check_unit(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
@@ -701,10 +739,7 @@ class Service:
     def test_eval(self, name: str | int, input: str, output: str) -> TestOut:
         """Score a sample input/output with the eval's current version, store and return it
         (with the full explanation)."""
-        check_text(input, "input")
-        check_text(output, "output")
-        _check_text_size(input, "input")
-        _check_text_size(output, "output")
+        _check_texts(input, output)
 
         def work(s: Session) -> TestOut:
             ev = self._find_eval(s, name)
@@ -831,24 +866,9 @@ class Service:
         text, default now) dates a capture taken from a log, and its results with it.
         Texts longer than ``MAX_TEXT_CHARS`` are refused (``InvalidInput``), nothing stored.
         """
-        check_text(input, "input")
-        check_text(output, "output")
-        _check_text_size(input, "input")
-        _check_text_size(output, "output")
-        if conversation_id is not None:
-            if isinstance(conversation_id, bool) or not isinstance(conversation_id, str | int):
-                raise InvalidType("conversation_id must be a string")
-            conversation_id = str(conversation_id)
-            if len(conversation_id) > 200:
-                raise InvalidInput("conversation_id is longer than 200 characters")
-        if metadata is not None:
-            if not isinstance(metadata, dict):
-                raise InvalidType(f"metadata must be a JSON object, not {type(metadata).__name__}")
-            try:
-                json.dumps(metadata)
-            except (TypeError, ValueError) as exc:
-                raise InvalidType(f"metadata is not JSON: {exc}") from None
-        when = parse_time(captured_at, "captured_at")
+        input, output, conversation_id, metadata, when = check_capture(
+            input, output, conversation_id, metadata, captured_at
+        )
         key = scope_key(input)
 
         def work(s: Session) -> CaptureOut:
@@ -1890,6 +1910,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "UNSET",
     "Service",
+    "check_capture",
     "open_service",
     "parse_evals_document",
     "parse_time",
