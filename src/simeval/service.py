@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
 from pydantic import TypeAdapter
 from sqlalchemy import (
@@ -175,6 +175,7 @@ UNSET: Any = _Unset()
 """Marker for "leave unchanged" where None is a meaningful value (e.g. no input scope)."""
 
 _CAPTURE_RESULTS = TypeAdapter(list[CaptureResultOut])
+_M = TypeVar("_M", Capture, Result, Run)
 
 
 # -- small helpers --------------------------------------------------------------------------------
@@ -1010,10 +1011,7 @@ class Service:
     def get_capture(self, capture_id: int) -> CaptureOut:
         """A stored capture with its results."""
         with self.store.read() as s:
-            cap = s.get(Capture, _check_id(capture_id, "capture"))
-            if cap is None:
-                raise NotFound(f"no capture with id {capture_id}")
-            return self._capture_out(s, cap)
+            return self._capture_out(s, _get(s, Capture, capture_id, "capture"))
 
     def list_captures(
         self, limit: int = 50, offset: int = 0, conversation_id: str | None = None
@@ -1202,8 +1200,7 @@ class Service:
             raise InvalidInput("review note is longer than 10,000 characters")
 
         def work(s: Session) -> None:
-            if s.get(Result, rid) is None:
-                raise NotFound(f"no result with id {result_id}")
+            _get(s, Result, result_id, "result")
             existing = s.scalar(select(Review).where(Review.result_id == rid))
             if existing is None:
                 s.add(Review(result_id=rid, score=value, note=note, created_at=_now()))
@@ -1626,10 +1623,7 @@ class Service:
         rid = _check_id(run_id, "run")
 
         def work(s: Session) -> None:
-            run = s.get(Run, rid)
-            if run is None:
-                raise NotFound(f"no run with id {run_id}")
-            run.summary = dict(summary)
+            _get(s, Run, run_id, "run").summary = dict(summary)
 
         self._write(work)
         return self.get_run(rid)
@@ -1645,8 +1639,7 @@ class Service:
         """
         rid = _check_id(run_id, "run")
         with self.store.read() as s:
-            if s.get(Run, rid) is None:
-                raise NotFound(f"no run with id {run_id}")
+            _get(s, Run, run_id, "run")
             eval_ids = dict(s.execute(select(Eval.name, Eval.id)).all())
         columns = (
             "eval_id",
@@ -1705,10 +1698,7 @@ class Service:
     def get_run(self, run_id: int) -> RunOut:
         """A stored run."""
         with self.store.read() as s:
-            run = s.get(Run, _check_id(run_id, "run"))
-            if run is None:
-                raise NotFound(f"no run with id {run_id}")
-            return self._run_out(s, run)
+            return self._run_out(s, _get(s, Run, run_id, "run"))
 
     def list_runs(self, limit: int = 100, offset: int = 0) -> list[RunOut]:
         """Stored runs, newest first."""
@@ -1729,6 +1719,14 @@ def _check_id(value: Any, what: str) -> int:
     if number < 1 or str(number) != str(value).strip():
         raise InvalidInput(f"{what} id must be a positive integer, not {value!r}")
     return number
+
+
+def _get(s: Session, model: type[_M], value: Any, what: str) -> _M:
+    """The row of ``model`` whose id is ``value`` (checked), else ``NotFound``."""
+    row = s.get(model, _check_id(value, what))
+    if row is None:
+        raise NotFound(f"no {what} with id {value}")
+    return row
 
 
 def _check_page(limit: Any, offset: Any) -> tuple[int, int]:
