@@ -37,7 +37,8 @@ from simeval.web.security import (
     SESSION_COOKIE,
     checked_form,
     csrf_token,
-    session_value,
+    secret_matches,
+    session_cookie_header,
     set_csrf_cookie,
 )
 
@@ -822,15 +823,10 @@ async def login(request: Request) -> Response:
     target = _safe_next(_text(form, "next") or "/")
     if not token:
         return _redirect(target)
-    import hmac
-
-    given = _text(form, "token").strip()
-    if not hmac.compare_digest(given.encode(), str(token).encode()):
+    if not secret_matches(_text(form, "token").strip(), token):
         return render(request, "login.html", {"next": target, "error": "wrong token"}, 401)
     response = _redirect(target)
-    response.set_cookie(
-        SESSION_COOKIE, session_value(token), httponly=True, samesite="strict", path="/"
-    )
+    response.raw_headers.append(session_cookie_header(token))
     return response
 
 

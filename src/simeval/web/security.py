@@ -70,7 +70,8 @@ def session_value(token: str) -> str:
     return hashlib.sha256(b"simeval-session:" + token.encode("utf-8")).hexdigest()
 
 
-def _same(a: str | None, b: str | None) -> bool:
+def secret_matches(a: str | None, b: str | None) -> bool:
+    """Both given and equal, compared in constant time."""
     return a is not None and b is not None and hmac.compare_digest(a.encode(), b.encode())
 
 
@@ -175,11 +176,11 @@ class GuardMiddleware:
 
     def _authorised(self, headers: dict[str, str]) -> bool:
         auth = headers.get("authorization", "")
-        if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), self.token):
+        if auth[:7].lower() == "bearer " and secret_matches(auth[7:].strip(), self.token):
             return True
-        if _same(headers.get("x-simeval-token"), self.token):
+        if secret_matches(headers.get("x-simeval-token"), self.token):
             return True
-        return _same(_cookies(headers.get("cookie", "")).get(SESSION_COOKIE), self.session)
+        return secret_matches(_cookies(headers.get("cookie", "")).get(SESSION_COOKIE), self.session)
 
     async def _refuse(self, scope: Scope, send: Send, is_api: bool) -> None:
         assert self.token is not None
@@ -194,7 +195,7 @@ class GuardMiddleware:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         given = query.pop("token", None)
         target = scope["path"] + (f"?{urlencode(query)}" if query else "")
-        if _same(given, self.token):
+        if secret_matches(given, self.token):
             # ?token= works once: trade it for the session cookie and drop it from the URL.
             await _send_redirect(send, target, [session_cookie_header(self.token)])
         else:
@@ -285,6 +286,6 @@ async def checked_form(request: Request) -> FormData:
     form = await request.form()
     sent = form.get(CSRF_FIELD)
     cookie = request.cookies.get(CSRF_COOKIE)
-    if not isinstance(sent, str) or not _same(sent, cookie):
+    if not isinstance(sent, str) or not secret_matches(sent, cookie):
         raise CsrfError()
     return form
