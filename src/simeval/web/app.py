@@ -25,7 +25,7 @@ from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
 from simeval.web import api, pages
-from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
+from simeval.web.security import BodyLimitMiddleware, GuardMiddleware, is_api_path
 
 HERE = Path(__file__).parent
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
@@ -34,11 +34,6 @@ DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
 def plotly_js_path() -> Path:
     """The plotly.js bundle shipped inside the installed ``plotly`` Python package."""
     return Path(str(files("plotly") / "package_data" / "plotly.min.js"))
-
-
-def _is_api(request: Request) -> bool:
-    path = request.url.path
-    return path == "/api" or path.startswith("/api/") or path == "/openapi.json"
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -96,18 +91,17 @@ def create_app(
     )
     app.state.service = svc
     app.state.token = token or None
-    app.state.max_body = max_body
 
     @app.exception_handler(SimevalError)
     async def simeval_error(request: Request, exc: SimevalError) -> Response:
-        if _is_api(request):
+        if is_api_path(request.url.path):
             return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
         return pages.error_page(request, exc.status_code, str(exc))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         headers = getattr(exc, "headers", None)
-        if _is_api(request) or exc.status_code == 413:
+        if is_api_path(request.url.path) or exc.status_code == 413:
             detail = exc.detail if exc.status_code != 404 else f"not found: {request.url.path}"
             return JSONResponse({"error": detail}, status_code=exc.status_code, headers=headers)
         return pages.error_page(request, exc.status_code, str(exc.detail))
@@ -115,7 +109,7 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         message = _validation_message(exc)
-        if _is_api(request):
+        if is_api_path(request.url.path):
             details: list[dict[str, Any]] = [
                 {"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()
             ]

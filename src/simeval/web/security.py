@@ -56,6 +56,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_api_path(path: str) -> bool:
+    """The JSON API and its schema: errors there are JSON, not pages."""
+    return path.startswith("/api/") or path in ("/api", "/openapi.json")
+
+
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to listen on a non-loopback address without a token (``InvalidInput``)."""
     if not is_loopback(host) and not token:
@@ -135,7 +140,6 @@ class GuardMiddleware:
             return
         headers = _headers(scope)
         path: str = scope["path"]
-        is_api = path.startswith("/api/") or path in ("/api", "/openapi.json")
         host = headers.get("host", "")
         # With a token anyone who reaches the port must present it, so any name may be used;
         # without one, only loopback names are served (DNS rebinding defence).
@@ -159,7 +163,7 @@ class GuardMiddleware:
             and not path.startswith(PUBLIC_PREFIXES)
             and not self._authorised(headers)
         ):
-            await self._refuse(scope, send, is_api)
+            await self._refuse(scope, send)
             return
         await self.app(scope, receive, send)
 
@@ -182,9 +186,9 @@ class GuardMiddleware:
             return True
         return secret_matches(_cookies(headers.get("cookie", "")).get(SESSION_COOKIE), self.session)
 
-    async def _refuse(self, scope: Scope, send: Send, is_api: bool) -> None:
+    async def _refuse(self, scope: Scope, send: Send) -> None:
         assert self.token is not None
-        if is_api or scope["method"] != "GET":
+        if is_api_path(scope["path"]) or scope["method"] != "GET":
             await _send_json(
                 send,
                 401,
