@@ -349,6 +349,17 @@ def _effective_fail() -> ColumnElement[bool]:
     )
 
 
+def _effective_passed(r: Result, review: Review | None) -> bool:
+    """A result's verdict, a review's score deciding when there is one (``_effective_pass``)."""
+    return review.score >= r.threshold if review else r.passed
+
+
+def _review_out(review: Review | None) -> ReviewOut | None:
+    if review is None:
+        return None
+    return ReviewOut(score=review.score, note=review.note, created_at=_utc(review.created_at))
+
+
 # -- the cache of active evals ------------------------------------------------------------------
 @dataclass
 class _Active:
@@ -983,18 +994,14 @@ class Service:
                     eval_name=name,
                     eval_version=version,
                     score=r.score,
-                    passed=(review.score >= r.threshold) if review else r.passed,
+                    passed=_effective_passed(r, review),
                     threshold=r.threshold,
                     fingerprint=r.fingerprint,
                     matched_index=r.matched_index,
                     matched_reference=ref_list[r.matched_index]
                     if r.matched_index < len(ref_list)
                     else "",
-                    review=ReviewOut(
-                        score=review.score, note=review.note, created_at=_utc(review.created_at)
-                    )
-                    if review
-                    else None,
+                    review=_review_out(review),
                 )
             )
         return CaptureOut(
@@ -1105,18 +1112,14 @@ class Service:
             conversation_id=conv,
             captured_at=_utc(when),
             score=r.score,
-            passed=(review.score >= r.threshold) if review else r.passed,
+            passed=_effective_passed(r, review),
             automated_passed=r.passed,
             threshold=r.threshold,
             fingerprint=r.fingerprint,
             matched_reference=matched,
             matched_index=r.matched_index,
             explanation=explanation,
-            review=ReviewOut(
-                score=review.score, note=review.note, created_at=_utc(review.created_at)
-            )
-            if review
-            else None,
+            review=_review_out(review),
             created_at=_utc(r.created_at),
         )
 
