@@ -360,6 +360,21 @@ def _review_out(review: Review | None) -> ReviewOut | None:
     return ReviewOut(score=review.score, note=review.note, created_at=_utc(review.created_at))
 
 
+def _version_row(ev: Eval, changes: dict[str, Any]) -> EvalVersion:
+    """The eval's current version as the row kept for ever, with what changed."""
+    return EvalVersion(
+        eval_id=ev.id,
+        version=ev.version,
+        references=ev.references,
+        threshold=ev.threshold,
+        input_scope=ev.input_scope,
+        options=ev.options,
+        fingerprint=ev.fingerprint,
+        changes=changes,
+        created_at=ev.updated_at,
+    )
+
+
 # -- the cache of active evals ------------------------------------------------------------------
 @dataclass
 class _Active:
@@ -601,19 +616,7 @@ class Service:
         )
         s.add(ev)
         s.flush()
-        s.add(
-            EvalVersion(
-                eval_id=ev.id,
-                version=1,
-                references=refs,
-                threshold=threshold,
-                input_scope=scope,
-                options=opts,
-                fingerprint=fp,
-                changes={"created": True},
-                created_at=now,
-            )
-        )
+        s.add(_version_row(ev, {"created": True}))
         self._bump_revision(s)
         return ev
 
@@ -732,19 +735,7 @@ class Service:
             changes["status"] = {"from": "active", "to": "draft"}
         ev.version += 1
         ev.updated_at = _now()
-        s.add(
-            EvalVersion(
-                eval_id=ev.id,
-                version=ev.version,
-                references=ev.references,
-                threshold=ev.threshold,
-                input_scope=ev.input_scope,
-                options=ev.options,
-                fingerprint=ev.fingerprint,
-                changes=changes,
-                created_at=ev.updated_at,
-            )
-        )
+        s.add(_version_row(ev, changes))
         self._bump_revision(s)
         return changes
 
