@@ -8,7 +8,6 @@ import socket
 import click
 
 from simeval.cli_common import UserError
-from simeval.errors import SimevalError
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -37,10 +36,12 @@ def _db_label(url: str) -> str:
     """A SQLite file as its path; any other URL without its password."""
     from sqlalchemy.engine import make_url
 
+    from simeval.store import describe_url
+
     parsed = make_url(url)
     if parsed.drivername.startswith("sqlite"):
         return parsed.database or "in memory"
-    return parsed.render_as_string(hide_password=True)
+    return describe_url(url)
 
 
 def _url(host: str, port: int) -> str:
@@ -100,10 +101,7 @@ def serve(host: str, port: int, db: str | None, max_body: int, log_level: str) -
     from simeval.web.security import check_bind
 
     token = os.environ.get("SIMEVAL_TOKEN") or None
-    try:
-        check_bind(host, token)
-    except SimevalError as exc:
-        raise UserError(str(exc)) from None
+    check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
     sock = _listen(host, port)
     app = create_app(db, token=token, max_body=max_body)
     actual = sock.getsockname()[1]

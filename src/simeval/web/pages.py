@@ -31,6 +31,7 @@ from simeval.models import EvalOut, ResultOut
 from simeval.scorer import DEFAULT_THRESHOLD, DEFAULTS, OPTION_HELP, analyzer_from_options
 from simeval.scorer import resolve_options as _resolve_options
 from simeval.service import Service
+from simeval.store import describe_url
 from simeval.web import charts
 from simeval.web.security import (
     CSRF_FIELD,
@@ -765,7 +766,7 @@ def _settings_page(
             "choices": RETENTION_CHOICES,
             "error": error,
             "cleaned": cleaned,
-            "db_url": getattr(service, "display_url", None) or getattr(service, "url", ""),
+            "db_url": describe_url(service.url),  # a server URL's password hidden
         },
         status=status,
     )
