@@ -705,14 +705,23 @@ class Service:
         if options is not None:
             changes_in["options"], changes_in["fingerprint"] = _check_options(options)
 
-        def work(s: Session) -> EvalOut:
-            ev = self._find_eval(s, name)
+        def edit(s: Session, ev: Eval) -> None:
             if ev.status == "archived":
                 raise Conflict(f"eval {ev.name!r} is archived: restore it with deactivate first")
             self._edit(s, ev, changes_in)
+
+        return self._change_eval(name, edit)
+
+    def _change_eval(self, name: str | int, change: Callable[[Session, Eval], Any]) -> EvalOut:
+        """``change(session, eval)`` in a write transaction; the eval as it is then."""
+
+        def work(s: Session) -> EvalOut:
+            ev = self._find_eval(s, name)
+            change(s, ev)
             return self._eval_out(s, ev)
 
-        return self._write(work)
+        out: EvalOut = self._write(work)
+        return out
 
     def _edit(self, s: Session, ev: Eval, wanted: dict[str, Any]) -> dict[str, Any]:
         changes: dict[str, Any] = {}
@@ -775,13 +784,7 @@ class Service:
     def activate_eval(self, name: str | int) -> EvalOut:
         """Make an eval score every matching capture. ``Conflict`` (saying why) unless the
         latest test of its current version passed."""
-
-        def work(s: Session) -> EvalOut:
-            ev = self._find_eval(s, name)
-            self._activate(s, ev)
-            return self._eval_out(s, ev)
-
-        return self._write(work)
+        return self._change_eval(name, self._activate)
 
     def _activate(self, s: Session, ev: Eval) -> bool:
         if ev.status == "active":
@@ -802,23 +805,11 @@ class Service:
 
     def deactivate_eval(self, name: str | int) -> EvalOut:
         """Stop an eval scoring captures (status draft); also restores an archived eval."""
-
-        def work(s: Session) -> EvalOut:
-            ev = self._find_eval(s, name)
-            self._set_status(s, ev, "draft")
-            return self._eval_out(s, ev)
-
-        return self._write(work)
+        return self._change_eval(name, lambda s, ev: self._set_status(s, ev, "draft"))
 
     def archive_eval(self, name: str | int) -> EvalOut:
         """Hide an eval from listings and stop it scoring; its results are kept."""
-
-        def work(s: Session) -> EvalOut:
-            ev = self._find_eval(s, name)
-            self._set_status(s, ev, "archived")
-            return self._eval_out(s, ev)
-
-        return self._write(work)
+        return self._change_eval(name, lambda s, ev: self._set_status(s, ev, "archived"))
 
     # -- capture --------------------------------------------------------------------------------
     def _groups(self, s: Session, revision: int) -> list[_Group]:
