@@ -813,33 +813,38 @@ class Service:
 
     # -- capture --------------------------------------------------------------------------------
     def _groups(self, s: Session, revision: int) -> list[_Group]:
+        """The active evals by scorer configuration, prepared once per ``revision``."""
         cached = self._active
-        if cached is not None and cached[0] == revision:
-            return cached[1]
-        with self._lock:
-            groups: dict[str, _Group] = {}
-            for ev in s.scalars(select(Eval).where(Eval.status == "active").order_by(Eval.id)):
-                try:
-                    scorer = get_scorer(**ev.options)
-                    prepared = scorer.prepare(ev.references)
-                except (InvalidInput, InvalidOption, InvalidType) as exc:
-                    # one broken eval (e.g. its IDF table file was deleted) must not stop the
-                    # others from scoring: it is skipped and said so in the log
-                    log.warning("eval %r is skipped: %s", ev.name, exc)
-                    continue
-                group = groups.setdefault(
-                    scorer.fingerprint + repr(sorted(ev.options.items())), _Group(scorer)
-                )
-                active = _Active(
-                    ev.id, ev.name, ev.version, ev.threshold, list(ev.references), prepared
-                )
-                if ev.input_scope is None:
-                    group.unscoped.append(active)
-                else:
-                    group.scoped.setdefault(scope_key(ev.input_scope), []).append(active)
-            result = list(groups.values())
-            self._active = (revision, result)
-            return result
+        if cached is None or cached[0] != revision:
+            with self._lock:
+                # another thread may have prepared this revision while this one waited
+                cached = self._active
+                if cached is None or cached[0] != revision:
+                    cached = self._active = (revision, self._prepare_active(s))
+        return cached[1]
+
+    def _prepare_active(self, s: Session) -> list[_Group]:
+        groups: dict[str, _Group] = {}
+        for ev in s.scalars(select(Eval).where(Eval.status == "active").order_by(Eval.id)):
+            try:
+                scorer = get_scorer(**ev.options)
+                prepared = scorer.prepare(ev.references)
+            except (InvalidInput, InvalidOption, InvalidType) as exc:
+                # one broken eval (e.g. its IDF table file was deleted) must not stop the
+                # others from scoring: it is skipped and said so in the log
+                log.warning("eval %r is skipped: %s", ev.name, exc)
+                continue
+            group = groups.setdefault(
+                scorer.fingerprint + repr(sorted(ev.options.items())), _Group(scorer)
+            )
+            active = _Active(
+                ev.id, ev.name, ev.version, ev.threshold, list(ev.references), prepared
+            )
+            if ev.input_scope is None:
+                group.unscoped.append(active)
+            else:
+                group.scoped.setdefault(scope_key(ev.input_scope), []).append(active)
+        return list(groups.values())
 
     def capture(
         self,
