@@ -203,26 +203,14 @@ def missing_terms(scorer: Scorer, output: str, reference: str, top: int = TOP_MI
     """
     if scorer.analyzer.ngram != 1 or scorer.pair:
         return [t.term for t in scorer.explain(output, reference, top=top).missing]
-    cache = _TERM_CACHES.get(scorer.fingerprint)
-    if cache is None or len(cache) > _TERM_CACHE_LIMIT:
-        cache = _TERM_CACHES[scorer.fingerprint] = {}
-    analyzer, idf = scorer.analyzer, scorer.idf
-
-    def lookup(token: str) -> tuple[str, float] | None:
-        if token in cache:
-            return cache[token]
-        term = analyzer.term(token)
-        entry = None if term is None else (term, idf.idf(term))
-        cache[token] = entry
-        return entry
-
+    lookup = _term_lookup(scorer)
     have = set()
-    for token in analyzer.tokens(output):
+    for token in scorer.analyzer.tokens(output):
         entry = lookup(token)
         if entry is not None:
             have.add(entry[0])
     counts: dict[str, list[Any]] = {}
-    for token in analyzer.tokens(reference):
+    for token in scorer.analyzer.tokens(reference):
         entry = lookup(token)
         if entry is None or entry[0] in have:
             continue
@@ -236,6 +224,67 @@ def missing_terms(scorer: Scorer, output: str, reference: str, top: int = TOP_MI
     else:
         ranked = [(-float(c) * w, s) for c, w, s in counts.values()]
     return [s for _, s in heapq.nsmallest(top, ranked)]
+
+
+def _term_lookup(scorer: Scorer) -> Callable[[str], tuple[str, float] | None]:
+    """token -> (term, idf), or None for a stop word; cached per scorer configuration."""
+    cache = _TERM_CACHES.get(scorer.fingerprint)
+    if cache is None or len(cache) > _TERM_CACHE_LIMIT:
+        cache = _TERM_CACHES[scorer.fingerprint] = {}
+    analyzer, idf = scorer.analyzer, scorer.idf
+
+    def lookup(token: str) -> tuple[str, float] | None:
+        if token in cache:
+            return cache[token]
+        term = analyzer.term(token)
+        entry = None if term is None else (term, idf.idf(term))
+        cache[token] = entry
+        return entry
+
+    return lookup
+
+
+# An eval's references are the same for every row: an eval run ranks each reference's terms
+# once, takes the terms of each output once, and picks the missing terms from both (the same
+# terms as ``missing_terms``).
+def _output_terms(scorer: Scorer, output: str) -> set[str]:
+    """The terms an output has (single-word scorers)."""
+    lookup = _term_lookup(scorer)
+    return {e[0] for e in map(lookup, scorer.analyzer.tokens(output)) if e is not None}
+
+
+def _ranked_terms(scorer: Scorer, reference: str) -> list[tuple[str, str]]:
+    """A reference's (term, first word) pairs, heaviest first (single-word scorers)."""
+    lookup = _term_lookup(scorer)
+    counts: dict[str, list[Any]] = {}
+    for token in scorer.analyzer.tokens(reference):
+        entry = lookup(token)
+        if entry is None:
+            continue
+        slot = counts.get(entry[0])
+        if slot is None:
+            counts[entry[0]] = [1, entry[1], token]
+        else:
+            slot[0] += 1
+    if scorer.sublinear:
+        ranked = [(-(1.0 + math.log(c)) * w, s, t) for t, (c, w, s) in counts.items()]
+    else:
+        ranked = [(-float(c) * w, s, t) for t, (c, w, s) in counts.items()]
+    ranked.sort()  # a word is one term's only: ties on the weight never reach the term
+    return [(t, s) for _, s, t in ranked]
+
+
+def _missing(ranked: list[tuple[str, str]], have: set[str], top: int) -> list[str]:
+    """The first ``top`` words of ``ranked`` whose term is not in ``have``."""
+    out: list[str] = []
+    if top <= 0:
+        return out
+    for term, word in ranked:
+        if term not in have:
+            out.append(word)
+            if len(out) == top:
+                break
+    return out
 
 
 # -- decoding rows ---------------------------------------------------------------------------
@@ -414,9 +463,56 @@ def load_evals(path: str) -> tuple[EvalDef, ...]:
 
 # -- scoring a chunk -------------------------------------------------------------------------
 @dataclass
+class _Eval:
+    """An eval as a worker scores with it: its references are vectorised once, and their terms
+    ranked on first use (``score_detail`` and ``missing_terms`` would redo both for each row)."""
+
+    eval_def: EvalDef
+    scorer: Scorer
+    scope: str | None  # the folded input scope
+    references: list[str]
+    prepared: list[bytes]
+    ranked: list[list[tuple[str, str]] | None]
+
+    @classmethod
+    def build(cls, e: EvalDef) -> _Eval:
+        scorer = get_scorer(**dict(e.options))
+        refs = list(e.references)
+        scope = None if e.input_scope is None else fold(e.input_scope)
+        return cls(e, scorer, scope, refs, scorer.prepare(refs), [None] * len(refs))
+
+    def score(self, output: str, vecs: dict[int, bytes]) -> tuple[float, int]:
+        """``scorer.score_detail(output, references)``; ``vecs`` keeps the row's output vector
+        per scorer, for the next eval."""
+        key = id(self.scorer)
+        vec = vecs.get(key)
+        if vec is None:
+            vec = vecs[key] = self.scorer.vector(output)
+        if vec and all(self.prepared):
+            return self.scorer.best_vector(vec, self.prepared)
+        # an empty vector: score_detail decides (two identical texts without terms score 1.0)
+        return self.scorer.score_detail(output, self.references)
+
+    def missing(self, output: str, at: int, haves: dict[int, set[str]], top: int) -> list[str]:
+        """``missing_terms(scorer, output, references[at], top)``; ``haves`` keeps the row's
+        output terms per scorer."""
+        scorer = self.scorer
+        if scorer.analyzer.ngram != 1 or scorer.pair:
+            return missing_terms(scorer, output, self.references[at], top)
+        key = id(scorer)
+        have = haves.get(key)
+        if have is None:
+            have = haves[key] = _output_terms(scorer, output)
+        ranked = self.ranked[at]
+        if ranked is None:
+            ranked = self.ranked[at] = _ranked_terms(scorer, self.references[at])
+        return _missing(ranked, have, top)
+
+
+@dataclass
 class _State:
     scorer: Scorer | None
-    evals: list[tuple[EvalDef, Scorer, str | None]]
+    evals: list[_Eval]
     by_name: dict[str, int]
 
 
@@ -428,17 +524,9 @@ def _state(cfg: RunConfig) -> _State:
     if state is None:
         if len(_STATES) > 8:
             _STATES.clear()
-        evals = [
-            (
-                e,
-                get_scorer(**dict(e.options)),
-                None if e.input_scope is None else fold(e.input_scope),
-            )
-            for e in cfg.evals
-        ]
         state = _State(
             None if cfg.evals else get_scorer(**dict(cfg.options)),
-            evals,
+            [_Eval.build(e) for e in cfg.evals],
             {e.name: i for i, e in enumerate(cfg.evals)},
         )
         _STATES[cfg.token] = state
@@ -530,6 +618,8 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     scores: list[tuple[float, int, dict[str, Any]]] = []
     worst_n = cfg.worst
     seq = 0
+    vecs: dict[int, bytes] = {}  # a row's output vector and terms per scorer: evals share them
+    haves: dict[int, set[str]] = {}
     for index, (where, ordinal, row) in enumerate(_decode(cfg, chunk)):
         out.rows += 1
         try:
@@ -540,19 +630,23 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             text_in = _text_cell(row, cols.input, cols.input_required)
             case_id = _id_cell(row, cols)
             collected = None
-            jobs: list[tuple[EvalDef | None, Scorer, list[str], float]]
+            jobs: list[tuple[EvalDef | None, Scorer, list[str], float, _Eval | None]]
             if cfg.collect is not None:
                 if cfg.collect not in row or row[cfg.collect] is None:
                     raise _BadRowError(f"missing label column {cfg.collect!r}")
                 collected = row[cfg.collect]
             if cfg.evals:
-                jobs = _matching_evals(state, case_id, text_in)
-                if not jobs:
+                matched = _matching_evals(state, case_id, text_in)
+                if not matched:
                     out.unmatched += 1
                     continue
+                jobs = [
+                    (ev.eval_def, ev.scorer, ev.references, ev.eval_def.threshold, ev)
+                    for ev in matched
+                ]
             else:
                 assert state.scorer is not None
-                jobs = [(None, state.scorer, _reference_cells(row, cols), cfg.threshold)]
+                jobs = [(None, state.scorer, _reference_cells(row, cols), cfg.threshold, None)]
         except _BadRowError as bad:
             if cfg.on_error != "skip":
                 raise RowError(where, str(bad)) from None
@@ -563,10 +657,17 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                     f"<error message={_xml_attr(str(bad))}/></testcase>\n"
                 )
             continue
-        for eval_def, scorer, refs, threshold in jobs:
-            score, at = scorer.score_detail(output, refs)
+        vecs.clear()
+        haves.clear()
+        for eval_def, scorer, refs, threshold, ev in jobs:
+            score, at = scorer.score_detail(output, refs) if ev is None else ev.score(output, vecs)
             passed = score >= threshold
-            missing = [] if passed else missing_terms(scorer, output, refs[at], cfg.top_missing)
+            if passed:
+                missing = []
+            elif ev is None:
+                missing = missing_terms(scorer, output, refs[at], cfg.top_missing)
+            else:
+                missing = ev.missing(output, at, haves, cfg.top_missing)
             result: dict[str, Any] = {
                 "score": score,
                 "pass": passed,
@@ -694,19 +795,12 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     return out
 
 
-def _matching_evals(
-    state: _State, case_id: str | None, text_in: str | None
-) -> list[tuple[EvalDef | None, Scorer, list[str], float]]:
+def _matching_evals(state: _State, case_id: str | None, text_in: str | None) -> list[_Eval]:
     """The evals that score a row: the one its id names, else those whose scope matches."""
     if case_id is not None and case_id in state.by_name:
-        e, scorer, _ = state.evals[state.by_name[case_id]]
-        return [(e, scorer, list(e.references), e.threshold)]
+        return [state.evals[state.by_name[case_id]]]
     folded = None if text_in is None else fold(text_in)
-    return [
-        (e, scorer, list(e.references), e.threshold)
-        for e, scorer, scope in state.evals
-        if scope is None or scope == folded
-    ]
+    return [ev for ev in state.evals if ev.scope is None or ev.scope == folded]
 
 
 def _result_types() -> dict[str, Any]:
