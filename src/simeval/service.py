@@ -438,13 +438,12 @@ class Service:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise NotFound(f"no eval named {str(name_or_id)!r}{hint}")
 
-    def _latest_test(self, s: Session, ev: Eval) -> EvalTest | None:
-        return s.scalar(
-            select(EvalTest)
-            .where(EvalTest.eval_id == ev.id, EvalTest.version == ev.version)
-            .order_by(EvalTest.id.desc())
-            .limit(1)
-        )
+    def _latest_test(self, s: Session, ev: Eval, passed: bool = False) -> EvalTest | None:
+        """The latest test of the eval's current version (the latest passing one if asked)."""
+        q = select(EvalTest).where(EvalTest.eval_id == ev.id, EvalTest.version == ev.version)
+        if passed:
+            q = q.where(EvalTest.passed == true())
+        return s.scalar(q.order_by(EvalTest.id.desc()).limit(1))
 
     @staticmethod
     def _blocker(ev: Eval, test: EvalTest | None) -> str | None:
@@ -1473,16 +1472,7 @@ class Service:
                     item["input_scope"] = ev.input_scope
                 if ev.options:
                     item["options"] = dict(ev.options)
-                test = s.scalar(
-                    select(EvalTest)
-                    .where(
-                        EvalTest.eval_id == ev.id,
-                        EvalTest.version == ev.version,
-                        EvalTest.passed == true(),
-                    )
-                    .order_by(EvalTest.id.desc())
-                    .limit(1)
-                )
+                test = self._latest_test(s, ev, passed=True)
                 if test is not None:
                     item["test"] = {"input": test.input, "output": test.output}
                 items.append(item)
