@@ -349,6 +349,15 @@ def _effective_fail() -> ColumnElement[bool]:
     )
 
 
+def _in_range(q: Any, start: datetime | None, end: datetime | None) -> Any:
+    """``q`` limited to results created in [start, end) (either end may be open)."""
+    if start is not None:
+        q = q.where(Result.created_at >= start)
+    if end is not None:
+        q = q.where(Result.created_at < end)
+    return q
+
+
 def _effective_passed(r: Result, review: Review | None) -> bool:
     """A result's verdict, a review's score deciding when there is one (``_effective_pass``)."""
     return review.score >= r.threshold if review else r.passed
@@ -1048,11 +1057,7 @@ class Service:
             q = q.where(Result.eval_id == self._find_eval(s, eval_name).id)
         if passed is not None:
             q = q.where(_effective_pass() if passed else _effective_fail())
-        start, end = parse_time(since, "since"), parse_time(until, "until")
-        if start is not None:
-            q = q.where(Result.created_at >= start)
-        if end is not None:
-            q = q.where(Result.created_at < end)
+        q = _in_range(q, parse_time(since, "since"), parse_time(until, "until"))
         if reviewed is not None:
             q = q.where(Review.id.is_not(None) if reviewed else Review.id.is_(None))
         if run_id is not None:
@@ -1241,11 +1246,7 @@ class Service:
                 .group_by(b, Result.eval_version, Result.fingerprint)
                 .order_by(b)
             )
-            if start is not None:
-                q = q.where(Result.created_at >= start)
-            if end is not None:
-                q = q.where(Result.created_at < end)
-            rows = s.execute(q).all()
+            rows = s.execute(_in_range(q, start, end)).all()
             name, threshold = ev.name, ev.threshold
         merged: dict[datetime, dict[str, Any]] = {}
         for when, version, fp, count, total, passes, reviewed in rows:
