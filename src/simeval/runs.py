@@ -24,6 +24,7 @@ import csv
 import hashlib
 import heapq
 import io
+import itertools
 import json
 import math
 import os
@@ -1035,7 +1036,7 @@ def map_chunks(
     pool = ctx.Pool(workers, initializer=_pool_init, initargs=(cfg,))
     try:
         pending: deque[Any] = deque()
-        for chunk in _chain([first, second], chunks):
+        for chunk in itertools.chain((first, second), chunks):
             pending.append(pool.apply_async(_pool_chunk, (chunk,)))
             while len(pending) >= 2 * workers:
                 yield pending.popleft().get()
@@ -1044,11 +1045,6 @@ def map_chunks(
     finally:
         pool.terminate()
         pool.join()
-
-
-def _chain(head: list[Chunk], rest: Iterator[Chunk]) -> Iterator[Chunk]:
-    yield from head
-    yield from rest
 
 
 def _map_dask(cfg: RunConfig, chunks: Iterator[Chunk], address: str) -> Iterator[ChunkOut]:
@@ -1398,7 +1394,7 @@ class Comparison:
         if (
             self.baseline.fingerprints
             and fingerprints
-            and self.baseline.fingerprints != (fingerprints)
+            and self.baseline.fingerprints != fingerprints
         ):
             report["comparable"] = False
             report["warning"] = (
