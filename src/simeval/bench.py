@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simeval.calibrate import classify as _classify
+from simeval.calibrate import ranks, roc_auc, sweep
 from simeval.errors import InvalidInput
 from simeval.scorer import get_scorer, iter_scores
 
@@ -93,21 +95,6 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
     return out
 
 
-def ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks, ties sharing their mean rank."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
-
-
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     return statistics.correlation(x, y)
 
@@ -116,47 +103,20 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return statistics.correlation(ranks(x), ranks(y))
 
 
-def roc_auc(scores: Sequence[float], labels: Sequence[float]) -> float:
-    """Area under the ROC curve (the Mann-Whitney statistic, ties counted half)."""
-    r = ranks(scores)
-    pos = [ri for ri, lab in zip(r, labels, strict=True) if lab >= 0.5]
-    n_pos, n_neg = len(pos), len(labels) - len(pos)
-    if not n_pos or not n_neg:
-        return math.nan
-    return (sum(pos) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
-
-
 def classify(
     scores: Sequence[float], labels: Sequence[float], threshold: float
 ) -> dict[str, float]:
-    tp = sum(1 for s, y in zip(scores, labels, strict=True) if s >= threshold and y >= 0.5)
-    fp = sum(1 for s, y in zip(scores, labels, strict=True) if s >= threshold and y < 0.5)
-    fn = sum(1 for s, y in zip(scores, labels, strict=True) if s < threshold and y >= 0.5)
-    tn = len(labels) - tp - fp - fn
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "threshold": threshold,
-        "accuracy": (tp + tn) / len(labels),
-        "f1": f1,
-        "precision": precision,
-        "recall": recall,
-    }
+    """``calibrate.classify`` with 0/1 gold labels (a label of 0.5 or more is a pass)."""
+    return _classify(scores, [y >= 0.5 for y in labels], threshold)
 
 
 def best_threshold(
     scores: Sequence[float], labels: Sequence[float], by: str = "accuracy"
 ) -> dict[str, float]:
-    """The threshold (one of the scores) that maximises ``by`` (accuracy or f1)."""
-    candidates = sorted(set(scores))
-    best: dict[str, float] | None = None
-    for t in candidates:
-        m = classify(scores, labels, t)
-        if best is None or m[by] > best[by]:
-            best = m
-    assert best is not None
-    return best
+    """The threshold (one of the scores) that maximises ``by`` (accuracy or f1); on a tie the
+    lowest such score."""
+    points = sweep(scores, [y >= 0.5 for y in labels])
+    return max(points, key=lambda p: (p[by], -p["threshold"]))
 
 
 def quality(

@@ -18,7 +18,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from simeval.bench import roc_auc
 from simeval.errors import InvalidInput, InvalidOption
 
 PASS_WORDS = {"pass", "passed", "true", "yes", "y", "good", "positive", "ok"}
@@ -57,6 +56,31 @@ def parse_label(value: Any, cut: float | None = None, where: str = "label") -> b
         f"{where}: label {value!r} is a graded score: give --cut to say which "
         "scores count as a pass"
     )
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[float]) -> float:
+    """Area under the ROC curve (the Mann-Whitney statistic, ties counted half)."""
+    r = ranks(scores)
+    pos = [ri for ri, lab in zip(r, labels, strict=True) if lab >= 0.5]
+    n_pos, n_neg = len(pos), len(labels) - len(pos)
+    if not n_pos or not n_neg:
+        return math.nan
+    return (sum(pos) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
 def _metrics(tp: int, fp: int, fn: int, tn: int) -> dict[str, float]:
