@@ -70,6 +70,16 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
 
 
+def scope_key(text: str) -> str:
+    """The form in which inputs are compared with an eval's input scope (captures and data-set
+    rows alike): NFKC, case folding, runs of whitespace as one space, trimmed.
+
+    >>> scope_key("  What is\\n the  CAPITAL of France? ")
+    'what is the capital of france?'
+    """
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
 @functools.lru_cache(maxsize=32)
 def stop_word_set(language: str, count: int) -> frozenset[str]:
     """The ``count`` most frequent words of the language, by the wordfreq lists.

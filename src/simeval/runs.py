@@ -30,7 +30,6 @@ import math
 import os
 import tempfile
 import time
-import unicodedata
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from simeval.analyzer import scope_key
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, check_threshold, get_scorer
 
@@ -423,18 +423,6 @@ def _reference_cells(row: dict[str, Any], cols: Columns) -> list[str]:
     return refs
 
 
-def fold(text: str) -> str:
-    """Casefolded, whitespace-folded text: how an eval's input scope matches a row's input.
-
-    The same form as ``simeval.service.scope_key`` (captures), without importing the store on
-    every worker.
-
-    >>> fold("  What is\\n the  CAPITAL of France? ")
-    'what is the capital of france?'
-    """
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 def load_evals(path: str) -> tuple[EvalDef, ...]:
     """The evals of an eval definitions file (YAML or JSON, as ``simeval evals export`` writes).
 
@@ -479,7 +467,7 @@ class _Eval:
     def build(cls, e: EvalDef) -> _Eval:
         scorer = get_scorer(**dict(e.options))
         refs = list(e.references)
-        scope = None if e.input_scope is None else fold(e.input_scope)
+        scope = None if e.input_scope is None else scope_key(e.input_scope)
         return cls(e, scorer, scope, refs, scorer.prepare(refs), [None] * len(refs))
 
     def score(self, output: str, vecs: dict[int, bytes]) -> tuple[float, int]:
@@ -800,7 +788,7 @@ def _matching_evals(state: _State, case_id: str | None, text_in: str | None) -> 
     """The evals that score a row: the one its id names, else those whose scope matches."""
     if case_id is not None and case_id in state.by_name:
         return [state.evals[state.by_name[case_id]]]
-    folded = None if text_in is None else fold(text_in)
+    folded = None if text_in is None else scope_key(text_in)
     return [ev for ev in state.evals if ev.scope is None or ev.scope == folded]
 
 

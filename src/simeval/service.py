@@ -83,6 +83,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from simeval import store as store_mod
+from simeval.analyzer import scope_key
 from simeval.errors import Conflict, InvalidInput, InvalidOption, InvalidType, NotFound
 from simeval.models import (
     CaptureOut,
@@ -186,15 +187,6 @@ def _now() -> datetime:
 
 def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def scope_key(text: str) -> str:
-    """The form in which inputs are compared with an eval's input scope.
-
-    >>> scope_key("  What is\\n the  CAPITAL of France? ")
-    'what is the capital of france?'
-    """
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$", re.IGNORECASE)
