@@ -602,9 +602,9 @@ def test_bad_baseline_file(tmp_path: Path) -> None:
 
 
 def test_progress_only_on_a_terminal(tmp_path: Path) -> None:
-    from simeval import cli_run
+    from simeval.cli_common import progress_bar
 
-    with cli_run._progress("x") as progress:  # CliRunner's stderr is not a terminal
+    with progress_bar("x") as progress:  # CliRunner's stderr is not a terminal
         assert progress is None
 
 
@@ -810,10 +810,10 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     from rich.console import Console
 
-    from simeval import cli_run
+    from simeval import cli_common
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli_run, "err_console", Console(file=screen, force_terminal=True))
+    monkeypatch.setattr(cli_common, "err_console", Console(file=screen, force_terminal=True))
     rows = [{"output": f"text {i}", "reference": f"text {i}"} for i in range(3000)]
     src = write_jsonl(tmp_path / "cases.jsonl", rows)
     res = invoke("run", str(src), "--workers", "1")

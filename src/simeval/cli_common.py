@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -78,3 +80,48 @@ def read_input(value: str | None, path: str | None, what: str) -> str | None:
     if value == "-":
         return sys.stdin.read()
     return value
+
+
+@contextlib.contextmanager
+def progress_bar(
+    label: str, counts: bool = False
+) -> Iterator[Callable[[int, int | None], None] | None]:
+    """``update(done, total)`` for a progress bar on stderr when it is a terminal; None in
+    pipes, CI logs and tests. ``counts``: show "done/total" (rows) rather than a percentage
+    (bytes).
+
+    The bar is redrawn by ``update`` itself, at most ten times a second, never by a refresh
+    thread: ``simeval run`` forks its process pool while the bar is shown.
+    """
+    if not err_console.is_terminal:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn() if counts else TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        auto_refresh=False,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+        last = 0.0
+
+        def update(done: int, total: int | None) -> None:
+            nonlocal last
+            bar.update(task, completed=done, total=total)
+            now = time.monotonic()
+            if now - last >= 0.1 or (total is not None and done >= total):
+                last = now
+                bar.refresh()
+
+        yield update

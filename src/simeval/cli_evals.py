@@ -23,7 +23,15 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from simeval.cli_common import Group, UserError, console, err_console, print_json, read_input
+from simeval.cli_common import (
+    Group,
+    UserError,
+    console,
+    err_console,
+    print_json,
+    progress_bar,
+    read_input,
+)
 from simeval.cli_common import scorer_options as _scorer_options
 from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scorer import read_text_file
@@ -52,30 +60,6 @@ def _service(db: str | None) -> Iterator[Any]:
         yield svc
     finally:
         svc.close()
-
-
-@contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int | None], None]]:
-    """A progress bar on stderr when it is a terminal (never in pipes, logs or tests)."""
-    if not err_console.is_terminal:
-        yield lambda done, total: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int | None) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 def _dump(model: Any) -> Any:
@@ -559,7 +543,7 @@ def import_evals(file: str, db: str | None, as_json: bool) -> None:
         doc = parse_evals_document(sys.stdin.buffer.read(), "<stdin>")
     else:
         doc = parse_evals_document(read_text_file(file, "evals"), file)
-    with _service(db) as svc, _progress("importing evals") as progress:
+    with _service(db) as svc, progress_bar("importing evals", counts=True) as progress:
         report = svc.import_evals(doc, progress=progress)
     if as_json:
         print_json(report)
@@ -706,13 +690,17 @@ def _capture_file(path: str, db: str | None, as_json: bool) -> None:
             raise type(exc)(f"{where}: {exc}") from None
         rows.append(dict(zip(_CAPTURE_ARGS, checked, strict=True)))
     captured = scored = passed = 0
-    with _service(db) as svc, _progress(f"capturing {os.path.basename(path)}") as progress:
+    with (
+        _service(db) as svc,
+        progress_bar(f"capturing {os.path.basename(path)}", counts=True) as progress,
+    ):
         for i, row in enumerate(rows, 1):
             cap = svc.capture(**row)
             captured += 1
             scored += len(cap.results)
             passed += sum(r.passed for r in cap.results)
-            progress(i, len(rows))
+            if progress:
+                progress(i, len(rows))
     summary = {"captures": captured, "results": scored, "passed": passed, "failed": scored - passed}
     if as_json:
         print_json(summary)
@@ -910,8 +898,9 @@ def export_results(
     kind = _format(file, fmt, ("csv", "json"), "csv")
     with _service(db) as svc:
         total = svc.count_results(**filters)
-        with _progress("exporting results") as progress, _output(file) as fh:
-            n = svc.write_export(fh, kind, progress=lambda done: progress(done, total), **filters)
+        with progress_bar("exporting results", counts=True) as bar, _output(file) as fh:
+            progress = None if bar is None else lambda done: bar(done, total)
+            n = svc.write_export(fh, kind, progress=progress, **filters)
     if file and file != "-":
         err_console.print(f"wrote {n} results to {escape(file)}")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -14,7 +13,13 @@ from rich.table import Table
 
 from simeval import calibrate as calibrate_mod
 from simeval import runs
-from simeval.cli_common import UserError, console, err_console, print_json, scorer_options
+from simeval.cli_common import (
+    UserError,
+    console,
+    print_json,
+    progress_bar,
+    scorer_options,
+)
 from simeval.errors import InvalidInput
 from simeval.scorer import DEFAULT_THRESHOLD, check_threshold
 
@@ -41,33 +46,6 @@ def _columns(
         input_required=input_col is not None,
         id_required=id_col is not None,
     )
-
-
-@contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr when it is a terminal (never in CI logs or pipes)."""
-    if not err_console.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
-
-    # no refresh thread: the process pool forks while the bar is shown
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        TaskProgressColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        auto_refresh=False,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-            bar.refresh()
-
-        yield update
 
 
 def _workers(workers: int | None) -> int:
@@ -340,7 +318,7 @@ def run(
         dask=dask_address,
         worst=worst,
     )
-    with _progress(f"scoring {os.path.basename(file)}") as progress:
+    with progress_bar(f"scoring {os.path.basename(file)}") as progress:
         summary = runs.run_file(file, opts, progress)
     gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
     summary["gates"] = gates
@@ -610,7 +588,7 @@ def calibrate(
             worst=0,
             collect=label_col,
         )
-        with _progress(f"scoring {os.path.basename(file)}") as progress:
+        with progress_bar(f"scoring {os.path.basename(file)}") as progress:
             summary = runs.run_file(file, opts, progress)
         for where, value, score in summary["collected"]:
             try:
