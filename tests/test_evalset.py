@@ -1,0 +1,98 @@
+"""The eval-set engine: bit-for-bit the scores of ``Scorer.score_detail``, eval by eval."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simeval.bench import synthetic_texts
+from simeval.errors import SimevalError
+from simeval.evalset import EvalSet, EvalSpec
+from simeval.scorer import get_scorer
+
+OPTION_SETS: list[tuple[tuple[str, object], ...]] = [
+    (),
+    (("stemming", False),),
+    (("idf", "pair"),),
+    (("ngram", 2),),
+    (("prefix", 0),),
+    (("prefix", 3), ("stop_words", 50)),
+    (("sublinear_tf", False),),
+    (("language", "french"),),
+]
+WORDS = ["the", "cat", "cats", "sat", "on", "mat", "Paris", "capital", "France", "is", "a",
+         "café", "naïve", "1,650", "3.5", "don't", "中文", "!!", "the the"]  # fmt: skip
+text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=10).map(" ".join)
+
+
+def _expected(specs: list[EvalSpec], output: str) -> list[tuple[float, int]]:
+    return [get_scorer(**dict(s.options)).score_detail(output, list(s.references)) for s in specs]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS, ids=repr)
+def test_bit_identical_to_score_detail_on_generated_texts(options):
+    refs = synthetic_texts(600, words=25, seed=3)
+    outputs = synthetic_texts(20, words=25, seed=4) + refs[:3] + ["", "  ", "the", "!!"]
+    specs = [
+        EvalSpec(i, f"e{i}", 1, tuple(refs[3 * i : 3 * i + 1 + i % 3]), 0.5, None, options)
+        for i in range(200)
+    ]
+    specs.append(EvalSpec(900, "stop-words-only", 1, ("the", "!!"), 0.5, None, options))
+    es = EvalSet(specs)
+    for output in outputs:
+        got = [(r.score, r.matched_index) for r in es.score(output)]
+        assert got == _expected(specs, output)  # exact equality, not approx
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(text.filter(str.strip), min_size=1, max_size=3), min_size=1, max_size=6),
+    text,
+    st.sampled_from(OPTION_SETS),
+)
+def test_bit_identical_on_random_texts(references, output, options):
+    specs = [
+        EvalSpec(i, f"e{i}", 1, tuple(refs), 0.8, None, options)
+        for i, refs in enumerate(references)
+    ]
+    got = [(r.score, r.matched_index) for r in EvalSet(specs).score(output)]
+    assert got == _expected(specs, output)
+
+
+def test_mixed_option_groups_keep_eval_order_and_scope():
+    specs = [
+        EvalSpec(1, "a", 1, ("Paris is the capital of France.",), 0.8),
+        EvalSpec(2, "b", 3, ("Paris is the capital of France.",), 0.8, None, (("idf", "pair"),)),
+        EvalSpec(3, "scoped", 1, ("Berlin",), 0.8, "Capital of  GERMANY?"),
+        EvalSpec(4, "c", 2, ("Rome, Italy",), 0.1),
+    ]
+    es = EvalSet(specs)
+    out = "The capital of France is Paris."
+    assert sorted(r.name for r in es.score(out)) == ["a", "b", "c"]
+    names = sorted(r.name for r in es.score(out, input="capital of germany?"))
+    assert names == ["a", "b", "c", "scoped"]
+    by_name = {r.name: r for r in es.score(out)}
+    assert by_name["a"].score == 1.0 and by_name["a"].passed
+    assert by_name["b"].version == 3 and by_name["b"].passed
+    assert by_name["c"].score == 0.0 and not by_name["c"].passed
+
+
+def test_identical_texts_score_one_and_blank_output_zero():
+    ref = "An answer, with punctuation!"
+    es = EvalSet([EvalSpec(1, "x", 1, ("something else", ref), 0.99)])
+    [r] = es.score("  an ANSWER   with punctuation ")
+    assert (r.score, r.matched_index, r.passed) == (1.0, 1, True)
+    [r] = es.score("   ")
+    assert (r.score, r.matched_index, r.passed) == (0.0, 0, False)
+
+
+def test_broken_eval_is_skipped_only_when_asked(tmp_path):
+    missing = str(tmp_path / "gone.json")
+    specs = [EvalSpec(1, "ok", 1, ("a b c",), 0.5), EvalSpec(2, "bad", 1, ("x",), 0.5, None,
+             (("idf", missing),))]  # fmt: skip
+    with pytest.raises(SimevalError, match=r"gone\.json"):
+        EvalSet(specs)
+    es = EvalSet(specs, skip_broken=True)
+    assert [e.name for e in es.evals] == ["ok"]
+    assert es.skipped and es.skipped[0][0] == "bad"
