@@ -1,0 +1,106 @@
+"""The service: the one API the CLI, the HTTP API and the studio pages call.
+
+``Service(db)`` opens a store (creating or migrating it) and offers the eval lifecycle, captures
+and their results, reviews, trends, settings, retention, export/import, and data-set runs. User
+mistakes raise ``SimevalError`` subclasses with a one-line message (``NotFound`` 404,
+``Conflict`` 409, ``InvalidInput``/``InvalidOption``/``InvalidType`` 400).
+
+Decisions worth knowing:
+
+- Input scope: an eval with a scope fires only on captures whose input *equals* the scope after
+  Unicode NFKC normalisation, case folding and whitespace folding (``scope_key``); an unscoped
+  eval fires on every capture.
+- Capture: the capture and all its results are written in one transaction. The reference
+  vectors of the active evals are prepared once per process and cached; the cache is keyed by a
+  revision counter stored in the database, which every change to an eval bumps, so a change
+  made by another process is picked up on the next capture. The output is vectorised once per
+  scorer configuration and compared with every eval's prepared references.
+- Explanations of capture results are computed when a result is shown, not when it is stored:
+  an explanation is a pure function of the output, the matched eval version's references and
+  its scorer options, all of which are stored, and computing it for 1,000 evals per capture
+  would cost ten times the scoring itself. If the scorer's fingerprint today differs from the
+  stored one (e.g. a corpus IDF table changed), the explanation carries a ``note`` saying so.
+  Tests and data-set run rows store their explanation.
+- Reviews override pass/fail everywhere (listings, trends, stats, exports): the effective
+  score is the review's, and a result passes when it is at or above the threshold used.
+  The automated score and verdict stay visible beside it.
+- Editing the references, threshold, scope or options of an active eval makes it a draft
+  again: the new version needs its own passing test before it scores captures (renaming
+  keeps the status). ``deactivate`` makes an active or archived eval a draft.
+- Size: a capture's or a test's input and output may each have up to ``MAX_TEXT_CHARS``
+  (1,000,000) characters, the most the HTTP API's default 1 MiB body can carry, so the library,
+  the CLI and the API accept the same captures. A longer text (say a 10 MB runaway generation)
+  is refused with ``InvalidInput`` naming its size, and nothing is stored: a store that keeps
+  every capture should not silently grow by megabytes per response, and truncating would store
+  something the engine never said. Data-set runs (``add_run_results``) have no such limit.
+- ``capture(..., captured_at=...)`` backfills a capture from a log: the capture and its results
+  are dated then (trends and retention use that time).
+- Trends and eval stats count captured results; data-set runs are listed by ``run_id``.
+
+>>> svc = Service(":memory:")
+>>> ev = svc.create_eval("capital", "Paris is the capital of France.")
+>>> svc.test_eval("capital", "Capital of France?", "The capital of France is Paris.").passed
+True
+>>> svc.activate_eval("capital").status
+'active'
+>>> [r.passed for r in svc.capture("Capital of France?", "Paris is France's capital.").results]
+[True]
+"""
+
+from __future__ import annotations
+
+import os
+
+from simeval.analyzer import scope_key
+from simeval.service.base import _SERVICES, _SERVICES_LOCK
+from simeval.service.capture import CaptureMixin
+from simeval.service.checks import MAX_TEXT_CHARS, UNSET, check_capture, parse_time
+from simeval.service.evalfiles import (
+    EVALS_FORMAT,
+    EvalFilesMixin,
+    _validate_evals_document,
+    parse_evals_document,
+)
+from simeval.service.export import EXPORT_COLUMNS, ExportMixin
+from simeval.service.runs import RunsMixin
+from simeval.service.settings import RETENTION_CHOICES, SettingsMixin
+from simeval.service.trends import BUCKETS, TrendsMixin
+from simeval.store import resolve_db_url
+
+
+class Service(CaptureMixin, ExportMixin, TrendsMixin, SettingsMixin, EvalFilesMixin, RunsMixin):
+    """One database's evals, captures and results. Thread-safe; one per process is enough
+    (``open_service``).
+
+    A thin façade: each concern lives in its own module of this package (``evals``,
+    ``capture``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``, ``runs``),
+    as a mixin over ``base.ServiceBase``.
+    """
+
+
+def open_service(db: str | os.PathLike[str] | None = None) -> Service:
+    """The process's ``Service`` for ``db`` (path, URL, or None for the default), opened once."""
+    url = resolve_db_url(db)
+    with _SERVICES_LOCK:
+        svc = _SERVICES.get(url)
+        if not isinstance(svc, Service):
+            svc = Service(url)
+            _SERVICES[url] = svc
+        return svc
+
+
+__all__ = [
+    "BUCKETS",
+    "EVALS_FORMAT",
+    "EXPORT_COLUMNS",
+    "MAX_TEXT_CHARS",
+    "RETENTION_CHOICES",
+    "UNSET",
+    "Service",
+    "_validate_evals_document",
+    "check_capture",
+    "open_service",
+    "parse_evals_document",
+    "parse_time",
+    "scope_key",
+]

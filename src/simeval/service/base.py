@@ -1,0 +1,70 @@
+"""What every part of the service shares: the store, the write step, the eval lookup, and the
+process's registry of open services."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, Self
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from simeval.errors import Conflict, InvalidType, NotFound
+from simeval.store import Eval, Store, resolve_db_url
+
+
+class ServiceBase:
+    """The store of one database and the steps every part of the service shares."""
+
+    def __init__(self, db: str | os.PathLike[str] | None = None):
+        self.url = resolve_db_url(db)
+        self.store = Store(self.url)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the database connections."""
+        self.store.close()
+        with _SERVICES_LOCK:
+            if _SERVICES.get(self.url) is self:
+                del _SERVICES[self.url]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- lookups --------------------------------------------------------------------------------
+    def _find_eval(self, s: Session, name_or_id: Any) -> Eval:
+        if isinstance(name_or_id, Eval):
+            return name_or_id
+        if isinstance(name_or_id, bool) or not isinstance(name_or_id, str | int):
+            raise InvalidType(f"eval name must be a string, not {type(name_or_id).__name__}")
+        if isinstance(name_or_id, str):
+            found = s.scalar(select(Eval).where(Eval.name == name_or_id.strip()))
+            if found is not None:
+                return found
+        if isinstance(name_or_id, int) or name_or_id.strip().isdigit():
+            by_id = s.get(Eval, int(name_or_id))
+            if by_id is not None:
+                return by_id
+        names = list(s.scalars(select(Eval.name)))
+        close = difflib.get_close_matches(str(name_or_id), names, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise NotFound(f"no eval named {str(name_or_id)!r}{hint}")
+
+    def _write(self, fn: Callable[[Session], Any]) -> Any:
+        try:
+            return self.store.run_write(fn)
+        except IntegrityError as exc:  # a race lost to another process: same as the check
+            if "name" in str(exc.orig).lower():
+                raise Conflict("an eval with that name already exists") from None
+            raise
+
+
+_SERVICES: dict[str, ServiceBase] = {}
+_SERVICES_LOCK = threading.Lock()

@@ -1,0 +1,206 @@
+"""Input checks: eval names, input scopes, scorer options, texts, capture fields, ids,
+paging, and times (``parse_time``). Each raises a ``SimevalError`` subclass naming the problem."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy.orm import Session
+
+from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound
+from simeval.scorer import check_text, get_scorer
+from simeval.store import Capture, Result, Run
+
+MAX_TEXT_CHARS = 1_000_000
+MAX_NAME_CHARS = 200
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""Marker for "leave unchanged" where None is a meaningful value (e.g. no input scope)."""
+
+_M = TypeVar("_M", Capture, Result, Run)
+
+
+def _now() -> datetime:
+    """Naive UTC: what the database stores."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$", re.IGNORECASE)
+
+
+def parse_time(value: Any, what: str = "time", now: datetime | None = None) -> datetime | None:
+    """A point in time as naive UTC: a datetime, a date, ISO 8601 text, or a relative age such
+    as ``30m``, ``24h``, ``7d``, ``2w`` (that long before now). Naive times are taken as UTC.
+
+    >>> parse_time("2024-05-01T12:00:00+02:00")
+    datetime.datetime(2024, 5, 1, 10, 0)
+    >>> parse_time("2d", now=datetime(2024, 5, 3))
+    datetime.datetime(2024, 5, 1, 0, 0)
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return _utc(value).replace(tzinfo=None)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a date or time, not {value!r}")
+    match = _RELATIVE.match(value)
+    if match:
+        amount, unit = float(match.group(1)), match.group(2).lower()
+        span = {
+            "m": timedelta(minutes=amount),
+            "h": timedelta(hours=amount),
+            "d": timedelta(days=amount),
+            "w": timedelta(weeks=amount),
+        }[unit]
+        return (now or _now()) - span
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInput(
+            f"{what} {value!r} is not an ISO 8601 date/time or an age like 24h, 7d"
+        ) from None
+    return _utc(parsed).replace(tzinfo=None)
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise InvalidType(f"eval name must be a string, not {type(name).__name__}")
+    clean = name.strip()
+    if not clean:
+        raise InvalidInput("eval name is empty")
+    if len(clean) > MAX_NAME_CHARS:
+        raise InvalidInput(f"eval name is longer than {MAX_NAME_CHARS} characters")
+    if any(unicodedata.category(c) == "Cc" for c in clean):
+        raise InvalidInput("eval name contains a control character (e.g. a newline)")
+    return clean
+
+
+def _check_scope(scope: Any) -> str | None:
+    if scope is None:
+        return None
+    if not isinstance(scope, str):
+        raise InvalidType(f"input scope must be a string or null, not {type(scope).__name__}")
+    # a blank scope from a form means "no scope"
+    return scope.strip() or None
+
+
+def _check_options(options: Any) -> tuple[dict[str, Any], str]:
+    """Validated scorer options (as given, None values dropped) and their fingerprint."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise InvalidOption(f"scorer options must be a mapping, not {type(options).__name__}")
+    opts = {k: v for k, v in options.items() if v is not None}
+    for key, value in opts.items():
+        if not isinstance(value, str | int | float | bool):
+            raise InvalidOption(f"scorer option {key!r} must be a plain value, not {value!r}")
+    idf = opts.get("idf")
+    if isinstance(idf, str) and idf not in ("background", "pair") and idf.strip():
+        # a corpus table file: store where it is, so captures from another directory find it
+        opts["idf"] = str(Path(idf).expanduser().resolve())
+    scorer = get_scorer(**opts)
+    return opts, scorer.fingerprint
+
+
+def _check_text_size(text: str, what: str) -> None:
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidInput(
+            f"{what} has {len(text):,} characters; simeval stores at most {MAX_TEXT_CHARS:,} "
+            "per text (nothing was stored)"
+        )
+
+
+def _check_texts(input: Any, output: Any) -> None:
+    """A capture's or a test's input and output: strings of at most ``MAX_TEXT_CHARS``."""
+    check_text(input, "input")
+    check_text(output, "output")
+    _check_text_size(input, "input")
+    _check_text_size(output, "output")
+
+
+def check_capture(
+    input: Any,
+    output: Any,
+    conversation_id: Any = None,
+    metadata: Any = None,
+    captured_at: Any = None,
+) -> tuple[str, str, str | None, dict[str, Any] | None, datetime | None]:
+    """The arguments of ``Service.capture`` checked, as it stores them: ``InvalidInput`` or
+    ``InvalidType`` naming the problem. Lets a caller check a whole batch before storing any.
+
+    >>> check_capture("q", "a", 42, None, "2024-05-01T12:00:00Z")
+    ('q', 'a', '42', None, datetime.datetime(2024, 5, 1, 12, 0))
+    """
+    _check_texts(input, output)
+    if conversation_id is not None:
+        if isinstance(conversation_id, bool) or not isinstance(conversation_id, str | int):
+            raise InvalidType("conversation_id must be a string")
+        conversation_id = str(conversation_id)
+        if len(conversation_id) > 200:
+            raise InvalidInput("conversation_id is longer than 200 characters")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise InvalidType(f"metadata must be a JSON object, not {type(metadata).__name__}")
+        try:
+            json.dumps(metadata)
+        except (TypeError, ValueError) as exc:
+            raise InvalidType(f"metadata is not JSON: {exc}") from None
+    return input, output, conversation_id, metadata, parse_time(captured_at, "captured_at")
+
+
+def _check_unit(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}") from None
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
+    return number
+
+
+def _check_id(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise InvalidInput(f"{what} id must be a positive integer, not {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{what} id must be a positive integer, not {value!r}") from None
+    if number < 1 or str(number) != str(value).strip():
+        raise InvalidInput(f"{what} id must be a positive integer, not {value!r}")
+    return number
+
+
+def _get(s: Session, model: type[_M], value: Any, what: str) -> _M:
+    """The row of ``model`` whose id is ``value`` (checked), else ``NotFound``."""
+    row = s.get(model, _check_id(value, what))
+    if row is None:
+        raise NotFound(f"no {what} with id {value}")
+    return row
+
+
+def _check_page(limit: Any, offset: Any) -> tuple[int, int]:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
+        raise InvalidInput(f"limit must be an integer in [1, 100000], not {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInput(f"offset must be a non-negative integer, not {offset!r}")
+    return limit, offset

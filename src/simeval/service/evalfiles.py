@@ -1,0 +1,242 @@
+"""Eval definition files: export, import, and parsing and validating a document."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from simeval.errors import InvalidInput, InvalidOption, InvalidType
+from simeval.scorer import DEFAULT_THRESHOLD, check_references, check_threshold, read_text_file
+from simeval.service.checks import _check_name, _check_options, _check_scope
+from simeval.service.evals import EvalsMixin
+from simeval.store import Eval
+
+EVALS_FORMAT = 1
+_EVAL_KEYS = {
+    "name",
+    "type",
+    "status",
+    "references",
+    "reference",
+    "threshold",
+    "input_scope",
+    "options",
+    "test",
+}
+
+
+def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
+    """Parse an eval definitions file's text: JSON when ``source`` ends in ``.json``, else YAML
+    (a superset of JSON). Errors name the line.
+
+    >>> parse_evals_document("evals:\\n  - name: a\\n    references: [x]\\n")
+    {'evals': [{'name': 'a', 'references': ['x']}]}
+    """
+    import yaml
+
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{source} is not UTF-8 text (byte {exc.start})") from None
+    if source.lower().endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                f"invalid JSON in {source} at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InvalidInput(f"invalid YAML in {source}{where}: {problem}") from None
+
+
+def _validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
+    if isinstance(doc, dict):
+        fmt = doc.get("simeval", EVALS_FORMAT)
+        if fmt != EVALS_FORMAT:
+            raise InvalidInput(f"{source}: unknown eval file format {fmt!r} (this simeval reads 1)")
+        extra = set(doc) - {"simeval", "evals"}
+        if extra:
+            raise InvalidInput(f"{source}: unknown top-level key {sorted(extra)[0]!r}")
+        items = doc.get("evals")
+    else:
+        items = doc
+    if not isinstance(items, list):
+        raise InvalidInput(f"{source}: expected a list of evals (under 'evals:')")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"{source}: eval {i + 1}"
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{where} is not a mapping")
+        if "name" in item and isinstance(item["name"], str):
+            where += f" ({item['name']!r})"
+        unknown = set(item) - _EVAL_KEYS
+        if unknown:
+            raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
+        try:
+            name = _check_name(item.get("name"))
+            if name in seen:
+                raise InvalidInput(f"name {name!r} appears twice")
+            seen.add(name)
+            if item.get("type", "similarity") != "similarity":
+                raise InvalidInput(f"type must be similarity, not {item.get('type')!r}")
+            if "references" in item and "reference" in item:
+                raise InvalidInput("give references or reference, not both")
+            refs = check_references(item.get("references", item.get("reference")))
+            threshold = check_threshold(item.get("threshold", DEFAULT_THRESHOLD))
+            scope = _check_scope(item.get("input_scope"))
+            opts, fp = _check_options(item.get("options"))
+            status = item.get("status")
+            if status not in (None, "draft", "active", "archived"):
+                raise InvalidInput(f"status must be draft, active or archived, not {status!r}")
+            test = item.get("test")
+            if test is not None:
+                if (
+                    not isinstance(test, dict)
+                    or set(test) - {"input", "output"}
+                    or not isinstance(test.get("output"), str)
+                ):
+                    raise InvalidInput("test must be a mapping with input and output text")
+                test = {"input": str(test.get("input") or ""), "output": test["output"]}
+        except (InvalidInput, InvalidOption, InvalidType) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+        out.append(
+            {
+                "name": name,
+                "references": refs,
+                "threshold": threshold,
+                "input_scope": scope,
+                "options": opts,
+                "fingerprint": fp,
+                "status": status,
+                "test": test,
+            }
+        )
+    return out
+
+
+class EvalFilesMixin(EvalsMixin):
+    """Eval definition files: export and import."""
+
+    def export_evals(self, include_archived: bool = False) -> dict[str, Any]:
+        """The eval definitions as a YAML/JSON-ready document. Each carries its latest passing
+        test of the current version (if any), so an import can activate it through the gate."""
+        with self.store.read() as s:
+            q = select(Eval).order_by(Eval.name)
+            if not include_archived:
+                q = q.where(Eval.status != "archived")
+            items = []
+            for ev in s.scalars(q):
+                item: dict[str, Any] = {
+                    "name": ev.name,
+                    "type": ev.type,
+                    "status": ev.status,
+                    "references": list(ev.references),
+                    "threshold": ev.threshold,
+                }
+                if ev.input_scope is not None:
+                    item["input_scope"] = ev.input_scope
+                if ev.options:
+                    item["options"] = dict(ev.options)
+                test = self._latest_test(s, ev, passed=True)
+                if test is not None:
+                    item["test"] = {"input": test.input, "output": test.output}
+                items.append(item)
+        return {"simeval": EVALS_FORMAT, "evals": items}
+
+    def import_evals(
+        self, doc_or_path: Any, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, Any]:
+        """Create or update evals from a document (a dict/list) or a YAML/JSON file path.
+
+        Idempotent by name: an eval whose definition is unchanged is left alone, a changed one
+        gets a new version. ``status: active`` activates through the usual gate, running the
+        document's ``test`` when the current version has no passing test. The whole import is
+        one transaction and every entry is validated before anything is written.
+        Returns a report: created, updated, unchanged, activated, deactivated, archived,
+        not_activated ({name: reason}).
+        """
+        if isinstance(doc_or_path, dict | list):
+            doc = doc_or_path
+            source = "document"
+        elif isinstance(doc_or_path, str | os.PathLike):
+            source = os.fspath(doc_or_path)
+            doc = parse_evals_document(read_text_file(source, "evals"), source)
+        else:
+            raise InvalidType("import_evals takes a document (dict or list) or a file path")
+        entries = _validate_evals_document(doc, source)
+        report: dict[str, Any] = {
+            k: []
+            for k in ("created", "updated", "unchanged", "activated", "deactivated", "archived")
+        }
+        report["not_activated"] = {}
+
+        def work(s: Session) -> None:
+            for k in report:
+                report[k] = {} if k == "not_activated" else []
+            for i, e in enumerate(entries):
+                self._import_one(s, e, report)
+                if progress:
+                    progress(i + 1, len(entries))
+
+        self._write(work)
+        return report
+
+    def _import_one(self, s: Session, e: dict[str, Any], report: dict[str, Any]) -> None:
+        name = e["name"]
+        ev = s.scalar(select(Eval).where(Eval.name == name))
+        acted = False
+        if ev is None:
+            ev = self._create(
+                s,
+                name,
+                e["references"],
+                e["threshold"],
+                e["input_scope"],
+                e["options"],
+                e["fingerprint"],
+            )
+            report["created"].append(name)
+            before, acted = "draft", True
+        else:
+            before = ev.status
+            wanted = {
+                k: e[k]
+                for k in ("references", "threshold", "input_scope", "options", "fingerprint")
+            }
+            if self._edit(s, ev, wanted):
+                report["updated"].append(name)
+                acted = True
+        # no status in the file: keep the one the eval had (an edit may have made it a draft)
+        status = e["status"] or before
+        if status == "active" and ev.status != "active":
+            if ev.status == "archived":
+                self._set_status(s, ev, "draft")
+            test = self._latest_test(s, ev)
+            if (test is None or not test.passed) and e["test"] is not None:
+                self._test(s, ev, e["test"]["input"], e["test"]["output"])
+                test = self._latest_test(s, ev)
+            blocker = self._blocker(ev, test)
+            if blocker:
+                report["not_activated"][name] = blocker
+            else:
+                self._set_status(s, ev, "active")
+                report["activated"].append(name)
+            acted = True
+        elif status != "active" and ev.status != status:
+            self._set_status(s, ev, status)
+            report["deactivated" if status == "draft" else "archived"].append(name)
+            acted = True
+        if not acted:
+            report["unchanged"].append(name)

@@ -1,0 +1,412 @@
+"""The eval lifecycle: create, edit (a new version each time), test, activate, deactivate,
+archive, versions, listing with stats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import and_, case, func, select, true
+from sqlalchemy.orm import Session
+
+from simeval.analyzer import scope_key
+from simeval.errors import Conflict, InvalidInput
+from simeval.models import EvalOut, EvalStats, EvalVersionOut, TestOut, strictness
+from simeval.scorer import DEFAULT_THRESHOLD, check_references, check_threshold, get_scorer
+from simeval.service.base import ServiceBase
+from simeval.service.checks import (
+    UNSET,
+    _check_name,
+    _check_options,
+    _check_scope,
+    _check_texts,
+    _now,
+    _Unset,
+    _utc,
+)
+from simeval.service.queries import _effective_pass
+from simeval.service.settings import _REV_KEY
+from simeval.store import Eval, EvalTest, EvalVersion, Result, Review, Setting
+
+
+def _version_row(ev: Eval, changes: dict[str, Any]) -> EvalVersion:
+    """The eval's current version as the row kept for ever, with what changed."""
+    return EvalVersion(
+        eval_id=ev.id,
+        version=ev.version,
+        references=ev.references,
+        threshold=ev.threshold,
+        input_scope=ev.input_scope,
+        options=ev.options,
+        fingerprint=ev.fingerprint,
+        changes=changes,
+        created_at=ev.updated_at,
+    )
+
+
+class EvalsMixin(ServiceBase):
+    """The eval lifecycle."""
+
+    def _latest_test(self, s: Session, ev: Eval, passed: bool = False) -> EvalTest | None:
+        """The latest test of the eval's current version (the latest passing one if asked)."""
+        q = select(EvalTest).where(EvalTest.eval_id == ev.id, EvalTest.version == ev.version)
+        if passed:
+            q = q.where(EvalTest.passed == true())
+        return s.scalar(q.order_by(EvalTest.id.desc()).limit(1))
+
+    @staticmethod
+    def _blocker(ev: Eval, test: EvalTest | None) -> str | None:
+        if ev.status == "active":
+            return None
+        if ev.status == "archived":
+            return f"eval {ev.name!r} is archived: restore it with deactivate first"
+        if test is None:
+            return (
+                f"eval {ev.name!r} has no test of its current version {ev.version}: run a test "
+                "that passes, then activate"
+            )
+        if not test.passed:
+            return (
+                f"the latest test of eval {ev.name!r} version {ev.version} failed (score "
+                f"{test.score:.4f} below the threshold {test.threshold:.2f}): run a test that "
+                "passes, then activate"
+            )
+        return None
+
+    def _test_out(self, ev_name: str, t: EvalTest, references: list[str]) -> TestOut:
+        return TestOut(
+            id=t.id,
+            eval_name=ev_name,
+            version=t.version,
+            input=t.input,
+            output=t.output,
+            score=t.score,
+            passed=t.passed,
+            threshold=t.threshold,
+            matched_index=t.matched_index,
+            matched_reference=references[t.matched_index]
+            if 0 <= t.matched_index < len(references)
+            else "",
+            explanation=t.explanation,
+            fingerprint=t.fingerprint,
+            in_scope=t.in_scope,
+            created_at=_utc(t.created_at),
+        )
+
+    def _stats(self, s: Session, eval_ids: Sequence[int]) -> dict[int, EvalStats]:
+        if not eval_ids:
+            return {}
+        q = (
+            select(
+                Result.eval_id,
+                func.count(Result.id),
+                func.avg(func.coalesce(Review.score, Result.score)),
+                func.sum(case((_effective_pass(), 1), else_=0)),
+            )
+            .outerjoin(Review, Review.result_id == Result.id)
+            .where(Result.eval_id.in_(eval_ids), Result.capture_id.is_not(None))
+            .group_by(Result.eval_id)
+        )
+        out = {}
+        for eval_id, count, mean, passes in s.execute(q):
+            out[eval_id] = EvalStats(
+                results=count,
+                pass_rate=(passes or 0) / count if count else None,
+                mean_score=float(mean) if mean is not None else None,
+            )
+        return out
+
+    def _eval_out(
+        self,
+        s: Session,
+        ev: Eval,
+        test: EvalTest | _Unset | None = UNSET,
+        stats: EvalStats | _Unset | None = UNSET,
+    ) -> EvalOut:
+        if isinstance(test, _Unset):
+            test = self._latest_test(s, ev)
+        if isinstance(stats, _Unset):
+            stats = self._stats(s, [ev.id]).get(
+                ev.id, EvalStats(results=0, pass_rate=None, mean_score=None)
+            )
+        blocker = self._blocker(ev, test)
+        return EvalOut(
+            id=ev.id,
+            name=ev.name,
+            type="similarity",
+            status=ev.status,  # type: ignore[arg-type]
+            version=ev.version,
+            references=list(ev.references),
+            threshold=ev.threshold,
+            strictness=strictness(ev.threshold),
+            input_scope=ev.input_scope,
+            options=dict(ev.options),
+            fingerprint=ev.fingerprint,
+            created_at=_utc(ev.created_at),
+            updated_at=_utc(ev.updated_at),
+            can_activate=ev.status == "draft" and blocker is None,
+            activation_blocker=blocker,
+            last_test=self._test_out(ev.name, test, ev.references) if test else None,
+            stats=stats,
+        )
+
+    def _bump_revision(self, s: Session) -> None:
+        """Tell every process's capture cache that the evals changed."""
+        row = s.scalar(select(Setting).where(Setting.key == _REV_KEY).with_for_update())
+        if row is None:
+            s.add(Setting(key=_REV_KEY, value=1))
+        else:
+            row.value = int(row.value or 0) + 1
+        s.flush()
+
+    # -- evals ----------------------------------------------------------------------------------
+    def create_eval(
+        self,
+        name: str,
+        references: str | Sequence[str],
+        threshold: float = DEFAULT_THRESHOLD,
+        input_scope: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> EvalOut:
+        """Create a draft eval (version 1).
+
+        ``references``: one reference answer or a list (the best match scores). Raises
+        ``Conflict`` for a name in use, ``InvalidInput`` for an empty name or reference or a
+        threshold outside [0, 1], ``InvalidOption`` for a bad scorer option.
+        """
+        clean = _check_name(name)
+        refs = check_references(references)
+        limit = check_threshold(threshold)
+        scope = _check_scope(input_scope)
+        opts, fp = _check_options(options)
+
+        def work(s: Session) -> EvalOut:
+            ev = self._create(s, clean, refs, limit, scope, opts, fp)
+            return self._eval_out(
+                s, ev, test=None, stats=EvalStats(results=0, pass_rate=None, mean_score=None)
+            )
+
+        return self._write(work)
+
+    def _create(
+        self,
+        s: Session,
+        name: str,
+        refs: list[str],
+        threshold: float,
+        scope: str | None,
+        opts: dict[str, Any],
+        fp: str,
+    ) -> Eval:
+        if s.scalar(select(Eval.id).where(Eval.name == name)) is not None:
+            raise Conflict(f"an eval named {name!r} already exists")
+        now = _now()
+        ev = Eval(
+            name=name,
+            type="similarity",
+            status="draft",
+            version=1,
+            references=refs,
+            threshold=threshold,
+            input_scope=scope,
+            options=opts,
+            fingerprint=fp,
+            created_at=now,
+            updated_at=now,
+        )
+        s.add(ev)
+        s.flush()
+        s.add(_version_row(ev, {"created": True}))
+        self._bump_revision(s)
+        return ev
+
+    def get_eval(self, name_or_id: str | int) -> EvalOut:
+        """An eval by name (or id), with its latest test and its stats."""
+        with self.store.read() as s:
+            return self._eval_out(s, self._find_eval(s, name_or_id))
+
+    def list_evals(
+        self, status: str | None = None, include_archived: bool = False
+    ) -> list[EvalOut]:
+        """Evals by name; archived ones only when asked (or with ``status="archived"``)."""
+        if status is not None and status not in ("draft", "active", "archived"):
+            raise InvalidInput(f"status must be draft, active or archived, not {status!r}")
+        with self.store.read() as s:
+            q = select(Eval).order_by(Eval.name)
+            if status is not None:
+                q = q.where(Eval.status == status)
+            elif not include_archived:
+                q = q.where(Eval.status != "archived")
+            evs = list(s.scalars(q))
+            ids = [e.id for e in evs]
+            stats = self._stats(s, ids)
+            tests: dict[int, EvalTest] = {}
+            if ids:
+                latest = (
+                    select(func.max(EvalTest.id))
+                    .join(Eval, and_(Eval.id == EvalTest.eval_id, Eval.version == EvalTest.version))
+                    .where(EvalTest.eval_id.in_(ids))
+                    .group_by(EvalTest.eval_id)
+                )
+                for t in s.scalars(select(EvalTest).where(EvalTest.id.in_(latest))):
+                    tests[t.eval_id] = t
+            empty = EvalStats(results=0, pass_rate=None, mean_score=None)
+            return [self._eval_out(s, e, tests.get(e.id), stats.get(e.id, empty)) for e in evs]
+
+    def eval_versions(self, name: str | int) -> list[EvalVersionOut]:
+        """Every version of an eval, oldest first, with what each one changed."""
+        with self.store.read() as s:
+            ev = self._find_eval(s, name)
+            rows = s.scalars(
+                select(EvalVersion)
+                .where(EvalVersion.eval_id == ev.id)
+                .order_by(EvalVersion.version)
+            )
+            return [
+                EvalVersionOut(
+                    version=v.version,
+                    created_at=_utc(v.created_at),
+                    changes=v.changes,
+                    references=list(v.references),
+                    threshold=v.threshold,
+                    input_scope=v.input_scope,
+                    options=dict(v.options),
+                    fingerprint=v.fingerprint,
+                )
+                for v in rows
+            ]
+
+    def edit_eval(
+        self,
+        name: str | int,
+        *,
+        new_name: str | None = None,
+        references: str | Sequence[str] | None = None,
+        threshold: float | None = None,
+        input_scope: Any = UNSET,
+        options: dict[str, Any] | None = None,
+    ) -> EvalOut:
+        """Change an eval; any change makes a new version that records what changed.
+
+        ``input_scope=None`` removes the scope (leave it out to keep it); ``options={}`` resets
+        the scorer options to the defaults. Changing what scores (references, threshold,
+        scope, options) of an active eval makes it a draft until a test of the new version
+        passes and it is activated again.
+        """
+        changes_in: dict[str, Any] = {}
+        if new_name is not None:
+            changes_in["name"] = _check_name(new_name)
+        if references is not None:
+            changes_in["references"] = check_references(references)
+        if threshold is not None:
+            changes_in["threshold"] = check_threshold(threshold)
+        if not isinstance(input_scope, _Unset):
+            changes_in["input_scope"] = _check_scope(input_scope)
+        if options is not None:
+            changes_in["options"], changes_in["fingerprint"] = _check_options(options)
+
+        def edit(s: Session, ev: Eval) -> None:
+            if ev.status == "archived":
+                raise Conflict(f"eval {ev.name!r} is archived: restore it with deactivate first")
+            self._edit(s, ev, changes_in)
+
+        return self._change_eval(name, edit)
+
+    def _change_eval(self, name: str | int, change: Callable[[Session, Eval], Any]) -> EvalOut:
+        """``change(session, eval)`` in a write transaction; the eval as it is then."""
+
+        def work(s: Session) -> EvalOut:
+            ev = self._find_eval(s, name)
+            change(s, ev)
+            return self._eval_out(s, ev)
+
+        out: EvalOut = self._write(work)
+        return out
+
+    def _edit(self, s: Session, ev: Eval, wanted: dict[str, Any]) -> dict[str, Any]:
+        changes: dict[str, Any] = {}
+        for key in ("name", "references", "threshold", "input_scope", "options", "fingerprint"):
+            if key in wanted and wanted[key] != getattr(ev, key):
+                changes[key] = {"from": getattr(ev, key), "to": wanted[key]}
+        if not changes:
+            return {}
+        if (
+            "name" in changes
+            and s.scalar(select(Eval.id).where(Eval.name == wanted["name"], Eval.id != ev.id))
+            is not None
+        ):
+            raise Conflict(f"an eval named {wanted['name']!r} already exists")
+        for key, change in changes.items():
+            setattr(ev, key, change["to"])
+        scoring = set(changes) - {"name"}
+        if scoring and ev.status == "active":
+            ev.status = "draft"
+            changes["status"] = {"from": "active", "to": "draft"}
+        ev.version += 1
+        ev.updated_at = _now()
+        s.add(_version_row(ev, changes))
+        self._bump_revision(s)
+        return changes
+
+    def test_eval(self, name: str | int, input: str, output: str) -> TestOut:
+        """Score a sample input/output with the eval's current version, store and return it
+        (with the full explanation)."""
+        _check_texts(input, output)
+
+        def work(s: Session) -> TestOut:
+            ev = self._find_eval(s, name)
+            return self._test(s, ev, input, output)
+
+        return self._write(work)
+
+    def _test(self, s: Session, ev: Eval, input: str, output: str) -> TestOut:
+        scorer = get_scorer(**ev.options)
+        exp = scorer.explain(output, ev.references, top=10)
+        in_scope = ev.input_scope is None or scope_key(input) == scope_key(ev.input_scope)
+        test = EvalTest(
+            eval_id=ev.id,
+            version=ev.version,
+            input=input,
+            output=output,
+            score=exp.score,
+            passed=exp.score >= ev.threshold,
+            threshold=ev.threshold,
+            matched_index=exp.matched_reference,
+            explanation=exp.to_dict(),
+            fingerprint=scorer.fingerprint,
+            in_scope=in_scope,
+            created_at=_now(),
+        )
+        s.add(test)
+        s.flush()
+        return self._test_out(ev.name, test, ev.references)
+
+    def activate_eval(self, name: str | int) -> EvalOut:
+        """Make an eval score every matching capture. ``Conflict`` (saying why) unless the
+        latest test of its current version passed."""
+        return self._change_eval(name, self._activate)
+
+    def _activate(self, s: Session, ev: Eval) -> bool:
+        if ev.status == "active":
+            return False
+        blocker = self._blocker(ev, self._latest_test(s, ev))
+        if blocker:
+            raise Conflict(f"cannot activate: {blocker}")
+        self._set_status(s, ev, "active")
+        return True
+
+    def _set_status(self, s: Session, ev: Eval, status: str) -> bool:
+        if ev.status == status:
+            return False
+        ev.status = status
+        ev.updated_at = _now()
+        self._bump_revision(s)
+        return True
+
+    def deactivate_eval(self, name: str | int) -> EvalOut:
+        """Stop an eval scoring captures (status draft); also restores an archived eval."""
+        return self._change_eval(name, lambda s, ev: self._set_status(s, ev, "draft"))
+
+    def archive_eval(self, name: str | int) -> EvalOut:
+        """Hide an eval from listings and stop it scoring; its results are kept."""
+        return self._change_eval(name, lambda s, ev: self._set_status(s, ev, "archived"))

@@ -1,0 +1,131 @@
+"""Export of results as flat rows, CSV or JSON, streamed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from sqlalchemy import select
+
+from simeval.errors import InvalidInput
+from simeval.service.results import ResultsMixin
+from simeval.store import EvalVersion, Result
+
+EXPORT_COLUMNS = (
+    "result_id",
+    "capture_id",
+    "run_id",
+    "conversation_id",
+    "captured_at",
+    "eval_name",
+    "eval_type",
+    "eval_version",
+    "input",
+    "output",
+    "score",
+    "pass",
+    "automated_pass",
+    "threshold",
+    "human_override_score",
+    "human_override_note",
+    "reviewed_at",
+    "fingerprint",
+    "matched_reference",
+)
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+class ExportMixin(ResultsMixin):
+    """Results export."""
+
+    def iter_export_rows(
+        self,
+        eval_name: str | int | None = None,
+        passed: bool | None = None,
+        since: Any = None,
+        until: Any = None,
+        reviewed: bool | None = None,
+        run_id: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Results as flat rows (``EXPORT_COLUMNS``), oldest first, streamed: ``score`` is the
+        automated score, ``pass`` the effective verdict, ``human_override_*`` the review."""
+        with self.store.read() as s:
+            refs = {
+                (e, v): list(r)
+                for e, v, r in s.execute(
+                    select(EvalVersion.eval_id, EvalVersion.version, EvalVersion.references)
+                )
+            }
+            q = self._results_query(s, eval_name, passed, since, until, reviewed, run_id)
+            q = q.order_by(Result.created_at, Result.id).execution_options(yield_per=2000)
+            for r, cap, name, etype, review in s.execute(q):
+                out = self._result_out(r, cap, name, etype, review, refs, explain=False)
+                yield {
+                    "result_id": out.id,
+                    "capture_id": out.capture_id,
+                    "run_id": out.run_id,
+                    "conversation_id": out.conversation_id,
+                    "captured_at": out.captured_at.isoformat(),
+                    "eval_name": out.eval_name,
+                    "eval_type": out.eval_type,
+                    "eval_version": out.eval_version,
+                    "input": out.input,
+                    "output": out.output,
+                    "score": out.score,
+                    "pass": out.passed,
+                    "automated_pass": out.automated_passed,
+                    "threshold": out.threshold,
+                    "human_override_score": out.review.score if out.review else None,
+                    "human_override_note": out.review.note if out.review else None,
+                    "reviewed_at": out.review.created_at.isoformat() if out.review else None,
+                    "fingerprint": out.fingerprint,
+                    "matched_reference": out.matched_reference,
+                }
+
+    def write_export(
+        self,
+        fp: IO[str],
+        fmt: str = "csv",
+        progress: Callable[[int], None] | None = None,
+        **filters: Any,
+    ) -> int:
+        """Write results as CSV or JSON to a text file object, streaming; returns the count.
+        ``progress(n)`` is called every 1,000 rows."""
+        if fmt not in ("csv", "json"):
+            raise InvalidInput(f"export format must be csv or json, not {fmt!r}")
+        n = 0
+        if fmt == "csv":
+            writer = csv.DictWriter(fp, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            for row in self.iter_export_rows(**filters):
+                writer.writerow({k: _csv_value(v) for k, v in row.items()})
+                n += 1
+                if progress and n % 1000 == 0:
+                    progress(n)
+        else:
+            fp.write("[")
+            for row in self.iter_export_rows(**filters):
+                fp.write(("\n" if n == 0 else ",\n") + json.dumps(row, ensure_ascii=False))
+                n += 1
+                if progress and n % 1000 == 0:
+                    progress(n)
+            fp.write("\n]\n" if n else "]\n")
+        if progress:
+            progress(n)
+        return n
+
+    def export_results(self, fmt: str = "csv", **filters: Any) -> str:
+        """Results as a CSV or JSON document (see ``iter_export_rows`` for the columns)."""
+        buf = io.StringIO()
+        self.write_export(buf, fmt, **filters)
+        return buf.getvalue()

@@ -1,0 +1,188 @@
+"""Stored data-set runs: a run record, its scored rows in bulk, summaries, listing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from simeval import store as store_mod
+from simeval.errors import InvalidInput, InvalidType
+from simeval.models import RunOut
+from simeval.scorer import DEFAULT_THRESHOLD
+from simeval.service.base import ServiceBase
+from simeval.service.checks import _check_id, _check_page, _check_unit, _get, _now, _utc
+from simeval.store import Eval, Result, Run
+
+_RUN_CHUNK = 10_000
+
+
+def _run_row(row: Any, n: int, eval_ids: dict[str, int], columns: Sequence[str]) -> tuple[Any, ...]:
+    if not isinstance(row, dict):
+        raise InvalidType(f"run row {n + 1} must be a mapping")
+    try:
+        refs = row.get("references")
+        if refs is None and row.get("reference") is not None:
+            refs = [row["reference"]]
+        matched = row.get("matched_reference")
+        index = row.get("matched_index")
+        if isinstance(matched, int) and not isinstance(matched, bool):
+            index = matched
+            matched = refs[matched] if refs and 0 <= matched < len(refs) else None
+        if index is None:
+            index = refs.index(matched) if refs and matched in refs else 0
+        if matched is None and refs:
+            matched = refs[index] if 0 <= index < len(refs) else None
+        score = _check_unit(row["score"], f"run row {n + 1} score")
+        threshold = _check_unit(
+            row.get("threshold", DEFAULT_THRESHOLD), f"run row {n + 1} threshold"
+        )
+        passed = row.get("passed")
+        passed = score >= threshold if passed is None else bool(passed)
+        name = row.get("eval_name")
+        values = {
+            "eval_id": eval_ids.get(name) if name is not None else None,
+            "eval_name": name,
+            "eval_version": row.get("eval_version"),
+            "score": score,
+            "passed": passed,
+            "threshold": threshold,
+            "fingerprint": str(row.get("fingerprint") or ""),
+            "matched_index": int(index),
+            "input": None if row.get("input") is None else str(row["input"]),
+            "output": str(row.get("output") or ""),
+            "reference": matched,
+            "explanation": row.get("explanation"),
+        }
+    except KeyError as exc:
+        raise InvalidInput(f"run row {n + 1} has no {exc.args[0]!r}") from None
+    return tuple(values[c] for c in columns)
+
+
+class RunsMixin(ServiceBase):
+    """Stored data-set runs."""
+
+    def create_run(
+        self,
+        name: str,
+        source: str,
+        options: dict[str, Any] | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> int:
+        """Record a data-set run; its rows follow with ``add_run_results``. Returns its id."""
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInput("run name is empty")
+        for what, value in (("options", options), ("summary", summary)):
+            if value is not None and not isinstance(value, dict):
+                raise InvalidType(f"run {what} must be a mapping")
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError) as exc:
+                raise InvalidType(f"run {what} is not JSON: {exc}") from None
+
+        def work(s: Session) -> int:
+            run = Run(
+                name=name.strip()[:200],
+                source=str(source),
+                options=options or {},
+                summary=summary or {},
+                created_at=_now(),
+            )
+            s.add(run)
+            s.flush()
+            return run.id
+
+        run_id: int = self._write(work)
+        return run_id
+
+    def update_run_summary(self, run_id: int, summary: dict[str, Any]) -> RunOut:
+        """Replace a run's summary (written when the run has finished)."""
+        rid = _check_id(run_id, "run")
+
+        def work(s: Session) -> None:
+            _get(s, Run, run_id, "run").summary = dict(summary)
+
+        self._write(work)
+        return self.get_run(rid)
+
+    def add_run_results(self, run_id: int, rows: Iterable[dict[str, Any]]) -> int:
+        """Store a run's scored rows in bulk (10,000 rows per transaction); returns the count.
+
+        Each row: ``eval_name`` (or None), ``input``, ``output``, ``reference`` or
+        ``references``, ``score``, ``passed``, ``threshold``, ``fingerprint``,
+        ``matched_reference`` (the text, or its index in ``references``), ``explanation``
+        (a dict or None); optionally ``eval_version`` and ``matched_index``. A row whose
+        ``eval_name`` names a stored eval is linked to it.
+        """
+        rid = _check_id(run_id, "run")
+        with self.store.read() as s:
+            _get(s, Run, run_id, "run")
+            eval_ids = dict(s.execute(select(Eval.name, Eval.id)).all())
+        columns = (
+            "eval_id",
+            "eval_name",
+            "eval_version",
+            "score",
+            "passed",
+            "threshold",
+            "fingerprint",
+            "matched_index",
+            "input",
+            "output",
+            "reference",
+            "explanation",
+        )
+        total = 0
+        chunk: list[tuple[Any, ...]] = []
+
+        def flush() -> None:
+            now = _now()
+
+            def work(s: Session) -> None:
+                store_mod.bulk_insert(
+                    s.connection(),
+                    store_mod.results_table,
+                    columns,
+                    chunk,
+                    {"run_id": rid, "created_at": now},
+                )
+
+            self._write(work)
+            chunk.clear()
+
+        for n, row in enumerate(rows):
+            chunk.append(_run_row(row, n, eval_ids, columns))
+            if len(chunk) >= _RUN_CHUNK:
+                total += len(chunk)
+                flush()
+        if chunk:
+            total += len(chunk)
+            flush()
+        return total
+
+    def _run_out(self, s: Session, run: Run) -> RunOut:
+        count = s.scalar(select(func.count(Result.id)).where(Result.run_id == run.id)) or 0
+        return RunOut(
+            id=run.id,
+            name=run.name,
+            source=run.source,
+            options=run.options,
+            summary=run.summary,
+            created_at=_utc(run.created_at),
+            results=count,
+        )
+
+    def get_run(self, run_id: int) -> RunOut:
+        """A stored run."""
+        with self.store.read() as s:
+            return self._run_out(s, _get(s, Run, run_id, "run"))
+
+    def list_runs(self, limit: int = 100, offset: int = 0) -> list[RunOut]:
+        """Stored runs, newest first."""
+        limit, offset = _check_page(limit, offset)
+        with self.store.read() as s:
+            q = select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+            return [self._run_out(s, r) for r in s.scalars(q.offset(offset))]

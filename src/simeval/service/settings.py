@@ -1,0 +1,101 @@
+"""Settings (automatic evaluation, retention) and the retention cleanup."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, cast
+
+from sqlalchemy import delete, or_, select
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import Session
+
+from simeval.errors import InvalidInput, InvalidType
+from simeval.models import CleanupOut, SettingsOut
+from simeval.service.base import ServiceBase
+from simeval.service.checks import UNSET, _now, _Unset, _utc, parse_time
+from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting
+
+RETENTION_CHOICES = (7, 30, 90, 180)
+_REV_KEY, _AUTO_KEY, _RETENTION_KEY = "evals_revision", "auto_evaluate", "retention_days"
+
+
+def _deleted(s: Session, stmt: Any) -> int:
+    result = cast(CursorResult[Any], s.execute(stmt))
+    return int(result.rowcount)
+
+
+class SettingsMixin(ServiceBase):
+    """Settings and retention."""
+
+    def get_settings(self) -> SettingsOut:
+        """Automatic evaluation and retention."""
+        with self.store.read() as s:
+            values: dict[str, Any] = dict(s.execute(select(Setting.key, Setting.value)).all())
+        auto = values.get(_AUTO_KEY, True)
+        retention = values.get(_RETENTION_KEY)
+        return SettingsOut(
+            auto_evaluate=auto is not False,
+            retention_days=int(retention) if retention is not None else None,
+        )
+
+    def update_settings(
+        self, auto_evaluate: bool | None = None, retention_days: Any = UNSET
+    ) -> SettingsOut:
+        """Change settings; ``retention_days`` is 7, 30, 90, 180 or None (keep forever)."""
+        updates: dict[str, Any] = {}
+        if auto_evaluate is not None:
+            if not isinstance(auto_evaluate, bool):
+                raise InvalidType("auto_evaluate must be true or false")
+            updates[_AUTO_KEY] = auto_evaluate
+        if not isinstance(retention_days, _Unset):
+            if retention_days is not None and (
+                isinstance(retention_days, bool) or retention_days not in RETENTION_CHOICES
+            ):
+                raise InvalidInput(
+                    "retention must be 7, 30, 90, 180 days or forever (None), "
+                    f"not {retention_days!r}"
+                )
+            updates[_RETENTION_KEY] = int(retention_days) if retention_days is not None else None
+
+        def work(s: Session) -> None:
+            for key, value in updates.items():
+                row = s.get(Setting, key)
+                if row is None:
+                    s.add(Setting(key=key, value=value))
+                else:
+                    row.value = value
+
+        if updates:
+            self._write(work)
+        return self.get_settings()
+
+    def cleanup(self, now: Any = None) -> CleanupOut:
+        """Delete what is older than the retention period: captures with their results and
+        reviews, runs with their results, and tests of eval versions that are no longer
+        current. With retention "forever" nothing is deleted."""
+        days = self.get_settings().retention_days
+        if days is None:
+            return CleanupOut(captures=0, results=0, tests=0, runs=0, cutoff=None)
+        cutoff = (parse_time(now, "now") or _now()) - timedelta(days=days)
+
+        def work(s: Session) -> CleanupOut:
+            old_captures = select(Capture.id).where(Capture.captured_at < cutoff)
+            old_runs = select(Run.id).where(Run.created_at < cutoff)
+            results = _deleted(
+                s,
+                delete(Result).where(
+                    or_(Result.capture_id.in_(old_captures), Result.run_id.in_(old_runs))
+                ),
+            )
+            captures = _deleted(s, delete(Capture).where(Capture.captured_at < cutoff))
+            runs = _deleted(s, delete(Run).where(Run.created_at < cutoff))
+            current = select(Eval.version).where(Eval.id == EvalTest.eval_id).scalar_subquery()
+            tests = _deleted(
+                s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)
+            )
+            return CleanupOut(
+                captures=captures, results=results, tests=tests, runs=runs, cutoff=_utc(cutoff)
+            )
+
+        out: CleanupOut = self._write(work)
+        return out
