@@ -34,13 +34,14 @@ from simeval.cli_common import (
 )
 from simeval.cli_common import scorer_options as _scorer_options
 from simeval.errors import Conflict, InvalidInput, InvalidType
+from simeval.options import DEFAULT_THRESHOLD, RETENTION_CHOICES
 from simeval.scorer import read_text_file
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
     from simeval.models import EvalOut, ResultOut, TestOut, TrendOut
 
 SPARKS = "▁▂▃▄▅▆▇█"
-RETENTION_VALUES = ("7", "30", "90", "180", "forever")
+RETENTION_VALUES = (*map(str, RETENTION_CHOICES), "forever")
 
 db_option = click.option(
     "--db",
@@ -197,7 +198,13 @@ def list_evals(status: str | None, include_archived: bool, db: str | None, as_js
     multiple=True,
     help="A reference from a file (repeatable).",
 )
-@click.option("-t", "--threshold", default="0.80", show_default=True, help="Minimum passing score.")
+@click.option(
+    "-t",
+    "--threshold",
+    default=f"{DEFAULT_THRESHOLD:.2f}",
+    show_default=True,
+    help="Minimum passing score.",
+)
 @click.option("--scope", default=None, help="Fire only on captures whose input is this text.")
 @_scorer_options
 @db_option

@@ -18,21 +18,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=False, extra="forbid")
 
 
-def strictness(threshold: float) -> str:
-    """The strictness band of a threshold (design.md "Words").
-
-    >>> strictness(0.8), strictness(0.95), strictness(0.5)
-    ('strict', 'very strict', 'lenient')
-    """
-    if threshold >= 0.90:
-        return "very strict"
-    if threshold >= 0.80:
-        return "strict"
-    if threshold >= 0.70:
-        return "moderate"
-    return "lenient"
-
-
 class ReviewOut(_Model):
     """A person's override of a result's score; it decides pass/fail."""
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 import os
 
 from simeval.analyzer import scope_key
+from simeval.options import RETENTION_CHOICES
 from simeval.service.base import _SERVICES, _SERVICES_LOCK
 from simeval.service.capture import CaptureMixin
 from simeval.service.checks import MAX_TEXT_CHARS, UNSET, check_capture, parse_time
@@ -63,7 +64,7 @@ from simeval.service.evalfiles import (
 )
 from simeval.service.export import EXPORT_COLUMNS, ExportMixin
 from simeval.service.runs import RunsMixin
-from simeval.service.settings import RETENTION_CHOICES, SettingsMixin
+from simeval.service.settings import SettingsMixin
 from simeval.service.trends import BUCKETS, TrendsMixin
 from simeval.store import resolve_db_url
 

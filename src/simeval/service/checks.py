@@ -4,7 +4,6 @@ paging, and times (``parse_time``). Each raises a ``SimevalError`` subclass nami
 from __future__ import annotations
 
 import json
-import math
 import re
 import unicodedata
 from datetime import UTC, date, datetime, timedelta
@@ -164,18 +163,6 @@ def check_capture(
         except (TypeError, ValueError) as exc:
             raise InvalidType(f"metadata is not JSON: {exc}") from None
     return input, output, conversation_id, metadata, parse_time(captured_at, "captured_at")
-
-
-def _check_unit(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}") from None
-    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
-    return number
 
 
 def _check_id(value: Any, what: str) -> int:

@@ -10,8 +10,9 @@ from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound
 from simeval.models import ResultOut
+from simeval.options import check_unit
 from simeval.scorer import get_scorer
-from simeval.service.checks import _check_id, _check_page, _check_unit, _get, _now, _utc
+from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
 from simeval.service.queries import QueriesMixin, _effective_passed, _review_out, _version_refs
 from simeval.store import Capture, EvalVersion, Result, Review
 
@@ -142,7 +143,7 @@ class ResultsMixin(QueriesMixin):
         """Override a result's score (in [0, 1]) with a note; it decides pass/fail from now on.
         A second review replaces the first."""
         rid = _check_id(result_id, "result")
-        value = _check_unit(score, "review score")
+        value = check_unit(score, "review score")
         if not isinstance(note, str):
             raise InvalidType(f"review note must be a string, not {type(note).__name__}")
         if len(note) > 10_000:
