@@ -257,10 +257,10 @@ def test_an_eval_scores_like_score_detail_and_missing_terms(
     scorer = simeval.get_scorer(**dict(options))
     outputs = [*texts[2:], texts[1], "", "  ", "the of and", "The OF and", "and", "?!", " ?! "]
     for output in outputs:
-        haves: dict[int, set[str]] = {}
+        rows: dict[int, Any] = {}
         ((pos, score, at, sc),) = state.hits(output, None, None)
         assert (score, at) == scorer.score_detail(output, list(refs))
-        assert state.missing(pos, sc, output, at, haves, 8) == runs.missing_terms(
+        assert state.missing(pos, sc, output, at, rows, 8) == runs.missing_terms(
             scorer, output, refs[at], 8
         )
 

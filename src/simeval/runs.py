@@ -27,11 +27,13 @@ import io
 import itertools
 import json
 import math
+import operator
 import os
 import pickle
 import tempfile
 import time
 import uuid
+from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +43,7 @@ from typing import IO, Any, Literal
 from simeval.analyzer import TOKEN_PATTERN, normalize
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
-from simeval.scorer import DEFAULT_THRESHOLD, Scorer, check_threshold, get_scorer
+from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
 
 FORMATS = {
     ".jsonl": "jsonl",
@@ -193,101 +195,118 @@ class _BadRowError(Exception):
 
 
 # -- missing terms and explanations ----------------------------------------------------------
-# A failing row reports the reference's heaviest terms the output lacks, and a stored row
-# keeps the explanation the studio shows; both need the surface words and weights of the
-# terms, which the scorer's C vectors do not carry. ``_Terms`` computes them from cached
-# per-word entries: a text is split at whitespace (no token spans whitespace, so the tokens of
-# the parts are the tokens of the whole) and each distinct part is analysed once, which makes
-# them several times cheaper than ``Scorer.explain`` re-stemming every word of every row.
+# A failing row reports the reference's heaviest terms the output lacks, and a stored row keeps
+# the explanation the studio shows. The weights come from the packed vectors scoring made
+# (records of term hash, tf weight, idf: read as arrays, no Python loop per term); only the
+# surface words need the text, and ``_Terms`` finds them through a cache of whitespace-separated
+# parts (no token spans whitespace, so the tokens of the parts are the tokens of the whole), each
+# distinct part analysed once. Several times cheaper than ``Scorer.explain``, which re-stems
+# every word of every row, and the same terms, weights and order.
 _TERM_CACHE_LIMIT = 500_000
-_Entry = tuple[tuple[str, str, float], ...]  # per token: (token, term, idf); stop words left out
+_Part = tuple[tuple[int, str], ...]  # per non-stop token of a part: (term hash, token)
+_first = operator.itemgetter(0)
+
+
+def _records(vec: bytes) -> tuple[Sequence[int], list[float]]:
+    """The term hashes of a packed vector and their tf x idf weights, in hash order."""
+    values = array("d", vec)
+    return array("Q", vec)[0::3], list(map(operator.mul, values[1::3], values[2::3]))
+
+
+def _hashes(vec: bytes) -> set[int]:
+    return set(array("Q", vec)[0::3])
 
 
 class _Terms:
-    """Surface words, terms and weights of texts for one single-word, non-pair scorer."""
+    """Surface words of the terms of texts, for one single-word, non-pair scorer."""
 
     def __init__(self, scorer: Scorer):
         self.scorer = scorer
         self.analyzer = scorer.analyzer
-        self.idf = scorer.idf
-        self.sublinear = scorer.sublinear
-        self.parts: dict[str, _Entry] = {}
+        self.parts: dict[str, _Part] = {}
 
-    def _part(self, part: str) -> _Entry:
+    def _part(self, part: str) -> _Part:
         out = []
         for token in TOKEN_PATTERN.findall(part):
             term = self.analyzer.term(token)
             if term is not None:
-                out.append((token, term, self.idf.idf(term)))
+                out.append((_term_hash(term), token))
         entry = self.parts[part] = tuple(out)
         return entry
 
-    def entries(self, text: str) -> list[tuple[str, str, float]]:
-        """(token, term, idf) of every non-stop token of ``text``, in order."""
+    def tokens(self, text: str) -> list[tuple[int, str]]:
+        """(term hash, token) of every non-stop token of ``text``, in order."""
         parts = self.parts
         if len(parts) > _TERM_CACHE_LIMIT:
             parts.clear()
         words = normalize(text).split()
-        found = list(map(parts.get, words))
+        found: list[_Part | None] = list(map(parts.get, words))
         if None in found:
             found = [
                 e if e is not None else self._part(w) for w, e in zip(words, found, strict=True)
             ]
         return list(itertools.chain.from_iterable(found))  # type: ignore[arg-type]
 
-    def terms(self, text: str) -> set[str]:
-        return {e[1] for e in self.entries(text)}
+    def words(self, text: str) -> dict[int, str]:
+        """The first word of each term of ``text``, by term hash."""
+        return dict(reversed(self.tokens(text)))
 
-    def weights(self, text: str) -> tuple[dict[str, float], dict[str, str]]:
-        """``Scorer._weights``: tf x idf per term (in order of first use), first word per term."""
-        counts: dict[str, int] = {}
-        surface: dict[str, str] = {}
-        idfs: dict[str, float] = {}
-        for token, term, idf in self.entries(text):
-            if term in counts:
-                counts[term] += 1
-            else:
-                counts[term] = 1
-                surface[term] = token
-                idfs[term] = idf
-        if self.sublinear:
-            return {t: (1.0 + math.log(c)) * idfs[t] for t, c in counts.items()}, surface
-        return {t: float(c) * idfs[t] for t, c in counts.items()}, surface
+    def ranked(self, reference: str, rvec: bytes) -> list[tuple[int, str]]:
+        """A reference's (term hash, first word) pairs, heaviest first, ties by the word."""
+        words = self.words(reference)
+        hashes, weights = _records(rvec)
+        ranked = sorted(
+            zip(map(operator.neg, weights), map(words.__getitem__, hashes), hashes, strict=True)
+        )
+        return [(h, s) for _, s, h in ranked]
 
-    def ranked(self, reference: str) -> list[tuple[str, str]]:
-        """A reference's (term, first word) pairs, heaviest first."""
-        weights, surface = self.weights(reference)
-        ranked = sorted((-w, surface[t], t) for t, w in weights.items())
-        return [(t, s) for _, s, t in ranked]  # a word is one term's only: ties end at the word
-
-    def missing(self, output: str, reference: str, top: int) -> list[str]:
-        """``missing_terms`` for this scorer."""
+    def missing(self, have: set[int], reference: str, rvec: bytes, top: int) -> list[str]:
+        """The ``top`` heaviest terms of ``reference`` (vector ``rvec``) not in ``have``."""
         if top <= 0:
             return []
-        have = self.terms(output)
-        weights, surface = self.weights(reference)
-        return [
-            s
-            for _, s in heapq.nsmallest(
-                top, [(-w, surface[t]) for t, w in weights.items() if t not in have]
-            )
-        ]
+        hashes, weights = _records(rvec)
+        picked: list[tuple[float, int]] = []
+        cutoff = 0.0
+        for w, h in sorted(zip(weights, hashes, strict=True), reverse=True):
+            if h in have:
+                continue
+            if len(picked) >= top and w < cutoff:
+                break  # the words decide ties: every term as heavy as the last one competes
+            picked.append((w, h))
+            if len(picked) == top:
+                cutoff = w
+        if not picked:
+            return []
+        words = self.words(reference)
+        return [s for _, s in sorted((-w, words[h]) for w, h in picked)[:top]]
 
     def explain(
-        self, output: str, references: Sequence[str], score: float, at: int, top: int = 10
+        self,
+        output: str,
+        vec: bytes,
+        references: Sequence[str],
+        rvec: bytes,
+        score: float,
+        at: int,
+        top: int = 10,
     ) -> dict[str, Any]:
         """``scorer.explain(output, references, top).to_dict()`` for a row already scored
-        (``score``, ``at``): the same terms, weights and order."""
+        (``score``, ``at``, the output's vector ``vec`` and the matched reference's ``rvec``)."""
         if not output.strip():
             return self.scorer.explain(output, list(references), top=top).to_dict()
         ref = references[at]
-        wr, sr = self.weights(ref)
-        wo, so = self.weights(output)
-        no = math.sqrt(sum(w * w for w in wo.values())) or 1.0
-        nr = math.sqrt(sum(w * w for w in wr.values())) or 1.0
-        shared = [(-(wo[t] * wr[t] / (no * nr)), so[t]) for t in wo if t in wr]
-        missing = [(-((w / nr) ** 2), sr[t]) for t, w in wr.items() if t not in wo]
-        extra = [(-((w / no) ** 2), so[t]) for t, w in wo.items() if t not in wr]
+        otok, rtok = self.tokens(output), self.tokens(ref)
+        so, sr = dict(reversed(otok)), dict(reversed(rtok))
+        wo = dict(zip(*_records(vec), strict=True))
+        wr = dict(zip(*_records(rvec), strict=True))
+        # the norms summed in the order explain sums them: terms by first use
+        ow = list(map(wo.__getitem__, dict.fromkeys(map(_first, otok))))
+        rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
+        no = math.sqrt(sum(map(operator.mul, ow, ow))) or 1.0
+        nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
+        shared = [(-(wo[h] * wr[h] / (no * nr)), so[h]) for h in wo if h in wr]
+        missing = [(-((w / nr) ** 2), sr[h]) for h, w in wr.items() if h not in wo]
+        extra = [(-((w / no) ** 2), so[h]) for h, w in wo.items() if h not in wr]
         reason = None
         if not wo:
             reason = "output has no scorable terms"
@@ -314,7 +333,7 @@ _TERMS: dict[str, _Terms] = {}
 
 def _terms(scorer: Scorer) -> _Terms | None:
     """The ``_Terms`` of a scorer, or None where only ``explain`` knows the terms (n-grams,
-    ``pair`` IDF)."""
+    ``pair`` IDF, no C core)."""
     if scorer.analyzer.ngram != 1 or scorer.pair:
         return None
     t = _TERMS.get(scorer.fingerprint)
@@ -329,13 +348,12 @@ def missing_terms(scorer: Scorer, output: str, reference: str, top: int = TOP_MI
     """The reference's most important terms (by tf-idf weight) that the output lacks.
 
     The same terms, in the same order, as ``scorer.explain(output, reference).missing``, but
-    several times faster for single-word terms (words are analysed once per distinct word, not
-    once per row). N-gram and ``pair`` scorers use ``explain``.
+    several times faster for single-word terms. N-gram and ``pair`` scorers use ``explain``.
     """
     t = _terms(scorer)
     if t is None:
         return [m.term for m in scorer.explain(output, reference, top=top).missing]
-    return t.missing(output, reference, top)
+    return t.missing(_hashes(scorer.vector(output)), reference, scorer.vector(reference), top)
 
 
 def explanation(
@@ -345,10 +363,11 @@ def explanation(
     t = _terms(scorer)
     if t is None:
         return scorer.explain(output, list(references), top=top).to_dict()
-    return t.explain(output, references, score, at, top)
+    vec, rvec = scorer.vector(output), scorer.vector(references[at])
+    return t.explain(output, vec, references, rvec, score, at, top)
 
 
-def _missing(ranked: list[tuple[str, str]], have: set[str], top: int) -> list[str]:
+def _missing(ranked: list[tuple[int, str]], have: set[int], top: int) -> list[str]:
     """The first ``top`` words of ``ranked`` whose term is not in ``have``."""
     out: list[str] = []
     if top <= 0:
@@ -547,7 +566,8 @@ class _State:
     evalset: EvalSet | None
     by_name: dict[str, int]
     singles: dict[int, EvalSet] = field(default_factory=dict)
-    ranked: dict[tuple[int, int], list[tuple[str, str]]] = field(default_factory=dict)
+    ranked: dict[tuple[int, int], list[tuple[int, str]]] = field(default_factory=dict)
+    rvecs: dict[tuple[int, int], bytes] = field(default_factory=dict)
 
     def hits(
         self, output: str, case_id: str | None, text_in: str | None
@@ -570,22 +590,45 @@ class _State:
             hits.sort(key=lambda h: h[0])  # in the order of the evals file
         return hits
 
+    def _row(self, scorer: Scorer, output: str, rows: dict[int, Any]) -> tuple[bytes, set[int]]:
+        """The output's vector and term hashes for ``scorer``, once per row (``rows``)."""
+        got = rows.get(id(scorer))
+        if got is None:
+            vec = scorer.vector(output)
+            got = rows[id(scorer)] = (vec, _hashes(vec))
+        return got
+
+    def _rvec(self, pos: int, at: int, scorer: Scorer) -> bytes:
+        rvec = self.rvecs.get((pos, at))
+        if rvec is None:
+            rvec = self.rvecs[(pos, at)] = scorer.vector(self.evals[pos].references[at])
+        return rvec
+
     def missing(
-        self, pos: int, scorer: Scorer, output: str, at: int, haves: dict[int, set[str]], top: int
+        self, pos: int, scorer: Scorer, output: str, at: int, rows: dict[int, Any], top: int
     ) -> list[str]:
         """``missing_terms`` of eval ``pos``'s reference ``at``: its terms ranked once per
-        run, the output's terms once per row and scorer (``haves``)."""
+        run, the output's terms once per row and scorer (``rows``)."""
         ref = self.evals[pos].references[at]
         terms = _terms(scorer)
         if terms is None or top <= 0:
             return missing_terms(scorer, output, ref, top)
-        have = haves.get(id(terms))
-        if have is None:
-            have = haves[id(terms)] = terms.terms(output)
+        _, have = self._row(scorer, output, rows)
         ranked = self.ranked.get((pos, at))
         if ranked is None:
-            ranked = self.ranked[(pos, at)] = terms.ranked(ref)
+            ranked = self.ranked[(pos, at)] = terms.ranked(ref, self._rvec(pos, at, scorer))
         return _missing(ranked, have, top)
+
+    def explain(
+        self, pos: int, scorer: Scorer, output: str, at: int, score: float, rows: dict[int, Any]
+    ) -> dict[str, Any]:
+        """``explanation`` of eval ``pos``'s result for a row."""
+        refs = self.evals[pos].references
+        terms = _terms(scorer)
+        if terms is None:
+            return explanation(scorer, output, refs, score, at)
+        vec, _ = self._row(scorer, output, rows)
+        return terms.explain(output, vec, refs, self._rvec(pos, at, scorer), score, at)
 
 
 _STATES: dict[str, _State] = {}
@@ -725,7 +768,7 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     missing_tally = out.missing
     per_eval = out.per_eval
     store_rows = out.store_rows
-    haves: dict[int, set[str]] = {}  # a row's output terms per scorer: evals share them
+    rowvecs: dict[int, Any] = {}  # a row's output vector and terms per scorer: evals share them
     results = passed_n = seq = 0
     score_sum = 0.0
     for index, (where, ordinal, row) in enumerate(_decode(cfg, chunk)):
@@ -760,12 +803,19 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                     f"<error message={_xml_attr(str(bad))}/></testcase>\n"
                 )
             continue
+        vec = b""
+        prepared: list[bytes] = []
         if not evals:
             assert scorer is not None
-            score, at = scorer.score_detail(output, refs)
+            vec = scorer.vector(output)
+            prepared = [scorer.vector(r) for r in refs]
+            if vec and all(prepared):
+                score, at = scorer.best_vector(vec, prepared)
+            else:  # an empty vector: score_detail decides (identical texts without terms)
+                score, at = scorer.score_detail(output, refs)
             hits = [(-1, score, at, scorer)]
         else:
-            haves.clear()
+            rowvecs.clear()
         for pos, score, at, sc in hits:
             eval_def = None
             threshold = cfg.threshold
@@ -778,9 +828,9 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                 missing: list[str] = []
             else:
                 if eval_def is not None:
-                    missing = state.missing(pos, sc, output, at, haves, top)
+                    missing = state.missing(pos, sc, output, at, rowvecs, top)
                 elif plain_terms is not None:
-                    missing = plain_terms.missing(output, refs[at], top)
+                    missing = plain_terms.missing(_hashes(vec), refs[at], prepared[at], top)
                 else:
                     missing = missing_terms(sc, output, refs[at], top)
                 missing_tally.update(missing)
@@ -909,7 +959,12 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             if want_store:
                 # the explanation the studio shows for a result (terms with weights), plus
                 # where the row came from: a stored run can be a later run's baseline
-                explained = explanation(sc, output, refs, score, at)
+                if eval_def is not None:
+                    explained = state.explain(pos, sc, output, at, score, rowvecs)
+                elif plain_terms is not None:
+                    explained = plain_terms.explain(output, vec, refs, prepared[at], score, at)
+                else:
+                    explained = explanation(sc, output, refs, score, at)
                 explained["case"] = {"id": case_id, "row": where, "ordinal": ordinal}
                 store_rows.append(
                     (
