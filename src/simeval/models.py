@@ -197,6 +197,15 @@ class CleanupOut(_Model):
     cutoff: datetime | None
 
 
+class CaptureReport(_Model):
+    """What ``capture_many`` stored: captures, their results, and how many passed/failed."""
+
+    captures: int
+    results: int
+    passed: int
+    failed: int
+
+
 class RunOut(_Model):
     """A stored data-set run."""
 

@@ -54,8 +54,16 @@ import os
 from simeval.analyzer import scope_key
 from simeval.options import RETENTION_CHOICES
 from simeval.service.base import _SERVICES, _SERVICES_LOCK
-from simeval.service.capture import CaptureMixin
-from simeval.service.checks import MAX_TEXT_CHARS, UNSET, check_capture, parse_time
+from simeval.service.batch import BatchMixin
+from simeval.service.calibration import CalibrationMixin
+from simeval.service.checks import (
+    MAX_TEXT_CHARS,
+    UNSET,
+    check_capture,
+    check_capture_row,
+    parse_time,
+    read_capture_lines,
+)
 from simeval.service.evalfiles import (
     EVALS_FORMAT,
     EvalFilesMixin,
@@ -69,13 +77,21 @@ from simeval.service.trends import BUCKETS, TrendsMixin
 from simeval.store import resolve_db_url
 
 
-class Service(CaptureMixin, ExportMixin, TrendsMixin, SettingsMixin, EvalFilesMixin, RunsMixin):
+class Service(
+    BatchMixin,
+    ExportMixin,
+    TrendsMixin,
+    SettingsMixin,
+    EvalFilesMixin,
+    CalibrationMixin,
+    RunsMixin,
+):
     """One database's evals, captures and results. Thread-safe; one per process is enough
     (``open_service``).
 
     A thin façade: each concern lives in its own module of this package (``evals``,
-    ``capture``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``, ``runs``),
-    as a mixin over ``base.ServiceBase``.
+    ``capture``, ``batch``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``,
+    ``calibration``, ``runs``), as a mixin over ``base.ServiceBase``.
     """
 
 
@@ -100,8 +116,10 @@ __all__ = [
     "Service",
     "_validate_evals_document",
     "check_capture",
+    "check_capture_row",
     "open_service",
     "parse_evals_document",
     "parse_time",
+    "read_capture_lines",
     "scope_key",
 ]
