@@ -267,7 +267,10 @@ class _Terms:
         hashes, weights = _records(rvec)
         picked: list[tuple[float, int]] = []
         cutoff = 0.0
-        for w, h in sorted(zip(weights, hashes, strict=True), reverse=True):
+        # heaviest first (a sort of plain float keys: the C fast path); ties in any order, as
+        # every term as heavy as the last one taken competes on its word below
+        for i in sorted(range(len(weights)), key=weights.__getitem__, reverse=True):
+            w, h = weights[i], hashes[i]
             if h in have:
                 continue
             if len(picked) >= top and w < cutoff:
@@ -277,8 +280,11 @@ class _Terms:
                 cutoff = w
         if not picked:
             return []
-        words = self.words(reference)
-        return [s for _, s in sorted((-w, words[h]) for w, h in picked)[:top]]
+        # the first word of just these terms: a scan of the hashes in C, no dict of them all
+        flat = self.tokens(reference)
+        hashes_in_order = list(map(_first, flat))
+        named = [(-w, flat[hashes_in_order.index(h)][1]) for w, h in picked]
+        return [s for _, s in sorted(named)[:top]]
 
     def explain(
         self,
