@@ -44,6 +44,7 @@ from typing import IO, Any, Literal
 from simeval.analyzer import TOKEN_PATTERN, normalize
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
+from simeval.options import check_unit, yes_no
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
 
 FORMATS = {
@@ -1632,22 +1633,19 @@ class Baseline:
     rows: int
 
 
+_PASS_WORDS = frozenset({"true", "1"})  # as results files write "pass" (JSON, CSV, Parquet)
+_FAIL_WORDS = frozenset({"false", "0"})
+
+
 def _as_bool(value: Any, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in {"true", "false", "1", "0"}:
-        return value.strip().lower() in {"true", "1"}
-    raise InvalidInput(f"{where}: column 'pass' must be true or false, not {value!r}")
+    flag = yes_no(value, _PASS_WORDS, _FAIL_WORDS)
+    if flag is None:
+        raise InvalidInput(f"{where}: column 'pass' must be true or false, not {value!r}")
+    return flag
 
 
 def _as_score(value: Any, where: str) -> float:
-    try:
-        score = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{where}: column 'score' must be a number, not {value!r}") from None
-    if not 0.0 <= score <= 1.0:
-        raise InvalidInput(f"{where}: column 'score' must be in [0, 1], not {score}")
-    return score
+    return check_unit(value, f"{where}: column 'score'")
 
 
 class _Dedup:
