@@ -38,6 +38,7 @@ from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -207,6 +208,7 @@ class _BadRowError(Exception):
 _TERM_CACHE_LIMIT = 500_000
 _Part = tuple[tuple[int, str], ...]  # per non-stop token of a part: (term hash, token)
 _first = operator.itemgetter(0)
+_neg, _div, _mul = operator.neg, operator.truediv, operator.mul
 
 
 def _records(vec: bytes) -> tuple[Sequence[int], list[float]]:
@@ -370,9 +372,15 @@ class _Terms:
         ow = list(map(wo.__getitem__, dict.fromkeys(map(_first, otok))))
         no = math.sqrt(sum(map(operator.mul, ow, ow))) or 1.0
         d = no * nr
-        common = wo.keys() & wr.keys()
-        shared = sorted([(-(wo[h] * wr[h] / d), so[h]) for h in common])[:10]
-        extra = sorted([(-((w / no) ** 2), so[h]) for h, w in wo.items() if h not in wr])[:10]
+        # explain's keys, the same float operations in the same order, mapped in C:
+        # shared -(wo * wr / (no * nr)), extra -((wo / no) ** 2), each with its first word
+        common = list(wo.keys() & wr.keys())
+        only = list(wo.keys() - wr.keys())
+        get_o, get_w = wo.__getitem__, so.__getitem__
+        products = map(_mul, map(get_o, common), map(wr.__getitem__, common))
+        shared = _smallest(list(map(_neg, map(_div, products, repeat(d)))), common, get_w)
+        extra_keys = map(_neg, map(pow, map(_div, map(get_o, only), repeat(no)), repeat(2)))
+        extra = _smallest(list(extra_keys), only, get_w)
         missing: list[str] = []
         for entry in entries:
             if entry[0] not in wo:
@@ -446,6 +454,21 @@ def _top_terms(items: list[tuple[float, str]], top: int) -> list[dict[str, Any]]
     return [{"term": s, "weight": round(-w, 6)} for w, s in heapq.nsmallest(top, items)]
 
 
+def _smallest(
+    keys: list[float], hashes: list[int], word: Callable[[int], str], top: int = 10
+) -> list[tuple[float, str]]:
+    """``sorted(zip(keys, map(word, hashes)))[:top]``: the keys sorted as plain floats (the
+    fast path of ``sorted``), words only for the ``top`` smallest and any tied with the last."""
+    if len(keys) <= top:
+        return sorted(zip(keys, map(word, hashes), strict=True))
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    last = keys[order[top - 1]]
+    n = top
+    while n < len(order) and keys[order[n]] == last:
+        n += 1
+    return sorted([(keys[i], word(hashes[i])) for i in order[:n]])[:top]
+
+
 def _term_json(w: float, s: str) -> str:
     """``_ENCODE_ASCII({"term": s, "weight": round(-w, 6)})``."""
     weight = round(-w, 6)
@@ -454,7 +477,9 @@ def _term_json(w: float, s: str) -> str:
 
 def _terms_json(items: list[tuple[float, str]]) -> str:
     """``_ENCODE_ASCII`` of ``_top_terms(items)`` (``items`` sorted and cut already)."""
-    return "[" + ", ".join([_term_json(w, s) for w, s in items]) + "]"
+    text, num = _STR_ASCII, _FLOAT_JSON
+    terms = [f'{{"term": {text(s)}, "weight": {num(round(-w, 6))}}}' for w, s in items]
+    return "[" + ", ".join(terms) + "]"
 
 
 def _origin_json(case_id: str | None, where: str, ordinal: int) -> str:
