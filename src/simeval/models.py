@@ -5,10 +5,11 @@ The same models are the HTTP API's response models. Times are timezone-aware UTC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 Status = Literal["draft", "active", "archived"]
 Bucket = Literal["hour", "day", "week"]
@@ -112,9 +113,10 @@ class ResultOut(_Model):
 
     ``passed`` is the effective verdict (a review wins); ``automated_passed`` and ``score`` are
     what the scorer said and never change.
+    ``id`` is "<capture>-<eval>" for a captured result, "r<row>" for a data-set run row.
     """
 
-    id: int
+    id: str
     capture_id: int | None
     run_id: int | None
     eval_id: int | None
@@ -141,7 +143,7 @@ class CaptureResultOut(_Model):
     """A result as returned with its capture: the capture's input and output are not repeated
     (with many evals and a long output they would dominate the response)."""
 
-    id: int
+    id: str
     eval_id: int
     eval_name: str
     eval_type: str = "similarity"
@@ -166,7 +168,31 @@ class CaptureOut(_Model):
     metadata: dict[str, Any] | None
     captured_at: datetime
     evaluated: bool = Field(description="False when automatic evaluation was off")
-    results: list[CaptureResultOut]
+    # built on first use: a capture scored by 1,000 evals answers without making 1,000
+    # objects a caller may never look at (the capture hot path); ``build`` sets it
+    _results: list[CaptureResultOut] | Callable[[], list[CaptureResultOut]] = PrivateAttr(
+        default_factory=list
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def results(self) -> list[CaptureResultOut]:
+        """The results of the active evals that matched the capture."""
+        made = self._results
+        if callable(made):
+            made = self._results = made()
+        return made
+
+    @classmethod
+    def build(
+        cls,
+        results: list[CaptureResultOut] | Callable[[], list[CaptureResultOut]],
+        **fields: Any,
+    ) -> CaptureOut:
+        """A capture from checked values and its results (a list, or a function making it)."""
+        out = cls.model_construct(**fields)
+        out._results = results
+        return out
 
 
 class TrendBucket(_Model):

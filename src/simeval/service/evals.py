@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, select, true
+from sqlalchemy import and_, func, select, true
 from sqlalchemy.orm import Session
 
 from simeval.analyzer import scope_key
@@ -24,9 +24,9 @@ from simeval.service.checks import (
     _Unset,
     _utc,
 )
-from simeval.service.queries import _effective_pass
+from simeval.service.rollup import tally_range
 from simeval.service.settings import _REV_KEY
-from simeval.store import Eval, EvalTest, EvalVersion, Result, Review, Setting
+from simeval.store import Eval, EvalTest, EvalVersion, Setting
 
 
 def _version_row(ev: Eval, changes: dict[str, Any]) -> EvalVersion:
@@ -96,24 +96,18 @@ class EvalsMixin(ServiceBase):
     def _stats(self, s: Session, eval_ids: Sequence[int]) -> dict[int, EvalStats]:
         if not eval_ids:
             return {}
-        q = (
-            select(
-                Result.eval_id,
-                func.count(Result.id),
-                func.avg(func.coalesce(Review.score, Result.score)),
-                func.sum(case((_effective_pass(), 1), else_=0)),
-            )
-            .outerjoin(Review, Review.result_id == Result.id)
-            .where(Result.eval_id.in_(eval_ids), Result.capture_id.is_not(None))
-            .group_by(Result.eval_id)
-        )
+        per_eval: dict[int, list[float]] = {}
+        for (_, eval_id, _, _), sums in tally_range(s, eval_ids).items():
+            acc = per_eval.setdefault(eval_id, [0, 0.0, 0])
+            acc[0] += sums.count
+            acc[1] += sums.total
+            acc[2] += sums.passes
         out = {}
-        for eval_id, count, mean, passes in s.execute(q):
-            out[eval_id] = EvalStats(
-                results=count,
-                pass_rate=(passes or 0) / count if count else None,
-                mean_score=float(mean) if mean is not None else None,
-            )
+        for eval_id, (count, total, passes) in per_eval.items():
+            if count:
+                out[eval_id] = EvalStats(
+                    results=int(count), pass_rate=passes / count, mean_score=total / count
+                )
         return out
 
     def _eval_out(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -25,7 +25,7 @@ from simeval.models import (
     TestOut,
     TrendOut,
 )
-from simeval.service import Service
+from simeval.service import RESULT_ID_PATTERN, Service
 
 router = APIRouter(prefix="/api")
 
@@ -37,6 +37,11 @@ async def get_service(request: Request) -> Service:
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+ResultId = Annotated[
+    str, Path(pattern=RESULT_ID_PATTERN, description='"<capture>-<eval>" or "r<row>"')
+]
 
 
 def _json(model: BaseModel | list[Any], status_code: int = 200) -> JSONResponse:
@@ -315,13 +320,13 @@ def export_results(
 
 
 @router.get("/results/{result_id}", response_model=ResultOut, tags=["results"])
-def get_result(result_id: int, service: ServiceDep) -> JSONResponse:
+def get_result(result_id: ResultId, service: ServiceDep) -> JSONResponse:
     """One result with its explanation and review."""
     return _json(service.get_result(result_id))
 
 
 @router.post("/results/{result_id}/review", response_model=ResultOut, tags=["results"])
-def review_result(result_id: int, body: ReviewIn, service: ServiceDep) -> JSONResponse:
+def review_result(result_id: ResultId, body: ReviewIn, service: ServiceDep) -> JSONResponse:
     """Override a result's score; the review decides pass/fail from now on."""
     return _json(service.review_result(result_id, body.score, body.note))
 
