@@ -252,15 +252,17 @@ def test_an_eval_scores_like_score_detail_and_missing_terms(
     # an eval run vectorises its references once and ranks their terms once: same numbers
     texts = synthetic_texts(40, words=25, seed=9)
     refs = (texts[0], texts[1], "the of and", "?!")  # "?!" has no terms: an empty vector
-    ev = runs._Eval.build(runs.EvalDef("e", refs, options=options))
-    scorer = ev.scorer
+    e = runs.EvalDef("e", refs, options=options)
+    state = runs._state(runs.RunConfig(source="x", fmt="jsonl", evals=(e,)))
+    scorer = simeval.get_scorer(**dict(options))
     outputs = [*texts[2:], texts[1], "", "  ", "the of and", "The OF and", "and", "?!", " ?! "]
     for output in outputs:
-        vecs: dict[int, bytes] = {}
-        haves: dict[int, set[str]] = {}
-        score, at = ev.score(output, vecs)
+        rows: dict[int, Any] = {}
+        ((pos, score, at, sc),) = state.hits(output, None, None)
         assert (score, at) == scorer.score_detail(output, list(refs))
-        assert ev.missing(output, at, haves, 8) == runs.missing_terms(scorer, output, refs[at], 8)
+        assert state.missing(pos, sc, output, at, rows, 8) == runs.missing_terms(
+            scorer, output, refs[at], 8
+        )
 
 
 # -- gates and exit codes --------------------------------------------------------------------

@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from simeval.errors import InvalidInput, InvalidOption
+from simeval.options import DEFAULT_THRESHOLD, FAIL_WORDS, PASS_WORDS, yes_no
 
-PASS_WORDS = {"pass", "passed", "true", "yes", "y", "good", "positive", "ok"}
-FAIL_WORDS = {"fail", "failed", "false", "no", "n", "bad", "negative"}
 METRICS = ("f1", "accuracy")
 
 
@@ -31,19 +30,15 @@ def parse_label(value: Any, cut: float | None = None, where: str = "label") -> b
     Words (pass/fail, true/false, yes/no), booleans, 0/1, or a graded number with ``cut``
     (``value >= cut`` passes).
     """
-    if isinstance(value, bool):
-        return value
+    flag = yes_no(value, PASS_WORDS, FAIL_WORDS)
+    if flag is not None:
+        return flag
     number: float | None = None
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
-        word = value.strip().lower()
-        if word in PASS_WORDS:
-            return True
-        if word in FAIL_WORDS:
-            return False
         try:
-            number = float(word)
+            number = float(value.strip())
         except ValueError:
             number = None
     if number is None or not math.isfinite(number):
@@ -183,6 +178,6 @@ def calibrate(
         "suggested": suggested,
         "best_candidate": best,
         "roc_auc": roc_auc(list(scores), [1.0 if y else 0.0 for y in labels]),
-        "at_default": classify(scores, labels, 0.80),
+        "at_default": classify(scores, labels, DEFAULT_THRESHOLD),
         "table": table,
     }

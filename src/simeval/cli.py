@@ -8,7 +8,8 @@ import click
 
 from simeval import __version__
 from simeval.cli_common import Group, UserError, console, print_json, read_input, scorer_options
-from simeval.scorer import DEFAULT_THRESHOLD, check_threshold, get_scorer
+from simeval.options import DEFAULT_THRESHOLD, check_threshold
+from simeval.scorer import get_scorer
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

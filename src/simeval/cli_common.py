@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 
 from simeval.errors import SimevalError
+from simeval.options import OPTION_NAMES
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -54,8 +55,7 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--idf", default=None, help="background (default), pair, or a corpus table file.")
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        names = ("language", "stemming", "prefix", "stop_words", "ngram", "sublinear_tf", "idf")
-        options = {n: kwargs.pop(n) for n in names}
+        options = {n: kwargs.pop(n) for n in OPTION_NAMES}
         kwargs["options"] = {k: v for k, v in options.items() if v is not None}
         return func(*args, **kwargs)
 

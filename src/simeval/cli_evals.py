@@ -33,14 +33,15 @@ from simeval.cli_common import (
     read_input,
 )
 from simeval.cli_common import scorer_options as _scorer_options
-from simeval.errors import Conflict, InvalidInput, InvalidType
+from simeval.errors import Conflict, InvalidInput
+from simeval.options import DEFAULT_THRESHOLD, RETENTION_CHOICES
 from simeval.scorer import read_text_file
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
     from simeval.models import EvalOut, ResultOut, TestOut, TrendOut
 
 SPARKS = "▁▂▃▄▅▆▇█"
-RETENTION_VALUES = ("7", "30", "90", "180", "forever")
+RETENTION_VALUES = (*map(str, RETENTION_CHOICES), "forever")
 
 db_option = click.option(
     "--db",
@@ -197,7 +198,13 @@ def list_evals(status: str | None, include_archived: bool, db: str | None, as_js
     multiple=True,
     help="A reference from a file (repeatable).",
 )
-@click.option("-t", "--threshold", default="0.80", show_default=True, help="Minimum passing score.")
+@click.option(
+    "-t",
+    "--threshold",
+    default=f"{DEFAULT_THRESHOLD:.2f}",
+    show_default=True,
+    help="Minimum passing score.",
+)
 @click.option("--scope", default=None, help="Fire only on captures whose input is this text.")
 @_scorer_options
 @db_option
@@ -653,61 +660,22 @@ def _metadata(text: str | None, where: str) -> dict[str, Any] | None:
     return value
 
 
-_CAPTURE_ARGS = ("input", "output", "conversation_id", "metadata", "captured_at")
-
-
 def _capture_file(path: str, db: str | None, as_json: bool) -> None:
-    from simeval.service import check_capture
+    from simeval.service import read_capture_lines
 
-    text = read_text_file(path, "captures")
-    rows: list[dict[str, Any]] = []
-    allowed = {"input", "output", "conversation_id", "metadata", "at", "captured_at"}
     # every line is checked before the first capture is stored
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path} line {n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
-        if not isinstance(row, dict):
-            raise InvalidInput(f"{where}: expected a JSON object")
-        unknown = set(row) - allowed
-        if unknown:
-            raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
-        if "output" not in row:
-            raise InvalidInput(f"{where}: no 'output'")
-        try:
-            checked = check_capture(
-                row.get("input", ""),
-                row["output"],
-                row.get("conversation_id"),
-                row.get("metadata"),
-                row.get("at", row.get("captured_at")),
-            )
-        except (InvalidInput, InvalidType) as exc:
-            raise type(exc)(f"{where}: {exc}") from None
-        rows.append(dict(zip(_CAPTURE_ARGS, checked, strict=True)))
-    captured = scored = passed = 0
+    rows = read_capture_lines(read_text_file(path, "captures"), path)
     with (
         _service(db) as svc,
         progress_bar(f"capturing {os.path.basename(path)}", counts=True) as progress,
     ):
-        for i, row in enumerate(rows, 1):
-            cap = svc.capture(**row)
-            captured += 1
-            scored += len(cap.results)
-            passed += sum(r.passed for r in cap.results)
-            if progress:
-                progress(i, len(rows))
-    summary = {"captures": captured, "results": scored, "passed": passed, "failed": scored - passed}
+        report = svc.capture_many(rows, progress)
     if as_json:
-        print_json(summary)
+        print_json(report.model_dump())
     else:
         console.print(
-            f"captured {captured} outputs: {scored} results, {passed} passed, "
-            f"{scored - passed} failed"
+            f"captured {report.captures} outputs: {report.results} results, "
+            f"{report.passed} passed, {report.failed} failed"
         )
 
 

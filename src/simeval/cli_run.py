@@ -295,10 +295,10 @@ def run(
     store_fn = None
     if svc is not None and store:
 
-        def store_fn(rows: Iterator[dict[str, Any]], summary: dict[str, Any]) -> int:
+        def store_fn(rows: Iterator[list[tuple[Any, ...]]], summary: dict[str, Any]) -> int:
             gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
             summary["run_name"] = name
-            return _store_run(svc, name, file, rows, {**summary, "gates": gates})
+            return runs.store_run(svc, name, file, rows, {**summary, "gates": gates})
 
     opts = runs.RunOptions(
         columns=columns,
@@ -334,23 +334,6 @@ def _service(db: str | None) -> Any:
     from simeval.service import open_service
 
     return open_service(db)
-
-
-def _store_run(
-    svc: Any, name: str, source: str, rows: Iterator[dict[str, Any]], summary: dict[str, Any]
-) -> int:
-    """Store a finished run: the run first, marked unfinished, then its rows, then its summary
-    (a run whose summary still says ``storing`` was interrupted and is no baseline)."""
-    keep = ("threshold", "fingerprint", "options", "workers", "format")
-    run_id: int = svc.create_run(
-        name,
-        source,
-        options={k: summary.get(k) for k in keep},
-        summary={"status": "storing"},
-    )
-    svc.add_run_results(run_id, rows)
-    svc.update_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
-    return run_id
 
 
 def _pct(value: float | None) -> str:

@@ -240,7 +240,7 @@ def fit_idf(texts: Iterable[str], **options: object) -> IdfTable:
     >>> table.n_docs
     2
     """
-    from simeval.scorer import analyzer_from_options
+    from simeval.options import analyzer_from_options
 
     analyzer = analyzer_from_options(options)
     df: Counter[str] = Counter()

@@ -19,21 +19,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=False, extra="forbid")
 
 
-def strictness(threshold: float) -> str:
-    """The strictness band of a threshold (design.md "Words").
-
-    >>> strictness(0.8), strictness(0.95), strictness(0.5)
-    ('strict', 'very strict', 'lenient')
-    """
-    if threshold >= 0.90:
-        return "very strict"
-    if threshold >= 0.80:
-        return "strict"
-    if threshold >= 0.70:
-        return "moderate"
-    return "lenient"
-
-
 class ReviewOut(_Model):
     """A person's override of a result's score; it decides pass/fail."""
 
@@ -236,6 +221,15 @@ class CleanupOut(_Model):
     tests: int
     runs: int
     cutoff: datetime | None
+
+
+class CaptureReport(_Model):
+    """What ``capture_many`` stored: captures, their results, and how many passed/failed."""
+
+    captures: int
+    results: int
+    passed: int
+    failed: int
 
 
 class RunOut(_Model):

@@ -27,19 +27,23 @@ import io
 import itertools
 import json
 import math
+import operator
 import os
+import pickle
 import tempfile
 import time
 import uuid
+from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from simeval.analyzer import scope_key
+from simeval.analyzer import TOKEN_PATTERN, normalize
 from simeval.errors import InvalidInput, InvalidOption
-from simeval.scorer import DEFAULT_THRESHOLD, Scorer, check_threshold, get_scorer
+from simeval.evalset import EvalSet, EvalSpec
+from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
 
 FORMATS = {
     ".jsonl": "jsonl",
@@ -169,7 +173,7 @@ class ChunkOut:
     per_eval: dict[str, list[float]] = field(default_factory=dict)
     unmatched: int = 0
     cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
-    store_rows: list[dict[str, Any]] = field(default_factory=list)
+    store_rows: list[tuple[Any, ...]] = field(default_factory=list)  # STORE_COLUMNS
     collected: list[tuple[str, Any, float]] = field(default_factory=list)
     nbytes: int = 0
 
@@ -190,92 +194,180 @@ class _BadRowError(Exception):
     """A row problem before its location is known (turned into RowError by the caller)."""
 
 
-# -- missing terms ---------------------------------------------------------------------------
-_TERM_CACHES: dict[str, dict[str, tuple[str, float] | None]] = {}
+# -- missing terms and explanations ----------------------------------------------------------
+# A failing row reports the reference's heaviest terms the output lacks, and a stored row keeps
+# the explanation the studio shows. The weights come from the packed vectors scoring made
+# (records of term hash, tf weight, idf: read as arrays, no Python loop per term); only the
+# surface words need the text, and ``_Terms`` finds them through a cache of whitespace-separated
+# parts (no token spans whitespace, so the tokens of the parts are the tokens of the whole), each
+# distinct part analysed once. Several times cheaper than ``Scorer.explain``, which re-stems
+# every word of every row, and the same terms, weights and order.
 _TERM_CACHE_LIMIT = 500_000
+_Part = tuple[tuple[int, str], ...]  # per non-stop token of a part: (term hash, token)
+_first = operator.itemgetter(0)
+
+
+def _records(vec: bytes) -> tuple[Sequence[int], list[float]]:
+    """The term hashes of a packed vector and their tf x idf weights, in hash order."""
+    values = array("d", vec)
+    return array("Q", vec)[0::3], list(map(operator.mul, values[1::3], values[2::3]))
+
+
+def _hashes(vec: bytes) -> set[int]:
+    return set(array("Q", vec)[0::3])
+
+
+class _Terms:
+    """Surface words of the terms of texts, for one single-word, non-pair scorer."""
+
+    def __init__(self, scorer: Scorer):
+        self.scorer = scorer
+        self.analyzer = scorer.analyzer
+        self.parts: dict[str, _Part] = {}
+
+    def _part(self, part: str) -> _Part:
+        out = []
+        for token in TOKEN_PATTERN.findall(part):
+            term = self.analyzer.term(token)
+            if term is not None:
+                out.append((_term_hash(term), token))
+        entry = self.parts[part] = tuple(out)
+        return entry
+
+    def tokens(self, text: str) -> list[tuple[int, str]]:
+        """(term hash, token) of every non-stop token of ``text``, in order."""
+        parts = self.parts
+        if len(parts) > _TERM_CACHE_LIMIT:
+            parts.clear()
+        words = normalize(text).split()
+        found: list[_Part | None] = list(map(parts.get, words))
+        if None in found:
+            found = [
+                e if e is not None else self._part(w) for w, e in zip(words, found, strict=True)
+            ]
+        return list(itertools.chain.from_iterable(found))  # type: ignore[arg-type]
+
+    def words(self, text: str) -> dict[int, str]:
+        """The first word of each term of ``text``, by term hash."""
+        return dict(reversed(self.tokens(text)))
+
+    def ranked(self, reference: str, rvec: bytes) -> list[tuple[int, str]]:
+        """A reference's (term hash, first word) pairs, heaviest first, ties by the word."""
+        words = self.words(reference)
+        hashes, weights = _records(rvec)
+        ranked = sorted(
+            zip(map(operator.neg, weights), map(words.__getitem__, hashes), hashes, strict=True)
+        )
+        return [(h, s) for _, s, h in ranked]
+
+    def missing(self, have: set[int], reference: str, rvec: bytes, top: int) -> list[str]:
+        """The ``top`` heaviest terms of ``reference`` (vector ``rvec``) not in ``have``."""
+        if top <= 0:
+            return []
+        hashes, weights = _records(rvec)
+        picked: list[tuple[float, int]] = []
+        cutoff = 0.0
+        for w, h in sorted(zip(weights, hashes, strict=True), reverse=True):
+            if h in have:
+                continue
+            if len(picked) >= top and w < cutoff:
+                break  # the words decide ties: every term as heavy as the last one competes
+            picked.append((w, h))
+            if len(picked) == top:
+                cutoff = w
+        if not picked:
+            return []
+        words = self.words(reference)
+        return [s for _, s in sorted((-w, words[h]) for w, h in picked)[:top]]
+
+    def explain(
+        self,
+        output: str,
+        vec: bytes,
+        references: Sequence[str],
+        rvec: bytes,
+        score: float,
+        at: int,
+        top: int = 10,
+    ) -> dict[str, Any]:
+        """``scorer.explain(output, references, top).to_dict()`` for a row already scored
+        (``score``, ``at``, the output's vector ``vec`` and the matched reference's ``rvec``)."""
+        if not output.strip():
+            return self.scorer.explain(output, list(references), top=top).to_dict()
+        ref = references[at]
+        otok, rtok = self.tokens(output), self.tokens(ref)
+        so, sr = dict(reversed(otok)), dict(reversed(rtok))
+        wo = dict(zip(*_records(vec), strict=True))
+        wr = dict(zip(*_records(rvec), strict=True))
+        # the norms summed in the order explain sums them: terms by first use
+        ow = list(map(wo.__getitem__, dict.fromkeys(map(_first, otok))))
+        rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
+        no = math.sqrt(sum(map(operator.mul, ow, ow))) or 1.0
+        nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
+        shared = [(-(wo[h] * wr[h] / (no * nr)), so[h]) for h in wo if h in wr]
+        missing = [(-((w / nr) ** 2), sr[h]) for h, w in wr.items() if h not in wo]
+        extra = [(-((w / no) ** 2), so[h]) for h, w in wo.items() if h not in wr]
+        reason = None
+        if not wo:
+            reason = "output has no scorable terms"
+        elif not shared and score < 1.0:
+            reason = "output and reference share no terms"
+        return {
+            "score": score,
+            "matched_reference": at,
+            "reference": ref,
+            "shared": _top_terms(shared, top),
+            "missing": _top_terms(missing, top),
+            "extra": _top_terms(extra, top),
+            "reason": reason,
+            "fingerprint": self.scorer.fingerprint,
+        }
+
+
+def _top_terms(items: list[tuple[float, str]], top: int) -> list[dict[str, Any]]:
+    return [{"term": s, "weight": round(-w, 6)} for w, s in heapq.nsmallest(top, items)]
+
+
+_TERMS: dict[str, _Terms] = {}
+
+
+def _terms(scorer: Scorer) -> _Terms | None:
+    """The ``_Terms`` of a scorer, or None where only ``explain`` knows the terms (n-grams,
+    ``pair`` IDF, no C core)."""
+    if scorer.analyzer.ngram != 1 or scorer.pair:
+        return None
+    t = _TERMS.get(scorer.fingerprint)
+    if t is None or t.scorer is not scorer:
+        if len(_TERMS) > 16:
+            _TERMS.clear()
+        t = _TERMS[scorer.fingerprint] = _Terms(scorer)
+    return t
 
 
 def missing_terms(scorer: Scorer, output: str, reference: str, top: int = TOP_MISSING) -> list[str]:
     """The reference's most important terms (by tf-idf weight) that the output lacks.
 
     The same terms, in the same order, as ``scorer.explain(output, reference).missing``, but
-    several times faster for single-word terms: tokens are mapped to terms through a cache
-    instead of stemming every word again. N-gram and ``pair`` scorers use ``explain``.
+    several times faster for single-word terms. N-gram and ``pair`` scorers use ``explain``.
     """
-    if scorer.analyzer.ngram != 1 or scorer.pair:
-        return [t.term for t in scorer.explain(output, reference, top=top).missing]
-    lookup = _term_lookup(scorer)
-    have = set()
-    for token in scorer.analyzer.tokens(output):
-        entry = lookup(token)
-        if entry is not None:
-            have.add(entry[0])
-    counts: dict[str, list[Any]] = {}
-    for token in scorer.analyzer.tokens(reference):
-        entry = lookup(token)
-        if entry is None or entry[0] in have:
-            continue
-        slot = counts.get(entry[0])
-        if slot is None:
-            counts[entry[0]] = [1, entry[1], token]
-        else:
-            slot[0] += 1
-    if scorer.sublinear:
-        ranked = [(-(1.0 + math.log(c)) * w, s) for c, w, s in counts.values()]
-    else:
-        ranked = [(-float(c) * w, s) for c, w, s in counts.values()]
-    return [s for _, s in heapq.nsmallest(top, ranked)]
+    t = _terms(scorer)
+    if t is None:
+        return [m.term for m in scorer.explain(output, reference, top=top).missing]
+    return t.missing(_hashes(scorer.vector(output)), reference, scorer.vector(reference), top)
 
 
-def _term_lookup(scorer: Scorer) -> Callable[[str], tuple[str, float] | None]:
-    """token -> (term, idf), or None for a stop word; cached per scorer configuration."""
-    cache = _TERM_CACHES.get(scorer.fingerprint)
-    if cache is None or len(cache) > _TERM_CACHE_LIMIT:
-        cache = _TERM_CACHES[scorer.fingerprint] = {}
-    analyzer, idf = scorer.analyzer, scorer.idf
-
-    def lookup(token: str) -> tuple[str, float] | None:
-        if token in cache:
-            return cache[token]
-        term = analyzer.term(token)
-        entry = None if term is None else (term, idf.idf(term))
-        cache[token] = entry
-        return entry
-
-    return lookup
+def explanation(
+    scorer: Scorer, output: str, references: Sequence[str], score: float, at: int, top: int = 10
+) -> dict[str, Any]:
+    """``scorer.explain(output, references, top).to_dict()`` of a scored row, faster."""
+    t = _terms(scorer)
+    if t is None:
+        return scorer.explain(output, list(references), top=top).to_dict()
+    vec, rvec = scorer.vector(output), scorer.vector(references[at])
+    return t.explain(output, vec, references, rvec, score, at, top)
 
 
-# An eval's references are the same for every row: an eval run ranks each reference's terms
-# once, takes the terms of each output once, and picks the missing terms from both (the same
-# terms as ``missing_terms``).
-def _output_terms(scorer: Scorer, output: str) -> set[str]:
-    """The terms an output has (single-word scorers)."""
-    lookup = _term_lookup(scorer)
-    return {e[0] for e in map(lookup, scorer.analyzer.tokens(output)) if e is not None}
-
-
-def _ranked_terms(scorer: Scorer, reference: str) -> list[tuple[str, str]]:
-    """A reference's (term, first word) pairs, heaviest first (single-word scorers)."""
-    lookup = _term_lookup(scorer)
-    counts: dict[str, list[Any]] = {}
-    for token in scorer.analyzer.tokens(reference):
-        entry = lookup(token)
-        if entry is None:
-            continue
-        slot = counts.get(entry[0])
-        if slot is None:
-            counts[entry[0]] = [1, entry[1], token]
-        else:
-            slot[0] += 1
-    if scorer.sublinear:
-        ranked = [(-(1.0 + math.log(c)) * w, s, t) for t, (c, w, s) in counts.items()]
-    else:
-        ranked = [(-float(c) * w, s, t) for t, (c, w, s) in counts.items()]
-    ranked.sort()  # a word is one term's only: ties on the weight never reach the term
-    return [(t, s) for _, s, t in ranked]
-
-
-def _missing(ranked: list[tuple[str, str]], have: set[str], top: int) -> list[str]:
+def _missing(ranked: list[tuple[int, str]], have: set[int], top: int) -> list[str]:
     """The first ``top`` words of ``ranked`` whose term is not in ``have``."""
     out: list[str] = []
     if top <= 0:
@@ -451,58 +543,92 @@ def load_evals(path: str) -> tuple[EvalDef, ...]:
 
 
 # -- scoring a chunk -------------------------------------------------------------------------
-@dataclass
-class _Eval:
-    """An eval as a worker scores with it: its references are vectorised once, and their terms
-    ranked on first use (``score_detail`` and ``missing_terms`` would redo both for each row)."""
-
-    eval_def: EvalDef
-    scorer: Scorer
-    scope: str | None  # the folded input scope
-    references: list[str]
-    prepared: list[bytes]
-    ranked: list[list[tuple[str, str]] | None]
-
-    @classmethod
-    def build(cls, e: EvalDef) -> _Eval:
-        scorer = get_scorer(**dict(e.options))
-        refs = list(e.references)
-        scope = None if e.input_scope is None else scope_key(e.input_scope)
-        return cls(e, scorer, scope, refs, scorer.prepare(refs), [None] * len(refs))
-
-    def score(self, output: str, vecs: dict[int, bytes]) -> tuple[float, int]:
-        """``scorer.score_detail(output, references)``; ``vecs`` keeps the row's output vector
-        per scorer, for the next eval."""
-        key = id(self.scorer)
-        vec = vecs.get(key)
-        if vec is None:
-            vec = vecs[key] = self.scorer.vector(output)
-        if vec and all(self.prepared):
-            return self.scorer.best_vector(vec, self.prepared)
-        # an empty vector: score_detail decides (two identical texts without terms score 1.0)
-        return self.scorer.score_detail(output, self.references)
-
-    def missing(self, output: str, at: int, haves: dict[int, set[str]], top: int) -> list[str]:
-        """``missing_terms(scorer, output, references[at], top)``; ``haves`` keeps the row's
-        output terms per scorer."""
-        scorer = self.scorer
-        if scorer.analyzer.ngram != 1 or scorer.pair:
-            return missing_terms(scorer, output, self.references[at], top)
-        key = id(scorer)
-        have = haves.get(key)
-        if have is None:
-            have = haves[key] = _output_terms(scorer, output)
-        ranked = self.ranked[at]
-        if ranked is None:
-            ranked = self.ranked[at] = _ranked_terms(scorer, self.references[at])
-        return _missing(ranked, have, top)
+def _spec(e: EvalDef, scoped: bool = True) -> EvalSpec:
+    return EvalSpec(
+        None,
+        e.name,
+        e.version or 0,
+        e.references,
+        e.threshold,
+        e.input_scope if scoped else None,
+        e.options,
+    )
 
 
 @dataclass
 class _State:
+    """What a worker keeps between the chunks of one run: the scorer of a plain run, or the
+    evals prepared once as an ``EvalSet`` (plus, per eval, a set of that eval alone for rows
+    whose case id names it, and the ranked terms of each reference once used)."""
+
+    evals: tuple[EvalDef, ...]
     scorer: Scorer | None
-    evals: list[_Eval]
+    evalset: EvalSet | None
     by_name: dict[str, int]
+    singles: dict[int, EvalSet] = field(default_factory=dict)
+    ranked: dict[tuple[int, int], list[tuple[int, str]]] = field(default_factory=dict)
+    rvecs: dict[tuple[int, int], bytes] = field(default_factory=dict)
+
+    def hits(
+        self, output: str, case_id: str | None, text_in: str | None
+    ) -> list[tuple[int, float, int, Scorer]]:
+        """(eval position, score, matched reference, scorer) of every eval that scores a row:
+        the one its case id names, else those whose scope matches its input."""
+        pos = self.by_name.get(case_id) if case_id is not None else None
+        if pos is not None:
+            es = self.singles.get(pos)
+            if es is None:
+                es = self.singles[pos] = EvalSet([_spec(self.evals[pos], scoped=False)])
+            ((group, _, scores, at),) = es.score_arrays(output)
+            return [(pos, scores[0], at[0], group.scorer)]
+        assert self.evalset is not None
+        hits: list[tuple[int, float, int, Scorer]] = []
+        for group, members, scores, at in self.evalset.score_arrays(output, text_in):
+            positions, scorer = group.positions, group.scorer
+            hits.extend((positions[m], scores[m], at[m], scorer) for m in members)
+        if len(self.evalset.groups) > 1:
+            hits.sort(key=lambda h: h[0])  # in the order of the evals file
+        return hits
+
+    def _row(self, scorer: Scorer, output: str, rows: dict[int, Any]) -> tuple[bytes, set[int]]:
+        """The output's vector and term hashes for ``scorer``, once per row (``rows``)."""
+        got = rows.get(id(scorer))
+        if got is None:
+            vec = scorer.vector(output)
+            got = rows[id(scorer)] = (vec, _hashes(vec))
+        return got
+
+    def _rvec(self, pos: int, at: int, scorer: Scorer) -> bytes:
+        rvec = self.rvecs.get((pos, at))
+        if rvec is None:
+            rvec = self.rvecs[(pos, at)] = scorer.vector(self.evals[pos].references[at])
+        return rvec
+
+    def missing(
+        self, pos: int, scorer: Scorer, output: str, at: int, rows: dict[int, Any], top: int
+    ) -> list[str]:
+        """``missing_terms`` of eval ``pos``'s reference ``at``: its terms ranked once per
+        run, the output's terms once per row and scorer (``rows``)."""
+        ref = self.evals[pos].references[at]
+        terms = _terms(scorer)
+        if terms is None or top <= 0:
+            return missing_terms(scorer, output, ref, top)
+        _, have = self._row(scorer, output, rows)
+        ranked = self.ranked.get((pos, at))
+        if ranked is None:
+            ranked = self.ranked[(pos, at)] = terms.ranked(ref, self._rvec(pos, at, scorer))
+        return _missing(ranked, have, top)
+
+    def explain(
+        self, pos: int, scorer: Scorer, output: str, at: int, score: float, rows: dict[int, Any]
+    ) -> dict[str, Any]:
+        """``explanation`` of eval ``pos``'s result for a row."""
+        refs = self.evals[pos].references
+        terms = _terms(scorer)
+        if terms is None:
+            return explanation(scorer, output, refs, score, at)
+        vec, _ = self._row(scorer, output, rows)
+        return terms.explain(output, vec, refs, self._rvec(pos, at, scorer), score, at)
 
 
 _STATES: dict[str, _State] = {}
@@ -514,8 +640,9 @@ def _state(cfg: RunConfig) -> _State:
         if len(_STATES) > 8:
             _STATES.clear()
         state = _State(
+            cfg.evals,
             None if cfg.evals else get_scorer(**dict(cfg.options)),
-            [_Eval.build(e) for e in cfg.evals],
+            EvalSet([_spec(e) for e in cfg.evals]) if cfg.evals else None,
             {e.name: i for i, e in enumerate(cfg.evals)},
         )
         _STATES[cfg.token] = state
@@ -583,6 +710,25 @@ def _cell_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+# Stored rows: the columns of the ``results`` table a run fills, in this order; the
+# explanation is JSON text already (serialised by the worker that scored the row).
+STORE_COLUMNS = (
+    "eval_name",
+    "eval_version",
+    "score",
+    "passed",
+    "threshold",
+    "fingerprint",
+    "matched_index",
+    "input",
+    "output",
+    "reference",
+    "explanation",
+)
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=str).encode
+_ENCODE_ASCII = json.JSONEncoder().encode
+
+
 def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     """Score one chunk: the unit of work of every executor (inline, process pool, Dask).
 
@@ -591,24 +737,40 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     state = _state(cfg)
     out = ChunkOut(chunk.index, nbytes=chunk.nbytes)
     cols = cfg.columns
+    evals = cfg.evals
     result_fields = cfg.result_fields
+    out_fields = cfg.out_fields
     jsonl_out = cfg.out_fmt == "jsonl"
+    parquet_out = cfg.out_fmt == "parquet"
     csv_buf: io.StringIO | None = None
-    csv_writer: Any = None
+    csv_row: Any = None
     if cfg.out_fmt in {"csv", "tsv"}:
         csv_buf = io.StringIO()
-        csv_writer = csv.writer(
+        csv_row = csv.writer(
             csv_buf, delimiter="\t" if cfg.out_fmt == "tsv" else ",", lineterminator="\n"
-        )
+        ).writerow
     lines: list[str] = []
     junit: list[str] = []
     table_rows: list[dict[str, Any]] = []
     take: list[int] = []
-    scores: list[tuple[float, int, dict[str, Any]]] = []
+    # the worst results so far: a max-heap on (score, order) of at most cfg.worst entries
+    worst: list[tuple[float, int, tuple[Any, ...]]] = []
     worst_n = cfg.worst
-    seq = 0
-    vecs: dict[int, bytes] = {}  # a row's output vector and terms per scorer: evals share them
-    haves: dict[int, set[str]] = {}
+    top = cfg.top_missing
+    want_junit, want_keys, want_store = cfg.junit, cfg.keys, cfg.store
+    collect = cfg.collect
+    encode = _ENCODE
+    skip = cfg.on_error == "skip"
+    scorer = state.scorer
+    plain_terms = _terms(scorer) if scorer is not None else None
+    classnames: dict[str | None, str] = {None: _xml_attr(cfg.source)}
+    classnames.update({e.name: _xml_attr(f"{cfg.source} [{e.name}]") for e in evals})
+    missing_tally = out.missing
+    per_eval = out.per_eval
+    store_rows = out.store_rows
+    rowvecs: dict[int, Any] = {}  # a row's output vector and terms per scorer: evals share them
+    results = passed_n = seq = 0
+    score_sum = 0.0
     for index, (where, ordinal, row) in enumerate(_decode(cfg, chunk)):
         out.rows += 1
         try:
@@ -619,162 +781,231 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             text_in = _text_cell(row, cols.input, cols.input_required)
             case_id = _id_cell(row, cols)
             collected = None
-            jobs: list[tuple[EvalDef | None, Scorer, list[str], float, _Eval | None]]
-            if cfg.collect is not None:
-                if cfg.collect not in row or row[cfg.collect] is None:
-                    raise _BadRowError(f"missing label column {cfg.collect!r}")
-                collected = row[cfg.collect]
-            if cfg.evals:
-                matched = _matching_evals(state, case_id, text_in)
-                if not matched:
+            if collect is not None:
+                if collect not in row or row[collect] is None:
+                    raise _BadRowError(f"missing label column {collect!r}")
+                collected = row[collect]
+            if evals:
+                hits = state.hits(output, case_id, text_in)
+                if not hits:
                     out.unmatched += 1
                     continue
-                jobs = [
-                    (ev.eval_def, ev.scorer, ev.references, ev.eval_def.threshold, ev)
-                    for ev in matched
-                ]
+                refs: Sequence[str] = ()
             else:
-                assert state.scorer is not None
-                jobs = [(None, state.scorer, _reference_cells(row, cols), cfg.threshold, None)]
+                refs = _reference_cells(row, cols)
         except _BadRowError as bad:
-            if cfg.on_error != "skip":
+            if not skip:
                 raise RowError(where, str(bad)) from None
             out.errors.append((where, str(bad)))
-            if cfg.junit:
+            if want_junit:
                 junit.append(
-                    f"<testcase classname={_xml_attr(cfg.source)} name={_xml_attr(where)}>"
+                    f"<testcase classname={classnames[None]} name={_xml_attr(where)}>"
                     f"<error message={_xml_attr(str(bad))}/></testcase>\n"
                 )
             continue
-        vecs.clear()
-        haves.clear()
-        for eval_def, scorer, refs, threshold, ev in jobs:
-            score, at = scorer.score_detail(output, refs) if ev is None else ev.score(output, vecs)
+        vec = b""
+        prepared: list[bytes] = []
+        if not evals:
+            assert scorer is not None
+            vec = scorer.vector(output)
+            prepared = [scorer.vector(r) for r in refs]
+            if vec and all(prepared):
+                score, at = scorer.best_vector(vec, prepared)
+            else:  # an empty vector: score_detail decides (identical texts without terms)
+                score, at = scorer.score_detail(output, refs)
+            hits = [(-1, score, at, scorer)]
+        else:
+            rowvecs.clear()
+        for pos, score, at, sc in hits:
+            eval_def = None
+            threshold = cfg.threshold
+            if pos >= 0:
+                eval_def = evals[pos]
+                refs = eval_def.references
+                threshold = eval_def.threshold
             passed = score >= threshold
             if passed:
-                missing = []
-            elif ev is None:
-                missing = missing_terms(scorer, output, refs[at], cfg.top_missing)
+                missing: list[str] = []
             else:
-                missing = ev.missing(output, at, haves, cfg.top_missing)
-            result: dict[str, Any] = {
-                "score": score,
-                "pass": passed,
-                "threshold": threshold,
-                "matched_index": at,
-                "matched_reference": refs[at],
-                "missing_terms": missing,
-                "fingerprint": scorer.fingerprint,
-            }
+                if eval_def is not None:
+                    missing = state.missing(pos, sc, output, at, rowvecs, top)
+                elif plain_terms is not None:
+                    missing = plain_terms.missing(_hashes(vec), refs[at], prepared[at], top)
+                else:
+                    missing = missing_terms(sc, output, refs[at], top)
+                missing_tally.update(missing)
+            reference = refs[at]
+            fingerprint = sc.fingerprint
+            results += 1
+            passed_n += passed
+            score_sum += score
             eval_name = None
             if eval_def is not None:
                 eval_name = eval_def.name
-                result["eval"] = eval_name
-                result["eval_version"] = eval_def.version
-                stats = out.per_eval.setdefault(eval_name, [0, 0, 0.0])
+                stats = per_eval.get(eval_name)
+                if stats is None:
+                    stats = per_eval[eval_name] = [0, 0, 0.0]
                 stats[0] += 1
                 stats[1] += passed
                 stats[2] += score
-            out.results += 1
-            out.passed += passed
-            out.score_sum += score
-            if not passed:
-                out.missing.update(missing)
             if worst_n:
-                info: dict[str, Any] = {
-                    "where": where,
-                    "id": case_id,
-                    "input": text_in,
-                    "output": output,
+                # a later result with an equal score ranks after an earlier one: only a lower
+                # score displaces the current last of the worst
+                if len(worst) < worst_n or score < -worst[0][0]:
+                    item = (
+                        -score,
+                        -seq,
+                        (
+                            where,
+                            case_id,
+                            text_in,
+                            output,
+                            score,
+                            passed,
+                            threshold,
+                            eval_name,
+                            at,
+                            missing,
+                            reference,
+                            sc,
+                        ),
+                    )
+                    if len(worst) < worst_n:
+                        heapq.heappush(worst, item)
+                    else:
+                        heapq.heapreplace(worst, item)
+                seq += 1
+            if jsonl_out:
+                # the input row with the result fields after its own (or in place of fields of
+                # the same name): {**row, **result} without building either
+                row["score"] = score
+                row["pass"] = passed
+                row["threshold"] = threshold
+                row["matched_index"] = at
+                row["matched_reference"] = reference
+                row["missing_terms"] = missing
+                row["fingerprint"] = fingerprint
+                if eval_def is not None:
+                    row["eval"] = eval_name
+                    row["eval_version"] = eval_def.version
+                lines.append(encode(row))
+            elif csv_row is not None:
+                result = (
+                    score,
+                    passed,
+                    threshold,
+                    at,
+                    reference,
+                    missing,
+                    fingerprint,
+                    eval_name,
+                    None if eval_def is None else eval_def.version,
+                )
+                csv_row(
+                    [_cell_text(row.get(f)) for f in out_fields]
+                    + [_cell_text(v) for v in result[:5]]
+                    + ["; ".join(missing)]
+                    + [_cell_text(v) for v in result[6 : len(result_fields)]]
+                )
+            elif parquet_out:
+                result_d: dict[str, Any] = {
                     "score": score,
                     "pass": passed,
                     "threshold": threshold,
-                    "eval": eval_name,
                     "matched_index": at,
+                    "matched_reference": reference,
                     "missing_terms": missing,
-                    "_ref": refs[at],
-                    "_scorer": scorer,
+                    "fingerprint": fingerprint,
                 }
-                scores.append((score, seq, info))
-                seq += 1
-                if len(scores) > 4 * worst_n:
-                    scores = heapq.nsmallest(worst_n, scores, key=lambda s: (s[0], s[1]))
-            if jsonl_out:
-                lines.append(json.dumps({**row, **result}, ensure_ascii=False, default=str))
-            elif csv_writer is not None:
-                csv_writer.writerow(
-                    [_cell_text(row.get(f)) for f in cfg.out_fields]
-                    + [
-                        "; ".join(result[f]) if f == "missing_terms" else _cell_text(result[f])
-                        for f in result_fields
-                    ]
-                )
-            elif cfg.out_fmt == "parquet":
+                if eval_def is not None:
+                    result_d["eval"] = eval_name
+                    result_d["eval_version"] = eval_def.version
                 if chunk.batch is not None:
                     take.append(index)
-                    table_rows.append(result)
+                    table_rows.append(result_d)
                 else:
                     table_rows.append(
                         {
-                            **{
-                                f: _cell_text(row.get(f)) if f in row else None
-                                for f in cfg.out_fields
-                            },
-                            **result,
+                            **{f: _cell_text(row.get(f)) if f in row else None for f in out_fields},
+                            **result_d,
                         }
                     )
-            name = _case_name(case_id, text_in, where)
-            if cfg.junit:
-                classname = f"{cfg.source}" + (f" [{eval_name}]" if eval_name else "")
-                case = f"<testcase classname={_xml_attr(classname)} name={_xml_attr(name)}>"
-                if not passed:
-                    msg = f"score {score:.4f} < threshold {threshold:.2f}"
-                    detail = (
-                        f"{where}\nscore: {score:.6f}\nthreshold: {threshold}\n"
-                        f"missing terms: {', '.join(missing) or '-'}\n"
-                        f"output: {_cut(output)}\nreference: {_cut(refs[at])}"
+            if want_junit or want_keys:
+                name = _case_name(case_id, text_in, where)
+                if want_junit:
+                    case = f"<testcase classname={classnames[eval_name]} name={_xml_attr(name)}>"
+                    if not passed:
+                        msg = f"score {score:.4f} < threshold {threshold:.2f}"
+                        detail = (
+                            f"{where}\nscore: {score:.6f}\nthreshold: {threshold}\n"
+                            f"missing terms: {', '.join(missing) or '-'}\n"
+                            f"output: {_cut(output)}\nreference: {_cut(reference)}"
+                        )
+                        case += (
+                            f'<failure message={_xml_attr(msg)} type="below-threshold">'
+                            f"{_xml_text(detail)}</failure>"
+                        )
+                    junit.append(case + "</testcase>\n")
+                if want_keys:
+                    out.cases.append(
+                        (
+                            _case_key(case_id, text_in, ordinal, eval_name),
+                            score,
+                            passed,
+                            name,
+                            missing,
+                        )
                     )
-                    case += (
-                        f'<failure message={_xml_attr(msg)} type="below-threshold">'
-                        f"{_xml_text(detail)}</failure>"
-                    )
-                junit.append(case + "</testcase>\n")
-            if cfg.keys:
-                out.cases.append(
-                    (_case_key(case_id, text_in, ordinal, eval_name), score, passed, name, missing)
-                )
-            if cfg.store:
+            if want_store:
                 # the explanation the studio shows for a result (terms with weights), plus
                 # where the row came from: a stored run can be a later run's baseline
-                explanation = scorer.explain(output, refs, top=10).to_dict()
-                explanation["case"] = {"id": case_id, "row": where, "ordinal": ordinal}
-                out.store_rows.append(
-                    {
-                        "eval_name": eval_name,
-                        "eval_version": result.get("eval_version"),
-                        "input": text_in,
-                        "output": output,
-                        "references": list(refs),
-                        "score": score,
-                        "passed": passed,
-                        "threshold": threshold,
-                        "fingerprint": scorer.fingerprint,
-                        "matched_reference": refs[at],
-                        "matched_index": at,
-                        "explanation": explanation,
-                    }
+                if eval_def is not None:
+                    explained = state.explain(pos, sc, output, at, score, rowvecs)
+                elif plain_terms is not None:
+                    explained = plain_terms.explain(output, vec, refs, prepared[at], score, at)
+                else:
+                    explained = explanation(sc, output, refs, score, at)
+                explained["case"] = {"id": case_id, "row": where, "ordinal": ordinal}
+                store_rows.append(
+                    (
+                        eval_name,
+                        None if eval_def is None else eval_def.version,
+                        score,
+                        passed,
+                        threshold,
+                        fingerprint,
+                        at,
+                        text_in,
+                        output,
+                        reference,
+                        _ENCODE_ASCII(explained),
+                    )
                 )
             if collected is not None:
                 out.collected.append((where, collected, score))
-    if worst_n and scores:
-        for _, _, info in heapq.nsmallest(worst_n, scores, key=lambda s: (s[0], s[1])):
-            scorer, ref = info.pop("_scorer"), info.pop("_ref")
-            if info["pass"]:  # a passing row among the worst: its terms were not computed yet
-                info["missing_terms"] = missing_terms(scorer, info["output"], ref, cfg.top_missing)
-            info["input"], info["output"] = _cut(info["input"]), _cut(info["output"])
-            out.worst.append(info)
+    out.results, out.passed, out.score_sum = results, passed_n, score_sum
+    for _, _, entry in sorted(worst, reverse=True):
+        where, case_id, text_in, output, score, passed, threshold, eval_name = entry[:8]
+        at, missing, reference, sc = entry[8:]
+        if passed:  # a passing row among the worst: its terms were not computed yet
+            missing = missing_terms(sc, output, reference, top)
+        out.worst.append(
+            {
+                "where": where,
+                "id": case_id,
+                "input": _cut(text_in),
+                "output": _cut(output),
+                "score": score,
+                "pass": passed,
+                "threshold": threshold,
+                "eval": eval_name,
+                "matched_index": at,
+                "missing_terms": missing,
+            }
+        )
     if lines:
-        out.data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+        lines.append("")
+        out.data = "\n".join(lines).encode("utf-8", "surrogateescape")
     elif csv_buf is not None:
         out.data = csv_buf.getvalue().encode("utf-8", "surrogateescape")
     elif table_rows:
@@ -782,14 +1013,6 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     if junit:
         out.junit = "".join(junit).encode("utf-8")
     return out
-
-
-def _matching_evals(state: _State, case_id: str | None, text_in: str | None) -> list[_Eval]:
-    """The evals that score a row: the one its id names, else those whose scope matches."""
-    if case_id is not None and case_id in state.by_name:
-        return [state.evals[state.by_name[case_id]]]
-    folded = None if text_in is None else scope_key(text_in)
-    return [ev for ev in state.evals if ev.scope is None or ev.scope == folded]
 
 
 def _result_types() -> dict[str, Any]:
@@ -1422,7 +1645,9 @@ class RunOptions:
     chunk_rows: int = CHUNK_ROWS
     quoting: bool = True
     collect: str | None = None
-    store: Callable[[Iterator[dict[str, Any]], dict[str, Any]], Any] | None = None
+    # called once the run has succeeded, with the rows to store (lists of STORE_COLUMNS
+    # tuples) and the summary; returns the stored run's id (see ``store_run``)
+    store: Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
 
 
 def run_file(
@@ -1612,7 +1837,7 @@ def _consume(
                 for key, score, ok, name, miss in out.cases:
                     comparison.add(key, score, ok, name, miss)
             if out.store_rows and spool is not None:
-                spool.writelines(json.dumps(r).encode() + b"\n" for r in out.store_rows)
+                pickle.dump(out.store_rows, spool, pickle.HIGHEST_PROTOCOL)
             if out.collected:
                 collected.extend(out.collected)
             if writer:
@@ -1664,10 +1889,55 @@ def _consume(
     return summary
 
 
-def _spooled(spool: IO[bytes]) -> Iterator[dict[str, Any]]:
+def _spooled(spool: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
+    """The spooled rows to store, a chunk's rows at a time."""
     spool.seek(0)
-    for line in spool:
-        yield json.loads(line)
+    while True:
+        try:
+            yield pickle.load(spool)
+        except EOFError:
+            return
+
+
+def store_run(
+    svc: Any,
+    name: str,
+    source: str,
+    rows: Iterable[Sequence[tuple[Any, ...]]],
+    summary: dict[str, Any],
+) -> int:
+    """Store a finished run in ``svc``'s database; returns its id.
+
+    ``rows`` are batches of ``STORE_COLUMNS`` tuples (as ``run_file`` hands them to
+    ``RunOptions.store``). The run is written first, marked unfinished, then its rows in bulk,
+    then its summary: a run whose summary still says ``storing`` was interrupted and is no
+    baseline.
+    """
+    keep = ("threshold", "fingerprint", "options", "workers", "format")
+    run_id: int = svc.create_run(
+        name,
+        source,
+        options={k: summary.get(k) for k in keep},
+        summary={"status": "storing"},
+    )
+    add_rows = getattr(svc, "add_run_rows", None)
+    if add_rows is not None:
+        add_rows(run_id, STORE_COLUMNS, rows)
+    else:
+        svc.add_run_results(
+            run_id,
+            (
+                {
+                    **dict(zip(STORE_COLUMNS[:-1], r[:-1], strict=True)),
+                    "matched_reference": r[9],
+                    "explanation": json.loads(r[10]),
+                }
+                for batch in rows
+                for r in batch
+            ),
+        )
+    svc.update_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
+    return run_id
 
 
 def check_gates(

@@ -27,88 +27,30 @@ from pathlib import Path
 from typing import Any
 
 from simeval import _vector
-from simeval.analyzer import Analyzer, language_name, normalize
+from simeval import options as _options
+from simeval.analyzer import Analyzer, normalize
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.idf import BackgroundIdf, IdfTable, PairIdf
+from simeval.options import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+from simeval.options import DEFAULTS as DEFAULTS
+from simeval.options import OPTION_HELP as OPTION_HELP
+from simeval.options import analyzer_from_options as analyzer_from_options
+from simeval.options import check_threshold as check_threshold
 
 ALGORITHM_VERSION = 1
-DEFAULT_THRESHOLD = 0.80
 _TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts over (~100 MB)
-
-DEFAULTS: dict[str, Any] = {
-    "language": "english",
-    "stemming": True,
-    "prefix": 4,
-    "stop_words": 0,
-    "ngram": 1,
-    "sublinear_tf": True,
-    "idf": "background",
-}
-OPTION_HELP = {
-    "language": "stemmer and background word list, e.g. english, german, fr",
-    "stemming": "Snowball stemming on/off",
-    "prefix": "keep the first N characters of each stemmed term (0 = all)",
-    "stop_words": "drop the N most frequent words of the language (0 = none, true = 100)",
-    "ngram": "largest word n-gram used as a term (1-3)",
-    "sublinear_tf": "term frequency weight 1 + ln(count) instead of count",
-    "idf": "background (built-in), pair (naive, the two texts only) or a corpus table file",
-}
-
-
-_TRUE_WORDS = frozenset({"true", "yes", "on"})
-_FALSE_WORDS = frozenset({"false", "no", "off"})
-
-
-def _bool_word(value: Any) -> bool | None:
-    """True/False for a bool or a word like "yes"/"off"; None for anything else."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE_WORDS:
-            return True
-        if word in _FALSE_WORDS:
-            return False
-    return None
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    flag = _bool_word(value)
-    if flag is None and isinstance(value, str) and value.strip() in {"0", "1"}:
-        flag = value.strip() == "1"
-    if flag is None:
-        raise InvalidOption(f"option {name!r} must be true or false, not {value!r}")
-    return flag
-
-
-def _as_int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise InvalidOption(f"option {name!r} must be an integer in [{low}, {high}], not {value!r}")
-    try:
-        number = int(value)
-    except ValueError:
-        raise InvalidOption(f"option {name!r} must be an integer, not {value!r}") from None
-    if not low <= number <= high:
-        raise InvalidOption(f"option {name!r} must be in [{low}, {high}], not {number}")
-    return number
 
 
 def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Validate scorer options and fill in defaults; the canonical form of a configuration.
+    """Validate scorer options and fill in defaults, loading an ``idf`` table file; the
+    canonical form of a configuration (``simeval.options.resolve_options``).
 
     Raises ``InvalidOption`` naming the unknown option or the bad value.
     """
-    unknown = sorted(set(options) - set(DEFAULTS))
-    if unknown:
-        raise InvalidOption(
-            f"unknown scorer option {unknown[0]!r}; known options: {', '.join(DEFAULTS)}"
-        )
-    merged = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
-    stop = merged["stop_words"]
-    flag = _bool_word(stop)
-    if flag is not None:  # on: the 100 most frequent words; off: none
-        stop = 100 if flag else 0
-    idf = merged["idf"]
+    return _options.resolve_options(options, _idf_source)
+
+
+def _idf_source(idf: Any) -> Any:
     if isinstance(idf, os.PathLike):
         idf = os.fspath(idf)
     if not isinstance(idf, str | IdfTable):
@@ -117,36 +59,7 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
         idf = IdfTable.load(idf) if idf.strip() else None
         if idf is None:
             raise InvalidOption("option 'idf' is empty")
-    return {
-        "language": language_name(merged["language"]),
-        "stemming": _as_bool("stemming", merged["stemming"]),
-        "prefix": _as_int("prefix", merged["prefix"], 0, 64),
-        "stop_words": _as_int("stop_words", stop, 0, 5000),
-        "ngram": _as_int("ngram", merged["ngram"], 1, 3),
-        "sublinear_tf": _as_bool("sublinear_tf", merged["sublinear_tf"]),
-        "idf": idf,
-    }
-
-
-def analyzer_from_options(options: dict[str, Any]) -> Analyzer:
-    """The analyzer part of a set of scorer options (validated)."""
-    opts = resolve_options({k: v for k, v in options.items() if k != "idf"})
-    return Analyzer(
-        opts["language"], opts["stemming"], opts["prefix"], opts["stop_words"], opts["ngram"]
-    )
-
-
-def check_threshold(threshold: Any) -> float:
-    """A threshold as a float in [0, 1]; ``InvalidInput`` for anything else (NaN included)."""
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float | str):
-        raise InvalidInput(f"threshold must be a number in [0, 1], not {threshold!r}")
-    try:
-        value = float(threshold)
-    except ValueError:
-        raise InvalidInput(f"threshold must be a number in [0, 1], not {threshold!r}") from None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidInput(f"threshold must be a number in [0, 1], not {threshold!r}")
-    return value
+    return idf
 
 
 def check_text(value: Any, what: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from simeval.scorer import DEFAULT_THRESHOLD, check_threshold, get_scorer
+from simeval.options import DEFAULT_THRESHOLD, check_threshold
+from simeval.scorer import get_scorer
 
 __all__ = ["assert_similar"]
 

@@ -52,9 +52,18 @@ from __future__ import annotations
 import os
 
 from simeval.analyzer import scope_key
+from simeval.options import RETENTION_CHOICES
 from simeval.service.base import _SERVICES, _SERVICES_LOCK
-from simeval.service.capture import CaptureMixin
-from simeval.service.checks import MAX_TEXT_CHARS, UNSET, check_capture, parse_time
+from simeval.service.batch import BatchMixin
+from simeval.service.calibration import CalibrationMixin
+from simeval.service.checks import (
+    MAX_TEXT_CHARS,
+    UNSET,
+    check_capture,
+    check_capture_row,
+    parse_time,
+    read_capture_lines,
+)
 from simeval.service.evalfiles import (
     EVALS_FORMAT,
     EvalFilesMixin,
@@ -64,18 +73,26 @@ from simeval.service.evalfiles import (
 from simeval.service.export import EXPORT_COLUMNS, ExportMixin
 from simeval.service.queries import RESULT_ID_PATTERN, parse_result_id
 from simeval.service.runs import RunsMixin
-from simeval.service.settings import RETENTION_CHOICES, SettingsMixin
+from simeval.service.settings import SettingsMixin
 from simeval.service.trends import BUCKETS, TrendsMixin
 from simeval.store import resolve_db_url
 
 
-class Service(CaptureMixin, ExportMixin, TrendsMixin, SettingsMixin, EvalFilesMixin, RunsMixin):
+class Service(
+    BatchMixin,
+    ExportMixin,
+    TrendsMixin,
+    SettingsMixin,
+    EvalFilesMixin,
+    CalibrationMixin,
+    RunsMixin,
+):
     """One database's evals, captures and results. Thread-safe; one per process is enough
     (``open_service``).
 
     A thin façade: each concern lives in its own module of this package (``evals``,
-    ``capture``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``, ``runs``),
-    as a mixin over ``base.ServiceBase``.
+    ``capture``, ``batch``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``,
+    ``calibration``, ``runs``), as a mixin over ``base.ServiceBase``.
     """
 
 
@@ -101,9 +118,11 @@ __all__ = [
     "Service",
     "_validate_evals_document",
     "check_capture",
+    "check_capture_row",
     "open_service",
     "parse_evals_document",
     "parse_result_id",
     "parse_time",
+    "read_capture_lines",
     "scope_key",
 ]

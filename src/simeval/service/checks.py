@@ -4,7 +4,6 @@ paging, and times (``parse_time``). Each raises a ``SimevalError`` subclass nami
 from __future__ import annotations
 
 import json
-import math
 import re
 import unicodedata
 from datetime import UTC, date, datetime, timedelta
@@ -166,16 +165,58 @@ def check_capture(
     return input, output, conversation_id, metadata, parse_time(captured_at, "captured_at")
 
 
-def _check_unit(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
+CAPTURE_FIELDS = ("input", "output", "conversation_id", "metadata", "captured_at")
+# a batch row may date a capture with "at" (a log's usual name) as well as "captured_at"
+_ROW_KEYS = {*CAPTURE_FIELDS, "at"}
+
+
+def check_capture_row(row: Any, where: str) -> dict[str, Any]:
+    """One row of a batch of captures checked as ``Service.capture`` checks its arguments,
+    as the keyword arguments of ``capture``: a mapping with ``output`` and optionally
+    ``input``, ``conversation_id``, ``metadata`` and ``at`` or ``captured_at``. Errors start
+    with ``where`` (e.g. ``captures.jsonl line 3``).
+
+    >>> check_capture_row({"output": "a", "at": "2024-05-01"}, "row 1")["captured_at"]
+    datetime.datetime(2024, 5, 1, 0, 0)
+    """
+    if not isinstance(row, dict):
+        raise InvalidInput(f"{where}: expected a JSON object")
+    unknown = set(row) - _ROW_KEYS
+    if unknown:
+        raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    if "output" not in row:
+        raise InvalidInput(f"{where}: no 'output'")
     try:
-        number = float(value)
-    except ValueError:
-        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}") from None
-    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
-    return number
+        checked = check_capture(
+            row.get("input", ""),
+            row["output"],
+            row.get("conversation_id"),
+            row.get("metadata"),
+            row.get("at", row.get("captured_at")),
+        )
+    except (InvalidInput, InvalidType) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    return dict(zip(CAPTURE_FIELDS, checked, strict=True))
+
+
+def read_capture_lines(text: str, source: str = "captures") -> list[dict[str, Any]]:
+    """JSON Lines of captures (one object a line, blank lines skipped), every line checked
+    (``check_capture_row``) before any is returned; errors name ``source`` and the line.
+
+    >>> [r["output"] for r in read_capture_lines('{"output": "a"}\\n\\n{"output": "b"}')]
+    ['a', 'b']
+    """
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{source} line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
+        rows.append(check_capture_row(row, where))
+    return rows
 
 
 def _check_id(value: Any, what: str) -> int:

@@ -11,7 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
-from simeval.scorer import DEFAULT_THRESHOLD, check_references, check_threshold, read_text_file
+from simeval.options import DEFAULT_THRESHOLD, check_threshold
+from simeval.scorer import check_references, read_text_file
 from simeval.service.checks import _check_name, _check_options, _check_scope
 from simeval.service.evals import EvalsMixin
 from simeval.store import Eval

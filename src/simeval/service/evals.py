@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 
 from simeval.analyzer import scope_key
 from simeval.errors import Conflict, InvalidInput
-from simeval.models import EvalOut, EvalStats, EvalVersionOut, TestOut, strictness
-from simeval.scorer import DEFAULT_THRESHOLD, check_references, check_threshold, get_scorer
+from simeval.models import EvalOut, EvalStats, EvalVersionOut, TestOut
+from simeval.options import DEFAULT_THRESHOLD, check_threshold, strictness
+from simeval.scorer import check_references, get_scorer
 from simeval.service.base import ServiceBase
 from simeval.service.checks import (
     UNSET,

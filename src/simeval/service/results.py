@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.models import ResultOut
+from simeval.options import check_unit
 from simeval.scorer import get_scorer
-from simeval.service.checks import _check_page, _check_unit, _now, _utc
+from simeval.service.checks import _check_page, _now, _utc
 from simeval.service.queries import (
     QueriesMixin,
     Row,
@@ -170,7 +171,7 @@ class ResultsMixin(QueriesMixin):
     def review_result(self, result_id: str, score: float, note: str = "") -> ResultOut:
         """Override a result's score (in [0, 1]) with a note; it decides pass/fail from now on.
         A second review replaces the first."""
-        value = _check_unit(score, "review score")
+        value = check_unit(score, "review score")
         if not isinstance(note, str):
             raise InvalidType(f"review note must be a string, not {type(note).__name__}")
         if len(note) > 10_000:

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from simeval import store as store_mod
 from simeval.errors import InvalidInput, InvalidType
 from simeval.models import RunOut
-from simeval.scorer import DEFAULT_THRESHOLD
+from simeval.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.base import ServiceBase
-from simeval.service.checks import _check_id, _check_page, _check_unit, _get, _now, _utc
+from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
 from simeval.store import Eval, Result, Run
 
 _RUN_CHUNK = 10_000
@@ -36,8 +36,8 @@ def _run_row(row: Any, n: int, eval_ids: dict[str, int], columns: Sequence[str])
             index = refs.index(matched) if refs and matched in refs else 0
         if matched is None and refs:
             matched = refs[index] if 0 <= index < len(refs) else None
-        score = _check_unit(row["score"], f"run row {n + 1} score")
-        threshold = _check_unit(
+        score = check_unit(row["score"], f"run row {n + 1} score")
+        threshold = check_unit(
             row.get("threshold", DEFAULT_THRESHOLD), f"run row {n + 1} threshold"
         )
         passed = row.get("passed")
@@ -96,6 +96,23 @@ class RunsMixin(ServiceBase):
             return run.id
 
         run_id: int = self._write(work)
+        return run_id
+
+    def store_run(
+        self,
+        name: str,
+        source: str,
+        rows: Iterable[dict[str, Any]],
+        summary: dict[str, Any],
+        options: dict[str, Any] | None = None,
+    ) -> int:
+        """Store a finished data-set run: the run first, its summary saying ``storing``, then
+        its rows (``add_run_results``), then ``summary`` with ``status: complete`` and the
+        ``run_id``. A run whose summary still says ``storing`` was interrupted and is no
+        baseline. Returns the run's id."""
+        run_id = self.create_run(name, source, options=options, summary={"status": "storing"})
+        self.add_run_results(run_id, rows)
+        self.update_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
         return run_id
 
     def update_run_summary(self, run_id: int, summary: dict[str, Any]) -> RunOut:

@@ -11,12 +11,12 @@ from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidType
 from simeval.models import CleanupOut, SettingsOut
+from simeval.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.base import ServiceBase
 from simeval.service.checks import UNSET, _now, _Unset, _utc, parse_time
 from simeval.service.rollup import HOUR, Tally, add_sums, hour_of, roll_up
 from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting, TrendRollup, unpack_results
 
-RETENTION_CHOICES = (7, 30, 90, 180)
 _REV_KEY, _AUTO_KEY, _RETENTION_KEY = "evals_revision", "auto_evaluate", "retention_days"
 
 
@@ -42,7 +42,8 @@ class SettingsMixin(ServiceBase):
     def update_settings(
         self, auto_evaluate: bool | None = None, retention_days: Any = UNSET
     ) -> SettingsOut:
-        """Change settings; ``retention_days`` is 7, 30, 90, 180 or None (keep forever)."""
+        """Change settings; ``retention_days`` is one of ``simeval.options.RETENTION_CHOICES``
+        or None (keep forever)."""
         updates: dict[str, Any] = {}
         if auto_evaluate is not None:
             if not isinstance(auto_evaluate, bool):
@@ -53,8 +54,7 @@ class SettingsMixin(ServiceBase):
                 isinstance(retention_days, bool) or retention_days not in RETENTION_CHOICES
             ):
                 raise InvalidInput(
-                    "retention must be 7, 30, 90, 180 days or forever (None), "
-                    f"not {retention_days!r}"
+                    f"retention must be {RETENTION_TEXT} (None), not {retention_days!r}"
                 )
             updates[_RETENTION_KEY] = int(retention_days) if retention_days is not None else None
 

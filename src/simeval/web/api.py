@@ -25,6 +25,7 @@ from simeval.models import (
     TestOut,
     TrendOut,
 )
+from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
 from simeval.service import RESULT_ID_PATTERN, Service
 
 router = APIRouter(prefix="/api")
@@ -70,7 +71,7 @@ class EvalIn(_Body):
         description="One or more reference answers (a single string is accepted too).",
         examples=[["Paris is the capital of France."]],
     )
-    threshold: float = Field(0.80, description="Minimum score that passes, in [0, 1].")
+    threshold: float = Field(DEFAULT_THRESHOLD, description="Minimum score that passes, in [0, 1].")
     input_scope: str | None = Field(
         None, description="Score only captures whose input is this text (case and spacing aside)."
     )
@@ -119,7 +120,7 @@ class SettingsIn(_Body):
     """Settings to change; fields left out stay as they are."""
 
     auto_evaluate: bool | None = None
-    retention_days: int | None = Field(None, description="7, 30, 90, 180, or null = forever.")
+    retention_days: int | None = Field(None, description=f"Days to keep: {RETENTION_TEXT} (null).")
 
 
 class ResultPage(BaseModel):

@@ -28,7 +28,20 @@ from simeval import __version__
 from simeval.analyzer import LANGUAGES, TOKEN_PATTERN, Analyzer, normalize
 from simeval.errors import Conflict, InvalidInput, InvalidOption, NotFound, SimevalError
 from simeval.models import EvalOut, ResultOut
-from simeval.scorer import DEFAULT_THRESHOLD, DEFAULTS, OPTION_HELP, analyzer_from_options
+from simeval.options import (
+    DEFAULT_THRESHOLD,
+    DEFAULTS,
+    FAIL_WORDS,
+    OPTION_HELP,
+    PASS_WORDS,
+    RETENTION_CHOICES,
+    STRICTNESS_BANDS,
+    analyzer_from_options,
+    band,
+    check_threshold,
+    check_unit,
+    yes_no,
+)
 from simeval.scorer import resolve_options as _resolve_options
 from simeval.service import Service
 from simeval.store import describe_url
@@ -44,14 +57,6 @@ from simeval.web.security import (
 )
 
 router = APIRouter(include_in_schema=False)
-
-# The seed page's strictness guidance, highest band first: (lowest threshold, key, label, help).
-BANDS: list[tuple[float, str, str, str]] = [
-    (0.90, "very-strict", "Very strict", "near-identical phrasing required"),
-    (0.80, "strict", "Strict", "same content, different words acceptable"),
-    (0.70, "moderate", "Moderate", "paraphrasing and some omissions acceptable"),
-    (0.0, "lenient", "Lenient", "general topic alignment"),
-]
 
 # Fixed success messages shown after a redirect (never text taken from the URL).
 NOTICES = {
@@ -75,14 +80,6 @@ EXAMPLE: dict[str, Any] = {
     "input": "What is the capital of France?",
     "output": "The capital of France is Paris, which is also its largest city.",
 }
-
-
-def strictness(threshold: float) -> dict[str, str]:
-    """The strictness band of a threshold (key, label and help)."""
-    for low, key, label, text in BANDS:
-        if threshold >= low:
-            return {"key": key, "label": label, "help": text}
-    return {"key": "lenient", "label": "Lenient", "help": BANDS[-1][3]}
 
 
 def _fmt_time(value: datetime | None) -> str:
@@ -113,9 +110,9 @@ def _env() -> Environment:
         score=_fmt_score,
         pct=_fmt_pct,
         q=lambda s: quote(str(s), safe=""),
-        band=strictness,
+        band=band,
     )
-    env.globals.update(version=__version__, bands=BANDS, CSRF_FIELD=CSRF_FIELD)
+    env.globals.update(version=__version__, bands=STRICTNESS_BANDS, CSRF_FIELD=CSRF_FIELD)
     return env
 
 
@@ -244,14 +241,7 @@ def _text(form: FormData, key: str) -> str:
 
 
 def _threshold(form: FormData) -> float:
-    raw = _text(form, "threshold").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidInput(f"threshold must be a number in [0, 1], not {raw!r}") from None
-    if not 0.0 <= value <= 1.0 or math.isnan(value):
-        raise InvalidInput(f"threshold must be in [0, 1], not {raw}")
-    return value
+    return check_threshold(_text(form, "threshold").strip())
 
 
 def _int_option(form: FormData, key: str) -> int:
@@ -333,7 +323,7 @@ def _form_context(values: dict[str, Any]) -> dict[str, Any]:
         "values": values,
         "languages": sorted(LANGUAGES),
         "option_help": OPTION_HELP,
-        "band_now": strictness(_safe_float(values["threshold"], DEFAULT_THRESHOLD)),
+        "band_now": band(_safe_float(values["threshold"], DEFAULT_THRESHOLD)),
     }
 
 
@@ -444,7 +434,7 @@ def _eval_page(
         recent=recent,
         error=error,
         test_error=test_error,
-        band=strictness(ev.threshold),
+        band=band(ev.threshold),
     )
     return render(request, "eval.html", ctx, status=status)
 
@@ -623,14 +613,7 @@ def dashboard(request: Request, eval: str | None = None, bucket: str | None = No
 
 # -- results -------------------------------------------------------------------------------
 def _bool_param(value: str | None) -> bool | None:
-    return {
-        "pass": True,
-        "true": True,
-        "fail": False,
-        "false": False,
-        "yes": True,
-        "no": False,
-    }.get((value or "").lower())
+    return yes_no(value, PASS_WORDS, FAIL_WORDS)
 
 
 @router.get("/results")
@@ -732,11 +715,7 @@ async def review_result(request: Request, result_id: str) -> Response:
     service = _service(request)
     raw = _text(form, "score").strip()
     try:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise InvalidInput(f"review score must be a number in [0, 1], not {raw!r}") from None
-        service.review_result(result_id, value, _text(form, "note"))
+        service.review_result(result_id, check_unit(raw, "review score"), _text(form, "note"))
     except NotFound:
         raise
     except SimevalError as exc:
@@ -745,13 +724,7 @@ async def review_result(request: Request, result_id: str) -> Response:
 
 
 # -- settings ------------------------------------------------------------------------------
-RETENTION_CHOICES = [
-    (None, "Keep forever"),
-    (7, "7 days"),
-    (30, "30 days"),
-    (90, "90 days"),
-    (180, "180 days"),
-]
+RETENTION_LABELS = [(None, "Keep forever")] + [(d, f"{d} days") for d in RETENTION_CHOICES]
 
 
 def _settings_page(
@@ -763,7 +736,7 @@ def _settings_page(
         "settings.html",
         {
             "settings": service.get_settings(),
-            "choices": RETENTION_CHOICES,
+            "choices": RETENTION_LABELS,
             "error": error,
             "cleaned": cleaned,
             "db_url": describe_url(service.url),  # a server URL's password hidden

@@ -1,0 +1,205 @@
+"""The rules every layer shares, each in one place: the scorer options (names, defaults, help,
+parsing), the yes/no words, the threshold check and the strictness bands, and the retention
+choices. No storage, HTTP or CLI here: the scorer, the IDF tables, the service, the CLI and
+the studio all read these.
+
+>>> check_threshold("0.75"), strictness(0.75), yes_no(" Yes ")
+(0.75, 'moderate', True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from typing import Any, NamedTuple
+
+from simeval.analyzer import Analyzer, language_name
+from simeval.errors import InvalidInput, InvalidOption
+
+# -- scorer options -------------------------------------------------------------------------------
+DEFAULTS: dict[str, Any] = {
+    "language": "english",
+    "stemming": True,
+    "prefix": 4,
+    "stop_words": 0,
+    "ngram": 1,
+    "sublinear_tf": True,
+    "idf": "background",
+}
+OPTION_NAMES = tuple(DEFAULTS)
+OPTION_HELP = {
+    "language": "stemmer and background word list, e.g. english, german, fr",
+    "stemming": "Snowball stemming on/off",
+    "prefix": "keep the first N characters of each stemmed term (0 = all)",
+    "stop_words": "drop the N most frequent words of the language (0 = none, true = 100)",
+    "ngram": "largest word n-gram used as a term (1-3)",
+    "sublinear_tf": "term frequency weight 1 + ln(count) instead of count",
+    "idf": "background (built-in), pair (naive, the two texts only) or a corpus table file",
+}
+
+
+# -- yes/no words ---------------------------------------------------------------------------------
+TRUE_WORDS = frozenset({"true", "yes", "on"})
+FALSE_WORDS = frozenset({"false", "no", "off"})
+# a human label or a verdict filter: pass/fail words as well as true/false, yes/no
+PASS_WORDS = frozenset({"pass", "passed", "true", "yes", "y", "good", "positive", "ok"})
+FAIL_WORDS = frozenset({"fail", "failed", "false", "no", "n", "bad", "negative"})
+
+
+def yes_no(
+    value: Any, true: Collection[str] = TRUE_WORDS, false: Collection[str] = FALSE_WORDS
+) -> bool | None:
+    """True/False for a bool or a word like "yes"/"off" (case and spacing aside); None for
+    anything else. ``true``/``false``: other word lists, e.g. ``PASS_WORDS``/``FAIL_WORDS``.
+
+    >>> yes_no("OFF"), yes_no(True), yes_no("maybe"), yes_no("good", PASS_WORDS, FAIL_WORDS)
+    (False, True, None, True)
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in true:
+            return True
+        if word in false:
+            return False
+    return None
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    flag = yes_no(value)
+    if flag is None and isinstance(value, str) and value.strip() in {"0", "1"}:
+        flag = value.strip() == "1"
+    if flag is None:
+        raise InvalidOption(f"option {name!r} must be true or false, not {value!r}")
+    return flag
+
+
+def _as_int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidOption(f"option {name!r} must be an integer in [{low}, {high}], not {value!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidOption(f"option {name!r} must be an integer, not {value!r}") from None
+    if not low <= number <= high:
+        raise InvalidOption(f"option {name!r} must be in [{low}, {high}], not {number}")
+    return number
+
+
+def resolve_options(
+    options: dict[str, Any], idf_source: Callable[[Any], Any] | None = None
+) -> dict[str, Any]:
+    """Validate scorer options and fill in defaults; the canonical form of a configuration.
+
+    ``idf_source`` checks the ``idf`` value and turns it into its source (the scorer passes
+    its IDF table loader); without it the value is kept as given. Raises ``InvalidOption``
+    naming the unknown option or the bad value.
+    """
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise InvalidOption(
+            f"unknown scorer option {unknown[0]!r}; known options: {', '.join(DEFAULTS)}"
+        )
+    merged = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+    stop = merged["stop_words"]
+    flag = yes_no(stop)
+    if flag is not None:  # on: the 100 most frequent words; off: none
+        stop = 100 if flag else 0
+    idf = merged["idf"] if idf_source is None else idf_source(merged["idf"])
+    return {
+        "language": language_name(merged["language"]),
+        "stemming": _as_bool("stemming", merged["stemming"]),
+        "prefix": _as_int("prefix", merged["prefix"], 0, 64),
+        "stop_words": _as_int("stop_words", stop, 0, 5000),
+        "ngram": _as_int("ngram", merged["ngram"], 1, 3),
+        "sublinear_tf": _as_bool("sublinear_tf", merged["sublinear_tf"]),
+        "idf": idf,
+    }
+
+
+def analyzer_from_options(options: dict[str, Any]) -> Analyzer:
+    """The analyzer part of a set of scorer options (validated)."""
+    opts = resolve_options({k: v for k, v in options.items() if k != "idf"})
+    return Analyzer(
+        opts["language"], opts["stemming"], opts["prefix"], opts["stop_words"], opts["ngram"]
+    )
+
+
+# -- thresholds -----------------------------------------------------------------------------------
+DEFAULT_THRESHOLD = 0.80
+
+
+def check_unit(value: Any, what: str) -> float:
+    """``value`` as a float in [0, 1]; ``InvalidInput`` naming ``what`` for anything else (NaN
+    included). A threshold, a score, a review."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}") from None
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
+    return number
+
+
+def check_threshold(threshold: Any) -> float:
+    """A threshold as a float in [0, 1]; ``InvalidInput`` for anything else (NaN included)."""
+    return check_unit(threshold, "threshold")
+
+
+class Band(NamedTuple):
+    """A strictness band: the lowest threshold in it, a key (CSS class), a label and help."""
+
+    low: float
+    key: str
+    label: str
+    help: str
+
+    @property
+    def range(self) -> str:
+        """The thresholds the band covers, as shown beside it: ``0.80–0.89``."""
+        i = STRICTNESS_BANDS.index(self)
+        if i == 0:
+            return f"{self.low:.2f}+"
+        above = STRICTNESS_BANDS[i - 1].low
+        if i == len(STRICTNESS_BANDS) - 1:
+            return f"< {above:.2f}"
+        return f"{self.low:.2f}–{above - 0.01:.2f}"
+
+
+# design.md "Words" (the seed page's strictness guidance), highest band first
+STRICTNESS_BANDS: tuple[Band, ...] = (
+    Band(0.90, "very-strict", "Very strict", "near-identical phrasing required"),
+    Band(0.80, "strict", "Strict", "same content, different words acceptable"),
+    Band(0.70, "moderate", "Moderate", "paraphrasing and some omissions acceptable"),
+    Band(0.0, "lenient", "Lenient", "general topic alignment"),
+)
+
+
+def band(threshold: float) -> Band:
+    """The strictness band of a threshold.
+
+    >>> band(0.85).label, band(0.85).range
+    ('Strict', '0.80–0.89')
+    """
+    for b in STRICTNESS_BANDS:
+        if threshold >= b.low:
+            return b
+    return STRICTNESS_BANDS[-1]
+
+
+def strictness(threshold: float) -> str:
+    """The strictness band of a threshold (design.md "Words").
+
+    >>> strictness(0.8), strictness(0.95), strictness(0.5)
+    ('strict', 'very strict', 'lenient')
+    """
+    return band(threshold).label.lower()
+
+
+# -- retention ------------------------------------------------------------------------------------
+RETENTION_CHOICES = (7, 30, 90, 180)
+"""How many days captures and results may be kept (or ``None``: forever)."""
+RETENTION_TEXT = ", ".join(map(str, RETENTION_CHOICES)) + " days or forever"

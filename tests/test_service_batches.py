@@ -1,0 +1,107 @@
+"""What the CLI's batch commands do, as library calls the API and the studio can make too:
+batch capture, eval calibration, storing a finished run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from simeval import InvalidInput, InvalidType
+from simeval.service import Service, read_capture_lines
+
+REFERENCE = "The capital of France is Paris, which stands on the Seine."
+QUESTION = "What is the capital of France?"
+GOOD = "Paris, on the Seine, is the capital of France."
+POOR = "France is a large country in western Europe."
+
+
+@pytest.fixture
+def svc(tmp_path: Path) -> Iterator[Service]:
+    with Service(tmp_path / "evals.db") as svc:
+        svc.create_eval("capital", REFERENCE)
+        svc.test_eval("capital", QUESTION, GOOD)
+        svc.activate_eval("capital")
+        yield svc
+
+
+def test_capture_many_scores_every_row_and_reports(svc: Service) -> None:
+    seen: list[tuple[int, int]] = []
+    report = svc.capture_many(
+        [
+            {"input": QUESTION, "output": GOOD, "conversation_id": 7},
+            {"output": POOR, "at": "2024-05-01T12:00:00Z", "metadata": {"user": "a"}},
+        ],
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert report.model_dump() == {"captures": 2, "results": 2, "passed": 1, "failed": 1}
+    assert seen == [(1, 2), (2, 2)]
+    old, new = sorted(svc.list_captures(), key=lambda c: c.captured_at)
+    assert (old.output, old.captured_at.year, old.metadata) == (POOR, 2024, {"user": "a"})
+    assert new.conversation_id == "7"
+
+
+@pytest.mark.parametrize(
+    ("row", "error", "message"),
+    [
+        ({"input": QUESTION}, InvalidInput, "row 2: no 'output'"),
+        ({"output": "x", "extra": 1}, InvalidInput, "row 2: unknown key 'extra'"),
+        ({"output": 42}, InvalidType, "row 2: output must be a string"),
+        ({"output": "x", "at": "someday"}, InvalidInput, "row 2: captured_at 'someday'"),
+        ("just text", InvalidInput, "row 2: expected a JSON object"),
+    ],
+)
+def test_capture_many_checks_every_row_before_storing_any(
+    svc: Service, row: object, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        svc.capture_many([{"output": GOOD}, row])  # type: ignore[list-item]
+    assert svc.list_captures() == []
+
+
+def test_read_capture_lines_names_the_line() -> None:
+    rows = read_capture_lines('{"output": "a", "at": "2024-05-01"}\n\n{"output": "b"}\n', "c.jsonl")
+    assert [r["output"] for r in rows] == ["a", "b"]
+    assert rows[0]["captured_at"].year == 2024 and rows[1]["input"] == ""
+    with pytest.raises(InvalidInput, match=r"c.jsonl line 3: not JSON"):
+        read_capture_lines('{"output": "a"}\n\n{oops\n', "c.jsonl")
+
+
+def test_calibrate_eval_from_reviews_and_apply(svc: Service) -> None:
+    with pytest.raises(InvalidInput, match="has no reviewed results yet"):
+        svc.calibrate_eval("capital")
+    outputs = {
+        GOOD: 1.0,
+        "Paris is the capital of France.": 1.0,
+        POOR: 0.0,
+        "The Seine flows through northern France.": 0.0,
+    }
+    for output, verdict in outputs.items():
+        (result,) = svc.capture(QUESTION, output).results
+        svc.review_result(result.id, verdict, "by hand")
+    report = svc.calibrate_eval("capital")
+    assert (report["examples"], report["reviews"], report["positives"]) == (4, 4, 2)
+    assert report["eval"]["name"] == "capital" and "applied" not in report
+    assert svc.get_eval("capital").threshold == 0.8  # nothing written without apply
+    more = svc.calibrate_eval("capital", [(0.95, True), (0.1, False)], by="accuracy")
+    assert (more["examples"], more["reviews"], more["by"]) == (6, 4, "accuracy")
+    applied = svc.calibrate_eval("capital", apply=True)["applied"]
+    t = applied["threshold"]
+    assert t == report["suggested"]["threshold"] and applied["changed"] is (t != 0.8)
+    ev = svc.get_eval("capital")
+    assert ev.threshold == t
+    if applied["changed"]:
+        assert (ev.version, ev.status, applied["status_before"]) == (2, "draft", "active")
+
+
+def test_store_run_marks_it_complete(svc: Service) -> None:
+    rows = [
+        {"eval_name": None, "output": "a", "reference": "a", "score": 1.0, "fingerprint": "f"},
+        {"eval_name": "capital", "output": "b", "reference": "c", "score": 0.2, "fingerprint": "f"},
+    ]
+    run_id = svc.store_run("nightly", "data.jsonl", rows, {"rows": 2}, options={"workers": 1})
+    run = svc.get_run(run_id)
+    assert run.summary == {"rows": 2, "status": "complete", "run_id": run_id}
+    assert (run.options, run.results) == ({"workers": 1}, 2)
+    assert [r.passed for r in svc.list_results(run_id=run_id)] == [False, True]
