@@ -63,8 +63,8 @@ def test_failure_between_capture_and_results_stores_neither(
             # the capture row and its packed results are inserted in this transaction, then
             # the step after them fails
             original(*args, **kwargs)
-            conn = args[0]
-            assert conn.exec_driver_sql("SELECT count(*) FROM captures").scalar() == 2
+            cursor = args[0]
+            assert cursor.execute("SELECT count(*) FROM captures").fetchone()[0] == 2
             raise RuntimeError("disk fell off")
 
         monkeypatch.setattr(store_mod, "insert_row", broken)

@@ -380,7 +380,12 @@ def make_engine(url: str) -> Engine:
 
 
 def is_locked(exc: OperationalError) -> bool:
-    text = str(exc.orig).lower()
+    """Whether SQLAlchemy's error is SQLite's "locked" or "busy"."""
+    return _driver_locked(exc.orig)
+
+
+def _driver_locked(exc: BaseException | None) -> bool:
+    text = str(exc).lower()
     return "database is locked" in text or "database is busy" in text
 
 
@@ -457,20 +462,21 @@ def _compiled_insert(
     return cached
 
 
-def insert_row(conn: Connection, table: Table, values: Mapping[str, Any]) -> int:
-    """Insert one row through the driver with a cached statement; returns its ``id``.
+def insert_row(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any]) -> int:
+    """Insert one row through a driver cursor with a cached statement; returns its ``id``.
 
     The capture's hot path: the same work as an ORM or Core insert without compiling or
     processing the statement again on each call.
     """
     names = tuple(values)
-    sql, order, processors = _compiled_insert(conn.dialect, table, names, returning=True)
+    sql, order, processors = _compiled_insert(dialect, table, names, returning=True)
     converted = {
         n: (p(values[n]) if p is not None and values[n] is not None else values[n])
         for n, p in zip(names, processors, strict=True)
     }
-    params: Any = tuple(converted[n] for n in order) if conn.dialect.positional else converted
-    return int(conn.exec_driver_sql(sql, params).scalar_one())
+    params: Any = tuple(converted[n] for n in order) if dialect.positional else converted
+    cursor.execute(sql, params)
+    return int(cursor.fetchone()[0])
 
 
 def bulk_insert(
@@ -764,6 +770,39 @@ class Store:
                     f"{BUSY_TIMEOUT_S:.0f} s; nothing was written"
                 ) from None
             raise
+
+    @contextmanager
+    def raw_write(self) -> Iterator[Any]:
+        """A driver cursor in a write transaction: the capture's hot path, where SQLAlchemy's
+        per-statement work cost more than the statements. Committed at the end, rolled back
+        on error. Waiting for the write lock is retried, then ``DatabaseBusyError``."""
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            if self.dialect == "sqlite":
+                for attempt in range(_LOCK_RETRIES):
+                    try:
+                        cur.execute("BEGIN IMMEDIATE")
+                        break
+                    except Exception as exc:
+                        if not _driver_locked(exc):
+                            raise
+                        if attempt == _LOCK_RETRIES - 1:
+                            raise DatabaseBusyError(
+                                f"database {self._where()} stayed locked by another process "
+                                f"for more than {BUSY_TIMEOUT_S:.0f} s; nothing was written"
+                            ) from None
+                        time.sleep(0.05 * (attempt + 1))
+            try:
+                yield cur
+                raw.commit()
+            except BaseException:
+                raw.rollback()
+                raise
+            finally:
+                cur.close()
+        finally:
+            raw.close()
 
     def run_write(self, fn: Callable[[Session], T]) -> T:
         """``fn(session)`` in a write transaction, retried when the lock could not be taken."""

@@ -7,7 +7,6 @@ import json
 import logging
 import operator
 import sys
-import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,8 +14,6 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import select
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
@@ -33,7 +30,7 @@ from simeval.service.queries import (
 )
 from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
 from simeval.service.settings import _AUTO_KEY, _REV_KEY
-from simeval.store import Capture, DatabaseBusyError, Eval
+from simeval.store import Capture, Eval
 
 log = logging.getLogger("simeval.service")
 
@@ -100,7 +97,7 @@ class CaptureMixin(ServiceBase):
 
     _active: tuple[int, _Active] | None = None
 
-    def _prepared(self, s: Connection, revision: int) -> _Active:
+    def _prepared(self, revision: int) -> _Active:
         """The active evals, prepared once per ``revision``."""
         cached = self._active
         if cached is None or cached[0] != revision:
@@ -108,10 +105,11 @@ class CaptureMixin(ServiceBase):
                 # another thread may have prepared this revision while this one waited
                 cached = self._active
                 if cached is None or cached[0] != revision:
-                    evals = Session(bind=s).scalars(
-                        select(Eval).where(Eval.status == "active").order_by(Eval.id)
-                    )
-                    cached = self._active = (revision, _prepare(list(evals)))
+                    with self.store.read() as s:
+                        evals = list(
+                            s.scalars(select(Eval).where(Eval.status == "active").order_by(Eval.id))
+                        )
+                    cached = self._active = (revision, _prepare(evals))
         return cached[1]
 
     def capture(
@@ -139,40 +137,31 @@ class CaptureMixin(ServiceBase):
         input, output, conversation_id, metadata, when = check_capture(
             input, output, conversation_id, metadata, captured_at
         )
-        for attempt in range(_LOCK_RETRIES):
-            try:
-                with self.store.writer.connect() as conn, conn.begin():
-                    return self._capture(
-                        conn, input, output, conversation_id, metadata, when, explain
-                    )
-            except OperationalError as exc:
-                if not store_mod.is_locked(exc):
-                    raise
-                if attempt == _LOCK_RETRIES - 1:
-                    raise DatabaseBusyError(
-                        "the database stayed locked by another process for more than "
-                        f"{store_mod.BUSY_TIMEOUT_S:.0f} s; nothing was written"
-                    ) from None
-                time.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+        with self.store.raw_write() as cur:
+            out, upto = self._capture(cur, input, output, conversation_id, metadata, when, explain)
+        if out.id - upto >= ROLLUP_EVERY:
+            # a step of the rollup every few hundred captures, in its own transaction
+            self.store.run_write(lambda s: roll_up(s.connection()))
+        return out
 
     def _capture(
         self,
-        conn: Connection,
+        cur: Any,
         input: str,
         output: str,
         conversation_id: str | None,
         metadata: dict[str, Any] | None,
         when: datetime | None,
         explain: bool,
-    ) -> CaptureOut:
+    ) -> tuple[CaptureOut, int]:
         now = when or _now()
-        flags: dict[str, Any] = dict(conn.exec_driver_sql(_FLAGS_SQL[conn.dialect.name]).all())
+        cur.execute(_FLAGS_SQL)
+        flags: dict[str, Any] = dict(cur.fetchall())
         auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
         blob = None
         if auto:
-            active = self._prepared(conn, int(_json_flag(flags.get(_REV_KEY), 0) or 0))
+            active = self._prepared(int(_json_flag(flags.get(_REV_KEY), 0) or 0))
             ids, versions, scores, thresholds, matched, passed, fps = [], [], [], [], [], [], []
             for group, members, sc, at in active.evalset.score_arrays(output, input):
                 cols = active.columns[id(group)]
@@ -205,7 +194,8 @@ class CaptureMixin(ServiceBase):
                 b"".join(fps),
             )
         capture_id = store_mod.insert_row(
-            conn,
+            cur,
+            self.store.engine.dialect,
             store_mod.captures_table,
             {
                 "input": input,
@@ -218,13 +208,11 @@ class CaptureMixin(ServiceBase):
             },
         )
         upto = int(_json_flag(flags.get(ROLLUP_KEY), 0) or 0)
-        if capture_id - upto >= ROLLUP_EVERY:
-            roll_up(conn, upto)
 
         def results() -> list[CaptureResultOut]:
             return self._fresh_results(active, scored, capture_id, output, explain)
 
-        return CaptureOut.build(
+        out = CaptureOut.build(
             results if auto else [],
             id=capture_id,
             input=input,
@@ -234,6 +222,7 @@ class CaptureMixin(ServiceBase):
             captured_at=_utc(now),
             evaluated=auto,
         )
+        return out, upto
 
     @staticmethod
     def _fresh_results(
@@ -327,12 +316,9 @@ class CaptureMixin(ServiceBase):
             return [self._capture_out(s, c) for c in s.scalars(q.limit(limit).offset(offset))]
 
 
-_LOCK_RETRIES = 3
-_FLAGS_SQL = {
-    name: f"SELECT key, value FROM settings WHERE key IN ('{_REV_KEY}', '{_AUTO_KEY}', "
-    f"'{ROLLUP_KEY}')"
-    for name in ("sqlite", "postgresql")
-}
+_FLAGS_SQL = (
+    f"SELECT key, value FROM settings WHERE key IN ('{_REV_KEY}', '{_AUTO_KEY}', '{ROLLUP_KEY}')"
+)
 
 
 def _json_flag(raw: Any, default: Any) -> Any:
