@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import operator
 import sys
 from array import array
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+import pydantic_core
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -20,7 +22,7 @@ from simeval import store as store_mod
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.models import CaptureOut, CaptureResultOut
 from simeval.service.base import ServiceBase
-from simeval.service.checks import _check_page, _get, _now, _utc, check_capture
+from simeval.service.checks import CheckedCapture, _check_page, _get, _now, _utc, check_capture
 from simeval.service.queries import (
     _review_out,
     _version_refs,
@@ -55,6 +57,10 @@ class _Active:
     names: list[str]  # by EvalSet position
     fingerprints: list[str]
     columns: dict[int, _Columns]  # by id() of the EvalSet group
+    # the JSON of each eval's result with its fixed fields filled in (by EvalSet position),
+    # and of each of its references: an answer is then a few string joins per result
+    json_fixed: list[tuple[str, str]]
+    json_refs: list[list[str]]
 
 
 def _prepare(evals: list[Eval]) -> _Active:
@@ -89,7 +95,31 @@ def _prepare(evals: list[Eval]) -> _Active:
             fps.index(fp),
             len(members),
         )
-    return _Active(es, [e.name for e in es.evals], fps, columns)
+    fixed, refs = [], []
+    for group in es.groups:
+        for p in group.positions:
+            e = es.evals[p]
+            head = pydantic_core.to_json(
+                {
+                    "eval_id": e.id or 0,
+                    "eval_name": e.name,
+                    "eval_type": "similarity",
+                    "eval_version": e.version,
+                }
+            ).decode()
+            tail = pydantic_core.to_json(
+                {"threshold": e.threshold, "fingerprint": group.scorer.fingerprint}
+            ).decode()
+            fixed.append((p, (head[1:-1], tail[1:-1])))
+            refs.append((p, [pydantic_core.to_json(r).decode() for r in e.references]))
+    return _Active(
+        es,
+        [e.name for e in es.evals],
+        fps,
+        columns,
+        [f for _, f in sorted(fixed)],
+        [r for _, r in sorted(refs)],
+    )
 
 
 class CaptureMixin(ServiceBase):
@@ -134,34 +164,45 @@ class CaptureMixin(ServiceBase):
         The results are scored by the eval-set engine (``simeval.evalset``) and stored packed
         on the capture: one row written however many evals scored it.
         """
-        input, output, conversation_id, metadata, when = check_capture(
-            input, output, conversation_id, metadata, captured_at
-        )
+        checked = check_capture(input, output, conversation_id, metadata, captured_at)
+        return self.capture_checked([checked], explain=explain)[0]
+
+    def capture_checked(
+        self, items: Sequence[CheckedCapture], *, explain: bool = False
+    ) -> list[CaptureOut]:
+        """Store captures already checked by ``check_capture``, in one transaction (all or
+        none): what ``capture`` does for one, for a server that gathers the captures arriving
+        together into one commit."""
+        if not items:
+            return []
         with self.store.raw_write() as cur:
-            out, upto = self._capture(cur, input, output, conversation_id, metadata, when, explain)
-        if out.id - upto >= ROLLUP_EVERY:
+            cur.execute(_FLAGS_SQL)
+            flags: dict[str, Any] = dict(cur.fetchall())
+            auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
+            active = self._prepared(int(_json_flag(flags.get(_REV_KEY), 0) or 0)) if auto else None
+            outs = [self._capture(cur, active, *item, explain) for item in items]
+        upto = int(_json_flag(flags.get(ROLLUP_KEY), 0) or 0)
+        if outs[-1].id - upto >= ROLLUP_EVERY:
             # a step of the rollup every few hundred captures, in its own transaction
             self.store.run_write(lambda s: roll_up(s.connection()))
-        return out
+        return outs
 
     def _capture(
         self,
         cur: Any,
+        active: _Active | None,
         input: str,
         output: str,
         conversation_id: str | None,
         metadata: dict[str, Any] | None,
         when: datetime | None,
         explain: bool,
-    ) -> tuple[CaptureOut, int]:
+    ) -> CaptureOut:
         now = when or _now()
-        cur.execute(_FLAGS_SQL)
-        flags: dict[str, Any] = dict(cur.fetchall())
-        auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
+        auto = active is not None
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
         blob = None
-        if auto:
-            active = self._prepared(int(_json_flag(flags.get(_REV_KEY), 0) or 0))
+        if active is not None:
             ids, versions, scores, thresholds, matched, passed, fps = [], [], [], [], [], [], []
             for group, members, sc, at in active.evalset.score_arrays(output, input):
                 cols = active.columns[id(group)]
@@ -207,13 +248,18 @@ class CaptureMixin(ServiceBase):
                 "scores": blob,
             },
         )
-        upto = int(_json_flag(flags.get(ROLLUP_KEY), 0) or 0)
 
-        def results() -> list[CaptureResultOut]:
+        def results() -> list[dict[str, Any]]:
+            assert active is not None
             return self._fresh_results(active, scored, capture_id, output, explain)
+
+        def results_json() -> bytes:
+            assert active is not None
+            return self._fresh_json(active, scored, capture_id)
 
         out = CaptureOut.build(
             results if auto else [],
+            results_json=results_json if auto and not explain else None,
             id=capture_id,
             input=input,
             output=output,
@@ -222,7 +268,30 @@ class CaptureMixin(ServiceBase):
             captured_at=_utc(now),
             evaluated=auto,
         )
-        return out, upto
+        return out
+
+    @staticmethod
+    def _fresh_json(
+        active: _Active,
+        scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
+        capture_id: int,
+    ) -> bytes:
+        """The JSON of ``_fresh_results`` (without explanations), from the prepared pieces."""
+        parts = []
+        for group, members, sc, at in scored:
+            for m in members:
+                p = group.positions[m]
+                spec = active.evalset.evals[p]
+                score, i = sc[m], at[m]
+                head, mid = active.json_fixed[p]
+                parts.append(
+                    f'{{"id":"{capture_id}-{spec.id or 0}",{head},'
+                    f'"score":{_JSON_FLOAT(score)},'
+                    f'"passed":{"true" if score >= spec.threshold else "false"},{mid},'
+                    f'"matched_index":{i},"matched_reference":{active.json_refs[p][i]},'
+                    '"explanation":null,"review":null}'
+                )
+        return ("[" + ",".join(parts) + "]").encode()
 
     @staticmethod
     def _fresh_results(
@@ -231,32 +300,37 @@ class CaptureMixin(ServiceBase):
         capture_id: int,
         output: str,
         explain: bool,
-    ) -> list[CaptureResultOut]:
-        out = []
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
         for group, members, sc, at in scored:
             scorer = group.scorer
+            fp = scorer.fingerprint
             for m in members:
                 spec = active.evalset.evals[group.positions[m]]
                 score = sc[m]
                 ok = score >= spec.threshold
-                out.append(
-                    CaptureResultOut(
-                        id=capture_result_id(capture_id, spec.id or 0),
-                        eval_id=spec.id or 0,
-                        eval_name=spec.name,
-                        eval_version=spec.version,
-                        score=score,
-                        passed=ok,
-                        threshold=spec.threshold,
-                        fingerprint=scorer.fingerprint,
-                        matched_index=at[m],
-                        matched_reference=spec.references[at[m]],
-                        explanation=scorer.explain(output, list(spec.references), top=10).to_dict()
+                rows.append(
+                    {
+                        "id": capture_result_id(capture_id, spec.id or 0),
+                        "eval_id": spec.id or 0,
+                        "eval_name": spec.name,
+                        "eval_type": "similarity",
+                        "eval_version": spec.version,
+                        "score": score,
+                        "passed": ok,
+                        "threshold": spec.threshold,
+                        "fingerprint": fp,
+                        "matched_index": at[m],
+                        "matched_reference": spec.references[at[m]],
+                        "explanation": scorer.explain(
+                            output, list(spec.references), top=10
+                        ).to_dict()
                         if explain and not ok
                         else None,
-                    )
+                        "review": None,
+                    }
                 )
-        return out
+        return rows
 
     def _capture_out(self, s: Session, cap: Capture) -> CaptureOut:
         rows = capture_rows(s, cap, capture_reviews(s, [cap.id]))
@@ -354,3 +428,8 @@ def _le(values: array[Any]) -> bytes:
 
 
 _LITTLE = sys.byteorder == "little"
+
+
+def _JSON_FLOAT(x: float) -> str:  # noqa: N802 - a constant-like helper
+    # scores are finite (the engine clamps them to [0, 1]); repr is the shortest exact form
+    return repr(x) if math.isfinite(x) else "null"
