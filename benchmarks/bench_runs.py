@@ -1,19 +1,24 @@
-"""Scale benchmark of `simeval run`: a large generated JSONL file, one worker against two.
+"""Scale benchmark of `simeval run`: one worker against two, `--store` against none, and the
+run's per-row cost against `score_many` on the same rows.
 
 Generates (once, cached) a JSONL file of ROWS rows whose output and reference are ~100-word
 texts (the output is the reference with a share of its words replaced, so scores spread over
-the whole range), then runs the real command line, `simeval run FILE --workers N`, as a
-subprocess for N = 1 and N = 2, alternating, and samples the memory of the whole process tree
-(the command and its worker processes) every 0.2 s. Reports rows/s, the ratio of two workers
-to one measured in the same run (the baseline), and the peak memory: the sum of the resident
-set sizes of all processes (shared pages counted in each process, so an upper bound) and the
-sum of their unique set sizes.
+the whole range), then, in interleaved rounds, runs the real command line as a subprocess:
 
-    .venv/bin/python benchmarks/bench_runs.py                 # 1,000,000 rows in /tmp
-    .venv/bin/python benchmarks/bench_runs.py --rows 100000 --repeat 1 --json
+- `simeval run FILE --workers 1` and `--workers 2` (rows/s, peak memory of the process tree:
+  the sum of the resident and of the unique set sizes of all its processes);
+- `simeval run FILE --store --db TMP` against the same command without `--store` (default
+  workers): the figure is the ratio of their times, at most 1.5 by issue 8;
+- `score_many(outputs, references, workers=1)` on the same rows, in a fresh process, against
+  `simeval run --workers 1`: the ratio of run rows/s to score_many pairs/s, at least 0.5.
 
-Needs psutil (the `bench` extra). Absolute speeds on a shared machine are noise; the ratio of
-runs made back to back is the figure.
+Figures are medians over the rounds; the load average is printed beside them (the machine may
+be shared: absolute speeds are noise, ratios of runs made back to back are the figures).
+
+    .venv/bin/python benchmarks/bench_runs.py                    # 100,000 rows, 3 rounds
+    .venv/bin/python benchmarks/bench_runs.py --rows 20000 --repeat 1 --json
+
+Needs psutil (the `bench` extra).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,10 +103,36 @@ def measure(args: list[str]) -> dict[str, Any]:
     }
 
 
+SCORE_MANY = """
+import json, sys, time
+from simeval import score_many
+rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+outputs = [r["output"] for r in rows]
+references = [r["reference"] for r in rows]
+score_many(outputs[:2000], references[:2000], workers=1)  # warm, as a run warms on its start
+start = time.perf_counter()
+scores = score_many(outputs, references, workers=1)
+print(json.dumps({"seconds": time.perf_counter() - start, "mean_score": sum(scores) / len(scores)}))
+"""
+
+
+def score_many_seconds(data: Path) -> dict[str, Any]:
+    """``score_many`` over the data set's pairs on one worker, in a fresh process (timed
+    inside it: reading the file is not part of the figure)."""
+    out = subprocess.run(
+        [sys.executable, "-c", SCORE_MANY, str(data)], check=True, capture_output=True
+    )
+    return dict(json.loads(out.stdout))
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=2, help="runs per worker count")
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data set goes")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     opts = parser.parse_args()
@@ -110,78 +142,76 @@ def main() -> None:
         generate(data, opts.rows)
     results = Path(opts.dir) / f"simeval-bench-{opts.rows}.results.jsonl"
     simeval = str(Path(sys.executable).with_name("simeval"))
-    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
-    # the machine may be shared: the load before the runs says whether the figures are clean
-    load_before = os.getloadavg()
-    for r in range(opts.repeat):
-        for workers in (1, 2):
-            print(f"run {r + 1}/{opts.repeat}, --workers {workers} ...", file=sys.stderr)
-            m = measure(
-                [
-                    simeval,
-                    "run",
-                    str(data),
-                    "--workers",
-                    str(workers),
-                    "--json",
-                    "-o",
-                    str(results),
-                    "--worst",
-                    "5",
-                ]
-            )
-            m["rows_per_s"] = opts.rows / m["seconds"]
-            runs[workers].append(m)
-            print(
-                f"  {m['seconds']:.1f} s, {m['rows_per_s']:,.0f} rows/s, peak RSS "
-                f"{m['peak_rss_mb']:.0f} MB (USS {m['peak_uss_mb']:.0f} MB)",
-                file=sys.stderr,
-            )
-    best = {w: min(runs[w], key=lambda m: m["seconds"]) for w in runs}
-    pairs = [runs[1][i]["seconds"] / runs[2][i]["seconds"] for i in range(opts.repeat)]
-    first = best[1]["summary"]
+    base = [simeval, "run", str(data), "--json", "-o", str(results), "--worst", "5"]
+    kinds = ("workers_1", "workers_2", "default", "store", "score_many")
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    loads: list[tuple[float, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(opts.repeat):
+            loads.append(os.getloadavg())
+            for kind in kinds:
+                print(f"round {r + 1}/{opts.repeat}: {kind} ...", file=sys.stderr)
+                if kind == "score_many":
+                    m = score_many_seconds(data)
+                else:
+                    args = list(base)
+                    if kind.startswith("workers_"):
+                        args += ["--workers", kind[-1]]
+                    if kind == "store":
+                        # a fresh database each round: the write cost of an empty file
+                        args += ["--store", "--db", str(Path(tmp) / f"round{r}.db")]
+                    m = measure(args)
+                m["rows_per_s"] = opts.rows / m["seconds"]
+                runs[kind].append(m)
+                print(f"  {m['seconds']:.1f} s, {m['rows_per_s']:,.0f} rows/s", file=sys.stderr)
+    med = {k: median([m["seconds"] for m in runs[k]]) for k in kinds}
+    first = runs["workers_1"][0]["summary"]
     report = {
         "rows": opts.rows,
+        "rounds": opts.repeat,
         "file_mb": data.stat().st_size / 1e6,
         "cores": os.cpu_count(),
-        "loadavg_before": load_before,
+        "loadavg_per_round": loads,
+        "loadavg_after": os.getloadavg(),
         "pass_rate": first["pass_rate"],
         "mean_score": first["mean_score"],
-        "workers_1": {
-            k: best[1][k] for k in ("seconds", "rows_per_s", "peak_rss_mb", "peak_uss_mb")
-        },
-        "workers_2": {
-            k: best[2][k] for k in ("seconds", "rows_per_s", "peak_rss_mb", "peak_uss_mb")
-        },
-        "speedup_2_vs_1_best": best[1]["seconds"] / best[2]["seconds"],
-        "speedup_2_vs_1_per_pair": pairs,
-        "peak_rss_mb_max": max(m["peak_rss_mb"] for w in runs for m in runs[w]),
+        "median_seconds": med,
+        "median_rows_per_s": {k: opts.rows / med[k] for k in kinds},
+        "speedup_2_vs_1": med["workers_1"] / med["workers_2"],
+        "store_vs_no_store": med["store"] / med["default"],
+        "run_vs_score_many": med["score_many"] / med["workers_1"],
+        "peak_rss_mb_max": max(m["peak_rss_mb"] for k in kinds[:4] for m in runs[k]),
+        "peak_uss_mb_max": max(m["peak_uss_mb"] for k in kinds[:4] for m in runs[k]),
         "same_numbers": all(
-            m["summary"]["mean_score"] == first["mean_score"] for w in runs for m in runs[w]
+            m["summary"]["mean_score"] == first["mean_score"] for k in kinds[:4] for m in runs[k]
         ),
+        "stored_rows": [m["summary"].get("results") for m in runs["store"]],
     }
     results.unlink(missing_ok=True)
     if opts.json:
         print(json.dumps(report, indent=2))
         return
+    rate = report["median_rows_per_s"]
     print(
         f"{opts.rows:,} rows ({report['file_mb']:.0f} MB JSONL), pass rate "
-        f"{report['pass_rate']:.3f}, mean score {report['mean_score']:.4f}; "
-        f"{report['cores']} cores, load average before the runs "
-        f"{' '.join(f'{x:.2f}' for x in load_before)}"
-    )
-    for w in (1, 2):
-        b = report[f"workers_{w}"]
-        print(
-            f"--workers {w}: {b['rows_per_s']:,.0f} rows/s ({b['seconds']:.1f} s), peak RSS "
-            f"{b['peak_rss_mb']:.0f} MB, peak USS {b['peak_uss_mb']:.0f} MB"
-        )
-    print(
-        f"--workers 2 vs --workers 1: {report['speedup_2_vs_1_best']:.2f}x (best runs); "
-        f"per back-to-back pair: {', '.join(f'{p:.2f}x' for p in pairs)}"
+        f"{report['pass_rate']:.3f}, mean score {report['mean_score']:.4f}; {report['cores']} "
+        f"cores; medians of {opts.repeat} interleaved rounds; load average at each round "
+        + "; ".join(" ".join(f"{x:.2f}" for x in la) for la in loads)
     )
     print(
-        f"highest peak RSS of any run (process tree): {report['peak_rss_mb_max']:.0f} MB; "
+        f"run --workers 1: {rate['workers_1']:,.0f} rows/s ({med['workers_1']:.1f} s); "
+        f"score_many (1 worker, same pairs): {rate['score_many']:,.0f} pairs/s "
+        f"({med['score_many']:.1f} s); run / score_many = {report['run_vs_score_many']:.2f} "
+        "(issue 8: >= 0.5)"
+    )
+    print(
+        f"run --store: {med['store']:.1f} s, without --store: {med['default']:.1f} s "
+        f"(default workers); ratio {report['store_vs_no_store']:.2f} (issue 8: <= 1.5)"
+    )
+    print(
+        f"--workers 2: {rate['workers_2']:,.0f} rows/s, {report['speedup_2_vs_1']:.2f}x "
+        f"--workers 1; highest peak RSS of any run (process tree) "
+        f"{report['peak_rss_mb_max']:.0f} MB (USS {report['peak_uss_mb_max']:.0f} MB); "
         f"identical numbers in every run: {report['same_numbers']}"
     )
 

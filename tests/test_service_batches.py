@@ -1,5 +1,5 @@
 """What the CLI's batch commands do, as library calls the API and the studio can make too:
-batch capture, eval calibration, storing a finished run."""
+batch capture and eval calibration."""
 
 from __future__ import annotations
 
@@ -93,15 +93,3 @@ def test_calibrate_eval_from_reviews_and_apply(svc: Service) -> None:
     assert ev.threshold == t
     if applied["changed"]:
         assert (ev.version, ev.status, applied["status_before"]) == (2, "draft", "active")
-
-
-def test_store_run_marks_it_complete(svc: Service) -> None:
-    rows = [
-        {"eval_name": None, "output": "a", "reference": "a", "score": 1.0, "fingerprint": "f"},
-        {"eval_name": "capital", "output": "b", "reference": "c", "score": 0.2, "fingerprint": "f"},
-    ]
-    run_id = svc.store_run("nightly", "data.jsonl", rows, {"rows": 2}, options={"workers": 1})
-    run = svc.get_run(run_id)
-    assert run.summary == {"rows": 2, "status": "complete", "run_id": run_id}
-    assert (run.options, run.results) == ({"workers": 1}, 2)
-    assert [r.passed for r in svc.list_results(run_id=run_id)] == [False, True]

@@ -164,10 +164,15 @@ class EvalSet:
                 )
 
     def score_arrays(
-        self, output: str, input: str | None = None
+        self,
+        output: str,
+        input: str | None = None,
+        vectors: dict[int, bytes] | None = None,
     ) -> Iterator[tuple[_Group, list[int], Sequence[float], Sequence[int]]]:
         """The raw form of ``score`` for hot paths: per group, the member numbers in scope and
-        the best score and matched reference of every member (indexed by member number)."""
+        the best score and matched reference of every member (indexed by member number).
+        ``vectors``, when given, receives the output's vector per group (keyed by ``id`` of
+        the group's scorer), for callers that need it again (missing terms)."""
         key = scope_key(input) if (input is not None and self.scoped) else None
         blank = not output.strip()
         for group in self.groups:
@@ -179,6 +184,8 @@ class EvalSet:
                 yield group, members, [0.0] * n, [0] * n
                 continue
             vec = group.scorer.vector(output)
+            if vectors is not None:
+                vectors[id(group.scorer)] = vec
             if group.index is not None and vec:
                 raw_scores, raw_at = group.index.best(vec)
                 scores: Sequence[float] = memoryview(raw_scores).cast("d")

@@ -34,6 +34,7 @@ import tempfile
 import time
 import uuid
 from array import array
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -217,6 +218,37 @@ def _hashes(vec: bytes) -> set[int]:
     return set(array("Q", vec)[0::3])
 
 
+def _hash_array(vec: bytes) -> array[int]:
+    """The term hashes of a packed vector, sorted (a vector is in hash order): membership by
+    ``bisect`` without making an int object per term."""
+    return array("Q", vec)[0::3]
+
+
+_REF_CACHE_LIMIT = 8192
+
+
+class _Ref:
+    """A reference answer as a run keeps it between rows: its vector, and, made when first
+    needed, its JSON text, its terms ranked for missing terms (from its second failing row: a
+    reference seen once costs no more than before) and its side of an explanation."""
+
+    __slots__ = ("json", "ranked", "side", "text", "uses", "vec")
+
+    def __init__(self, text: str, vec: bytes):
+        self.text = text
+        self.vec = vec
+        self.uses = 0
+        self.ranked: list[tuple[int, str]] | None = None
+        self.side: tuple[dict[int, float], float, list[tuple[int, str]], str] | None = None
+        self.json: str | None = None
+
+    def encoded(self) -> str:
+        j = self.json
+        if j is None:
+            j = self.json = _ENCODE(self.text)
+        return j
+
+
 class _Terms:
     """Surface words of the terms of texts, for one single-word, non-pair scorer."""
 
@@ -267,7 +299,10 @@ class _Terms:
         hashes, weights = _records(rvec)
         picked: list[tuple[float, int]] = []
         cutoff = 0.0
-        for w, h in sorted(zip(weights, hashes, strict=True), reverse=True):
+        # heaviest first (a sort of plain float keys: the C fast path); ties in any order, as
+        # every term as heavy as the last one taken competes on its word below
+        for i in sorted(range(len(weights)), key=weights.__getitem__, reverse=True):
+            w, h = weights[i], hashes[i]
             if h in have:
                 continue
             if len(picked) >= top and w < cutoff:
@@ -277,8 +312,84 @@ class _Terms:
                 cutoff = w
         if not picked:
             return []
-        words = self.words(reference)
-        return [s for _, s in sorted((-w, words[h]) for w, h in picked)[:top]]
+        # the first word of just these terms: a scan of the hashes in C, no dict of them all
+        flat = self.tokens(reference)
+        hashes_in_order = list(map(_first, flat))
+        named = [(-w, flat[hashes_in_order.index(h)][1]) for w, h in picked]
+        return [s for _, s in sorted(named)[:top]]
+
+    def missing_in(self, ref: _Ref, have: Sequence[int], top: int) -> list[str]:
+        """``missing`` for a cached reference and the sorted hashes ``have`` of an output."""
+        ranked = ref.ranked
+        if ranked is None:
+            ref.uses += 1
+            if ref.uses < 2:
+                return self.missing(set(have), ref.text, ref.vec, top)
+            ranked = ref.ranked = self.ranked(ref.text, ref.vec)
+        out: list[str] = []
+        if top <= 0:
+            return out
+        n = len(have)
+        for h, word in ranked:
+            i = bisect_left(have, h)
+            if i == n or have[i] != h:
+                out.append(word)
+                if len(out) == top:
+                    break
+        return out
+
+    def _side(self, ref: _Ref) -> tuple[dict[int, float], float, list[tuple[int, str]], str]:
+        """The reference's side of an explanation: weights by hash, norm, its terms ranked
+        as "missing" entries (hash, JSON of the entry), its JSON text (ASCII)."""
+        side = ref.side
+        if side is None:
+            rtok = self.tokens(ref.text)
+            sr = dict(reversed(rtok))
+            wr = dict(zip(*_records(ref.vec), strict=True))
+            rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
+            nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
+            ranked = sorted((-((w / nr) ** 2), sr[h], h) for h, w in wr.items())
+            entries = [
+                (h, _ENCODE_ASCII({"term": s, "weight": round(-k, 6)})) for k, s, h in ranked
+            ]
+            side = ref.side = (wr, nr, entries, _ENCODE_ASCII(ref.text))
+        return side
+
+    def explain_json(
+        self, output: str, vec: bytes, ref: _Ref, score: float, at: int, case: dict[str, Any]
+    ) -> str:
+        """``_ENCODE_ASCII({**self.explain(output, vec, refs, ref.vec, score, at), "case":
+        case})``, the text a stored row keeps, with the reference's side made once per
+        reference: per row only the output's terms are looked at."""
+        wr, nr, entries, ref_json = self._side(ref)
+        otok = self.tokens(output)
+        so = dict(reversed(otok))
+        wo = dict(zip(*_records(vec), strict=True))
+        ow = list(map(wo.__getitem__, dict.fromkeys(map(_first, otok))))
+        no = math.sqrt(sum(map(operator.mul, ow, ow))) or 1.0
+        d = no * nr
+        common = wo.keys() & wr.keys()
+        shared = sorted([(-(wo[h] * wr[h] / d), so[h]) for h in common])[:10]
+        extra = sorted([(-((w / no) ** 2), so[h]) for h, w in wo.items() if h not in wr])[:10]
+        missing: list[str] = []
+        for h, entry in entries:
+            if h not in wo:
+                missing.append(entry)
+                if len(missing) == 10:
+                    break
+        reason = None
+        if not wo:
+            reason = "output has no scorable terms"
+        elif not common and score < 1.0:
+            reason = "output and reference share no terms"
+        return (
+            f'{{"score": {_ENCODE_ASCII(score)}, "matched_reference": {_ENCODE_ASCII(at)}, '
+            f'"reference": {ref_json}, "shared": {_terms_json(shared)}, '
+            f'"missing": [{", ".join(missing)}], "extra": {_terms_json(extra)}, '
+            f'"reason": {_ENCODE_ASCII(reason)}, '
+            f'"fingerprint": {_ENCODE_ASCII(self.scorer.fingerprint)}, '
+            f'"case": {_ENCODE_ASCII(case)}}}'
+        )
 
     def explain(
         self,
@@ -326,6 +437,10 @@ class _Terms:
 
 def _top_terms(items: list[tuple[float, str]], top: int) -> list[dict[str, Any]]:
     return [{"term": s, "weight": round(-w, 6)} for w, s in heapq.nsmallest(top, items)]
+
+
+def _terms_json(items: list[tuple[float, str]]) -> str:
+    return _ENCODE_ASCII([{"term": s, "weight": round(-w, 6)} for w, s in items])
 
 
 _TERMS: dict[str, _Terms] = {}
@@ -559,15 +674,25 @@ def _spec(e: EvalDef, scoped: bool = True) -> EvalSpec:
 class _State:
     """What a worker keeps between the chunks of one run: the scorer of a plain run, or the
     evals prepared once as an ``EvalSet`` (plus, per eval, a set of that eval alone for rows
-    whose case id names it, and the ranked terms of each reference once used)."""
+    whose case id names it), and the references met so far (``_Ref``: by text in a plain
+    run, by eval and reference number in an eval run)."""
 
     evals: tuple[EvalDef, ...]
     scorer: Scorer | None
     evalset: EvalSet | None
     by_name: dict[str, int]
     singles: dict[int, EvalSet] = field(default_factory=dict)
-    ranked: dict[tuple[int, int], list[tuple[int, str]]] = field(default_factory=dict)
-    rvecs: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    refs: dict[Any, _Ref] = field(default_factory=dict)
+
+    def ref(self, text: str) -> _Ref:
+        """A plain run's reference answer, vectorised once while it stays in the cache."""
+        got = self.refs.get(text)
+        if got is None:
+            if len(self.refs) >= _REF_CACHE_LIMIT:
+                self.refs.clear()
+            assert self.scorer is not None
+            got = self.refs[text] = _Ref(text, self.scorer.vector(text))
+        return got
 
     def hits(
         self, output: str, case_id: str | None, text_in: str | None
@@ -590,45 +715,50 @@ class _State:
             hits.sort(key=lambda h: h[0])  # in the order of the evals file
         return hits
 
-    def _row(self, scorer: Scorer, output: str, rows: dict[int, Any]) -> tuple[bytes, set[int]]:
-        """The output's vector and term hashes for ``scorer``, once per row (``rows``)."""
+    def _row(self, scorer: Scorer, output: str, rows: dict[int, Any]) -> tuple[bytes, Any]:
+        """The output's vector and sorted term hashes for ``scorer``, once per row (``rows``)."""
         got = rows.get(id(scorer))
         if got is None:
             vec = scorer.vector(output)
-            got = rows[id(scorer)] = (vec, _hashes(vec))
+            got = rows[id(scorer)] = (vec, _hash_array(vec))
         return got
 
-    def _rvec(self, pos: int, at: int, scorer: Scorer) -> bytes:
-        rvec = self.rvecs.get((pos, at))
-        if rvec is None:
-            rvec = self.rvecs[(pos, at)] = scorer.vector(self.evals[pos].references[at])
-        return rvec
+    def eval_ref(self, pos: int, at: int, scorer: Scorer) -> _Ref:
+        got = self.refs.get((pos, at))
+        if got is None:
+            text = self.evals[pos].references[at]
+            got = self.refs[(pos, at)] = _Ref(text, scorer.vector(text))
+        return got
 
     def missing(
         self, pos: int, scorer: Scorer, output: str, at: int, rows: dict[int, Any], top: int
     ) -> list[str]:
         """``missing_terms`` of eval ``pos``'s reference ``at``: its terms ranked once per
         run, the output's terms once per row and scorer (``rows``)."""
-        ref = self.evals[pos].references[at]
         terms = _terms(scorer)
         if terms is None or top <= 0:
-            return missing_terms(scorer, output, ref, top)
+            return missing_terms(scorer, output, self.evals[pos].references[at], top)
         _, have = self._row(scorer, output, rows)
-        ranked = self.ranked.get((pos, at))
-        if ranked is None:
-            ranked = self.ranked[(pos, at)] = terms.ranked(ref, self._rvec(pos, at, scorer))
-        return _missing(ranked, have, top)
+        return terms.missing_in(self.eval_ref(pos, at, scorer), have, top)
 
-    def explain(
-        self, pos: int, scorer: Scorer, output: str, at: int, score: float, rows: dict[int, Any]
-    ) -> dict[str, Any]:
-        """``explanation`` of eval ``pos``'s result for a row."""
-        refs = self.evals[pos].references
+    def explain_json(
+        self,
+        pos: int,
+        scorer: Scorer,
+        output: str,
+        at: int,
+        score: float,
+        rows: dict[int, Any],
+        case: dict[str, Any],
+    ) -> str:
+        """The stored explanation (JSON text) of eval ``pos``'s result for a row."""
         terms = _terms(scorer)
-        if terms is None:
-            return explanation(scorer, output, refs, score, at)
+        if terms is None or not output.strip():
+            explained = explanation(scorer, output, self.evals[pos].references, score, at)
+            explained["case"] = case
+            return _ENCODE_ASCII(explained)
         vec, _ = self._row(scorer, output, rows)
-        return terms.explain(output, vec, refs, self._rvec(pos, at, scorer), score, at)
+        return terms.explain_json(output, vec, self.eval_ref(pos, at, scorer), score, at, case)
 
 
 _STATES: dict[str, _State] = {}
@@ -769,6 +899,19 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     per_eval = out.per_eval
     store_rows = out.store_rows
     rowvecs: dict[int, Any] = {}  # a row's output vector and terms per scorer: evals share them
+    # a JSONL row is written as its own fields followed by the result's: when none of its
+    # fields has a result field's name, the row is encoded as it is and the result's fields
+    # are appended as text (the reference's JSON made once per reference); an ASCII line
+    # without \u escapes holds only ASCII text, which the (faster) ASCII encoder writes
+    # byte for byte as the other would
+    result_names = frozenset(result_fields)
+    line_encode = encode
+    lines_in = chunk.lines
+    if lines_in is not None and all(map(bytes.isascii, lines_in)):
+        line_encode = encode if any(b"\\u" in x for x in lines_in) else _ENCODE_ASCII
+    threshold_json = encode(cfg.threshold)
+    fingerprint_json = "" if scorer is None else encode(scorer.fingerprint)
+    rs: list[_Ref] = []
     results = passed_n = seq = 0
     score_sum = 0.0
     for index, (where, ordinal, row) in enumerate(_decode(cfg, chunk)):
@@ -808,7 +951,8 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
         if not evals:
             assert scorer is not None
             vec = scorer.vector(output)
-            prepared = [scorer.vector(r) for r in refs]
+            rs = [state.ref(r) for r in refs]
+            prepared = [r.vec for r in rs]
             if vec and all(prepared):
                 score, at = scorer.best_vector(vec, prepared)
             else:  # an empty vector: score_detail decides (identical texts without terms)
@@ -829,8 +973,8 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             else:
                 if eval_def is not None:
                     missing = state.missing(pos, sc, output, at, rowvecs, top)
-                elif plain_terms is not None:
-                    missing = plain_terms.missing(_hashes(vec), refs[at], prepared[at], top)
+                elif plain_terms is not None and top > 0:
+                    missing = plain_terms.missing_in(rs[at], _hash_array(vec), top)
                 else:
                     missing = missing_terms(sc, output, refs[at], top)
                 missing_tally.update(missing)
@@ -875,7 +1019,26 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                     else:
                         heapq.heapreplace(worst, item)
                 seq += 1
-            if jsonl_out:
+            if jsonl_out and result_names.isdisjoint(row):
+                head = line_encode(row)
+                if eval_def is not None:
+                    ref_json = state.eval_ref(pos, at, sc).encoded()
+                    tail = (
+                        f', "fingerprint": {encode(fingerprint)}, "eval": {encode(eval_name)}, '
+                        f'"eval_version": {encode(eval_def.version)}}}'
+                    )
+                    threshold_text = encode(threshold)
+                else:
+                    ref_json = rs[at].encoded()
+                    tail = f', "fingerprint": {fingerprint_json}}}'
+                    threshold_text = threshold_json
+                lines.append(
+                    f'{head[:-1]}{", " if len(head) > 2 else ""}"score": {encode(score)}, '
+                    f'"pass": {"true" if passed else "false"}, "threshold": {threshold_text}, '
+                    f'"matched_index": {at}, "matched_reference": {ref_json}, '
+                    f'"missing_terms": {encode(missing)}{tail}'
+                )
+            elif jsonl_out:
                 # the input row with the result fields after its own (or in place of fields of
                 # the same name): {**row, **result} without building either
                 row["score"] = score
@@ -959,13 +1122,15 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             if want_store:
                 # the explanation the studio shows for a result (terms with weights), plus
                 # where the row came from: a stored run can be a later run's baseline
+                origin: dict[str, Any] = {"id": case_id, "row": where, "ordinal": ordinal}
                 if eval_def is not None:
-                    explained = state.explain(pos, sc, output, at, score, rowvecs)
-                elif plain_terms is not None:
-                    explained = plain_terms.explain(output, vec, refs, prepared[at], score, at)
+                    explained = state.explain_json(pos, sc, output, at, score, rowvecs, origin)
+                elif plain_terms is not None and output.strip():
+                    explained = plain_terms.explain_json(output, vec, rs[at], score, at, origin)
                 else:
-                    explained = explanation(sc, output, refs, score, at)
-                explained["case"] = {"id": case_id, "row": where, "ordinal": ordinal}
+                    expl = explanation(sc, output, refs, score, at)
+                    expl["case"] = origin
+                    explained = _ENCODE_ASCII(expl)
                 store_rows.append(
                     (
                         eval_name,
@@ -978,7 +1143,7 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                         text_in,
                         output,
                         reference,
-                        _ENCODE_ASCII(explained),
+                        explained,
                     )
                 )
             if collected is not None:

@@ -98,23 +98,6 @@ class RunsMixin(ServiceBase):
         run_id: int = self._write(work)
         return run_id
 
-    def store_run(
-        self,
-        name: str,
-        source: str,
-        rows: Iterable[dict[str, Any]],
-        summary: dict[str, Any],
-        options: dict[str, Any] | None = None,
-    ) -> int:
-        """Store a finished data-set run: the run first, its summary saying ``storing``, then
-        its rows (``add_run_results``), then ``summary`` with ``status: complete`` and the
-        ``run_id``. A run whose summary still says ``storing`` was interrupted and is no
-        baseline. Returns the run's id."""
-        run_id = self.create_run(name, source, options=options, summary={"status": "storing"})
-        self.add_run_results(run_id, rows)
-        self.update_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
-        return run_id
-
     def update_run_summary(self, run_id: int, summary: dict[str, Any]) -> RunOut:
         """Replace a run's summary (written when the run has finished)."""
         rid = _check_id(run_id, "run")
