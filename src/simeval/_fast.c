@@ -536,19 +536,15 @@ static int vz_normalize(Vectorizer *v, Buf *buf, PyObject *text, int *kind, Py_s
 
 /* ---- Tokenizer: the C version of analyzer.split_tokens ------------------------------------
  * `words`: r"\d+(?:[.,]\d+)*|\w+". `unicode`: a number; one CJK character; a run of other word
- * characters, an English "n't" at its end split off as "not" (and "ca"/"wo"/"sha" before it
- * read as can/will/shall); one non-ASCII symbol. The tests compare both on random text. */
+ * characters, an English "n't" after it read as "not"; one non-ASCII symbol. The tests compare both on random text. */
 
 typedef struct {
     Py_ssize_t a, b;     /* the span in the normalised text, or */
-    const Py_UCS4 *word; /* a fixed word (a contraction's parts) of `wlen` characters */
+    const Py_UCS4 *word; /* a fixed word ("not") of `wlen` characters */
     Py_ssize_t wlen;
 } Tok;
 
 static const Py_UCS4 W_NOT[] = {'n', 'o', 't'};
-static const Py_UCS4 W_CAN[] = {'c', 'a', 'n'};
-static const Py_UCS4 W_WILL[] = {'w', 'i', 'l', 'l'};
-static const Py_UCS4 W_SHALL[] = {'s', 'h', 'a', 'l', 'l'};
 
 typedef struct {
     Vectorizer *v;
@@ -621,31 +617,11 @@ static int next_token(Scan *s, Tok *t) {
         if (ap == '\'' || ap == 0x2019) {
             uint32_t g = i + 2 < len ? vz_flags(s->v, PyUnicode_READ(kind, data, i + 2)) : 0;
             if (!g && PyErr_Occurred()) return -1;
-            if (!(g & CI_WORD)) { /* "n't": the word before it, then "not" */
+            if (!(g & CI_WORD)) { /* "n't": the word (with its n), then "not" */
                 s->pos = i + 2;
                 s->pending.word = W_NOT;
                 s->pending.wlen = 3;
-                Py_ssize_t a = t->a, b = i - 1; /* without the n */
-                if (b == a) {
-                    *t = s->pending;
-                    return 1;
-                }
                 s->has_pending = 1;
-                t->b = b;
-                if (b - a == 2 && PyUnicode_READ(kind, data, a) == 'c' &&
-                    PyUnicode_READ(kind, data, a + 1) == 'a') {
-                    t->word = W_CAN;
-                    t->wlen = 3;
-                } else if (b - a == 2 && PyUnicode_READ(kind, data, a) == 'w' &&
-                           PyUnicode_READ(kind, data, a + 1) == 'o') {
-                    t->word = W_WILL;
-                    t->wlen = 4;
-                } else if (b - a == 3 && PyUnicode_READ(kind, data, a) == 's' &&
-                           PyUnicode_READ(kind, data, a + 1) == 'h' &&
-                           PyUnicode_READ(kind, data, a + 2) == 'a') {
-                    t->word = W_SHALL;
-                    t->wlen = 5;
-                }
             }
         }
     }

@@ -9,9 +9,8 @@ Tokens (the default ``unicode`` tokenizer), on the normalised text:
 - a number with its separators ("1,650", "0.32");
 - one Han, Hiragana, Katakana or Hangul character: scripts written without spaces between
   words are compared character by character (README "Languages");
-- a run of other word characters; an English contraction ending in "n't" is mapped to its
-  words ("isn't" -> "is", "not"; "can't" -> "can", "not"; "won't" -> "will", "not"), so the
-  negation is seen;
+- a run of other word characters; the "n't" of an English contraction is read as "not"
+  ("isn't" -> "isn", "not"; "can't" -> "can", "not"), so the negation is seen;
 - one symbol character outside ASCII (an emoji, "°", "€", "→"): a term like a word.
 
 The ``words`` tokenizer is the one before these rules (runs of word characters only), kept so
@@ -62,9 +61,9 @@ TOKEN_PATTERN = re.compile(
 )
 TOKENIZERS = ("unicode", "words")
 
-# What a contraction's first part means when it is not the word itself ("can't", "won't").
-CONTRACTIONS = {"ca": "can", "wo": "will", "sha": "shall"}
 NOT = "not"
+# Symbols that stand for no symbol: the replacement characters of broken or missing data.
+NOT_SYMBOLS = frozenset("\ufffc\ufffd")
 
 
 def is_cjk(char: str) -> bool:
@@ -79,6 +78,7 @@ def is_symbol(char: str) -> bool:
         ord(char) > 127
         and unicodedata.category(char)[0] == "S"
         and not (char.isalnum() or char == "_")
+        and char not in NOT_SYMBOLS
     )
 
 
@@ -264,9 +264,7 @@ def split_tokens(text: str, tokenizer: str = "unicode") -> list[str]:
             if is_symbol(tok):
                 out.append(tok)
         elif tok.endswith(("n't", "n’t")):
-            base = tok[:-3]
-            if base:
-                out.append(CONTRACTIONS.get(base, base))
+            out.append(tok[:-2])
             out.append(NOT)
         else:
             out.append(tok)

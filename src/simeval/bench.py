@@ -1,13 +1,17 @@
 """Benchmarks behind ``simeval bench``: agreement with people, and speed against scikit-learn.
 
 Quality reads the ``sts-dev`` layout (SemEval STS ``20*.tsv``, SICK ``sick.*.txt``, MSRP
-``msrp.*.tsv``) and compares configurations side by side in one run. Speed times simeval and
+``msrp.*.tsv``), the ``cjk-dev`` layout (``zh-*.tsv``, ``ja-*.tsv``, ``ko-*.tsv``: score, two
+sentences; LCQMC's 0/1 labels as a pass/fail set) and the ``answers-dev`` layout (``*.csv`` of
+graded answers with their question, scored with the question and without), and compares
+configurations side by side in one run. Speed times simeval and
 its baselines in the same process, on the same texts, and reports ratios: absolute times on a
 shared machine are noise, ratios measured together are not.
 """
 
 from __future__ import annotations
 
+import csv
 import gc
 import math
 import random
@@ -22,23 +26,29 @@ from typing import Any
 from simeval.calibrate import classify as _classify
 from simeval.calibrate import ranks, roc_auc, sweep
 from simeval.errors import InvalidInput
-from simeval.scorer import get_scorer, iter_scores
+from simeval.scorer import PREVIOUS_DEFAULTS, Scorer, get_scorer, iter_scores
 
-# The configurations compared by `bench quality`: the default, and the naive baseline a
-# hand-written TF-IDF gives (IDF from the pair, no stemming, raw tf) as `pair`.
+# The configurations compared by `bench quality`: the default; the previous default (before
+# CJK characters, symbols and "n't" were terms, and before the input and negation counted);
+# and the naive baseline a hand-written TF-IDF gives (IDF from the pair, no stemming, raw tf).
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
+    "previous": PREVIOUS_DEFAULTS,
     "pair": {"idf": "pair", "stemming": False, "prefix": 0, "sublinear_tf": False},
 }
+KINDS_POOLED = ("sts",)
 
 
 @dataclass
 class Pairs:
     name: str
-    kind: str  # "sts" (graded 0-5), "sick" (graded 1-5) or "msrp" (binary)
+    # "sts" (graded 0-5, pooled), "sick" (graded 1-5), "graded" (0-5, not pooled: CJK),
+    # "msrp" or "binary" (0/1 labels), "answers" (graded answers with their question)
+    kind: str
     gold: list[float]
     a: list[str]
     b: list[str]
+    inputs: list[str] | None = None
 
 
 def _read_lines(path: Path) -> Iterator[list[str]]:
@@ -90,8 +100,36 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
                 [r[4] for r in rows],
             )
         )
-    if not any(p.kind == "sts" for p in out):
-        raise InvalidInput(f"no STS files (20*.tsv) in {directory}")
+    for path in sorted(p for lang in ("zh", "ja", "ko") for p in root.glob(f"{lang}-*.tsv")):
+        gold, a, b = [], [], []
+        for cols in _read_lines(path):
+            if len(cols) >= 3 and cols[0].strip():
+                gold.append(float(cols[0]))
+                a.append(cols[1])
+                b.append(cols[2])
+        binary = set(gold) <= {0.0, 1.0}
+        out.append(Pairs(path.stem, "binary" if binary else "graded", gold, a, b))
+    for path in sorted(root.glob("*.csv")):
+        with path.open(encoding="utf-8", errors="replace", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        need = {"question", "desired_answer", "student_answer", "score_avg"}
+        if not rows or not need <= set(rows[0]):
+            continue
+        out.append(
+            Pairs(
+                path.stem,
+                "answers",
+                [float(r["score_avg"]) for r in rows],
+                [r["student_answer"] for r in rows],
+                [r["desired_answer"] for r in rows],
+                [r["question"] for r in rows],
+            )
+        )
+    if not out:
+        raise InvalidInput(
+            f"no benchmark files in {directory} (STS 20*.tsv, sick.*.txt, msrp.*.tsv, "
+            "zh-/ja-/ko-*.tsv, graded answers *.csv)"
+        )
     return out
 
 
@@ -119,13 +157,24 @@ def best_threshold(
     return max(points, key=lambda p: (p[by], -p["threshold"]))
 
 
+def _scores(scorer: Scorer, ds: Pairs, with_input: bool) -> list[float]:
+    inputs = ds.inputs if with_input and ds.inputs else [None] * len(ds.a)
+    return [
+        scorer.score(x, y, q) if x.strip() and y.strip() else 0.0
+        for x, y, q in zip(ds.a, ds.b, inputs, strict=True)
+    ]
+
+
 def quality(
-    directory: str | Path,
+    directory: str | Path | Sequence[str | Path],
     configs: dict[str, dict[str, Any]] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Agreement of each configuration with human judgements, per file and pooled."""
-    data = load_dataset(directory)
+    """Agreement of each configuration with human judgements, per file and pooled.
+
+    ``directory``: one data directory or several (their files are reported together)."""
+    dirs = [directory] if isinstance(directory, str | Path) else list(directory)
+    data = [ds for d in dirs for ds in load_dataset(d)]
     configs = configs or CONFIGS
     report: dict[str, Any] = {"configs": {}, "options": {}}
     for name, opts in configs.items():
@@ -137,12 +186,13 @@ def quality(
         for ds in data:
             if progress:
                 progress(f"{name}: {ds.name}")
-            s = [
-                scorer.score(x, y) if x.strip() and y.strip() else 0.0
-                for x, y in zip(ds.a, ds.b, strict=True)
-            ]
+            s = _scores(scorer, ds, with_input=True)
             entry: dict[str, Any] = {"pairs": len(s)}
-            if ds.kind == "msrp":
+            if ds.kind == "answers":
+                entry["pearson"] = pearson(s, ds.gold)
+                entry["spearman"] = spearman(s, ds.gold)
+                entry["pearson_no_input"] = pearson(_scores(scorer, ds, False), ds.gold)
+            elif ds.kind in ("msrp", "binary"):
                 entry["roc_auc"] = roc_auc(s, ds.gold)
                 entry["best_accuracy"] = best_threshold(s, ds.gold, "accuracy")
                 entry["best_f1"] = best_threshold(s, ds.gold, "f1")
@@ -150,18 +200,17 @@ def quality(
             else:
                 entry["pearson"] = pearson(s, ds.gold)
                 entry["spearman"] = spearman(s, ds.gold)
-                if ds.kind == "sts":
+                if ds.kind in KINDS_POOLED:
                     pooled_s += s
                     pooled_g += ds.gold
             files[ds.name] = entry
-        report["configs"][name] = {
-            "files": files,
-            "sts_pooled": {
+        report["configs"][name] = {"files": files}
+        if pooled_s:
+            report["configs"][name]["sts_pooled"] = {
                 "pairs": len(pooled_s),
                 "pearson": pearson(pooled_s, pooled_g),
                 "spearman": spearman(pooled_s, pooled_g),
-            },
-        }
+            }
     return report
 
 
