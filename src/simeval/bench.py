@@ -111,18 +111,18 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
         out.append(Pairs(path.stem, "binary" if binary else "graded", gold, a, b))
     for path in sorted(root.glob("*.csv")):
         with path.open(encoding="utf-8", errors="replace", newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            answers = list(csv.DictReader(fh))
         need = {"question", "desired_answer", "student_answer", "score_avg"}
-        if not rows or not need <= set(rows[0]):
+        if not answers or not need <= set(answers[0]):
             continue
         out.append(
             Pairs(
                 path.stem,
                 "answers",
-                [float(r["score_avg"]) for r in rows],
-                [r["student_answer"] for r in rows],
-                [r["desired_answer"] for r in rows],
-                [r["question"] for r in rows],
+                [float(r["score_avg"]) for r in answers],
+                [r["student_answer"] for r in answers],
+                [r["desired_answer"] for r in answers],
+                [r["question"] for r in answers],
             )
         )
     if not out:
