@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import csv
 import gc
-import math
+import itertools
 import random
 import re
 import statistics
@@ -224,25 +224,78 @@ def synthetic_texts(n: int, words: int = 100, seed: int = 7) -> list[str]:
     import wordfreq
 
     vocab = wordfreq.top_n_list("en", 20000)
-    weights = [1.0 / (i + 10) for i in range(len(vocab))]
+    # cumulative weights once (choices() would sum all 20,000 per text): the same draws
+    cum = list(itertools.accumulate(1.0 / (i + 10) for i in range(len(vocab))))
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        ws = rng.choices(vocab, weights, k=words)
+        ws = rng.choices(vocab, cum_weights=cum, k=words)
         out.append(" ".join(ws).capitalize() + ".")
     return out
 
 
-def _per_call(fn: Callable[[int], Any], n: int, repeat: int = 5) -> float:
-    """Best-of-``repeat`` seconds per call of fn(i) over i in range(n)."""
-    best = math.inf
-    for _ in range(repeat):
-        gc.collect()
-        t = time.perf_counter()
-        for i in range(n):
-            fn(i)
-        best = min(best, (time.perf_counter() - t) / n)
-    return best
+def synthetic_chinese(n: int, chars: int = 100, seed: int = 7) -> list[str]:
+    """``n`` Chinese texts of ``chars`` characters, words drawn by frequency from the Chinese
+    word list (a fixed seed), with a comma every ~12 characters and a full stop at the end."""
+    import wordfreq
+
+    vocab = wordfreq.top_n_list("zh", 20000)
+    cum = list(itertools.accumulate(1.0 / (i + 10) for i in range(len(vocab))))
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        text = ""
+        while len(text) < chars - 1:
+            for word in rng.choices(vocab, cum_weights=cum, k=chars):
+                text += word + ("，" if rng.random() < 0.08 else "")
+        out.append(text[: chars - 1] + "。")
+    return out
+
+
+def with_quotes(text: str, curly: bool, every: int = 12) -> str:
+    """``text`` with every ``every``-th word quoted and one word in ten given an apostrophe
+    ("word's"): straight ASCII quotes, or typographic ones (“word”, word’s)."""
+    open_q, close_q, apos = ("“", "”", "’") if curly else ('"', '"', "'")
+    words = text.split(" ")
+    for i in range(0, len(words), every):
+        words[i] = f"{open_q}{words[i]}{close_q}"
+    for i in range(5, len(words), 10):
+        words[i] += f"{apos}s"
+    return " ".join(words)
+
+
+def median_rounds(fns: dict[str, Callable[[int], Any]], n: int, rounds: int) -> dict[str, float]:
+    """Median seconds per call of each ``fn(i)``, i in range(n), over ``rounds`` rounds. Each
+    round runs every fn once, in alternating order, so a slow patch of a shared machine falls
+    on all of them alike; the median ignores the rounds it spoiled."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    names = list(fns)
+    for r in range(rounds):
+        for k in names if r % 2 == 0 else names[::-1]:
+            fn = fns[k]
+            gc.collect()
+            t = time.perf_counter()
+            for i in range(n):
+                fn(i)
+            times[k].append((time.perf_counter() - t) / n)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+class _Cold:
+    """fn(i) scoring pair i with a scorer whose token cache is empty at i = 0: a new one is
+    made whenever a round starts, and the time that takes is kept apart in ``untimed``."""
+
+    def __init__(self, options: dict[str, Any], left: list[str], right: list[str]):
+        self.options, self.left, self.right = options, left, right
+        self.scorer = Scorer(**options)
+        self.untimed = 0.0
+
+    def __call__(self, i: int) -> float:
+        if i == 0:
+            t = time.perf_counter()
+            self.scorer = Scorer(**self.options)
+            self.untimed += time.perf_counter() - t
+        return self.scorer.score(self.left[i], self.right[i])
 
 
 def speed(
@@ -250,8 +303,15 @@ def speed(
     single: int = 2000,
     workers: int | None = None,
     progress: Callable[[str], None] | None = None,
+    rounds: int = 9,
 ) -> dict[str, Any]:
-    """Latency of one ``score`` call and batch throughput, with baselines from the same run."""
+    """Latency of one ``score`` call and batch throughput, with baselines from the same run.
+
+    Latencies are medians of interleaved rounds (``median_rounds``): the default beside the
+    previous default options, warm (token cache filled) and cold (a new scorer each round);
+    100-word texts with typographic quotes beside the same with ASCII quotes; a 100-character
+    Chinese pair beside the 100-word English one; and a scorer that has scored a 1 MB text
+    beside one that has not."""
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
     except ImportError:
@@ -259,19 +319,48 @@ def speed(
     say = progress or (lambda _m: None)
     texts = synthetic_texts(2 * single + 2)
     left, right = texts[0::2], texts[1::2]
-    scorer = get_scorer()
+    zh = synthetic_chinese(2 * single + 2)
+    zl, zr = zh[0::2], zh[1::2]
+    al = [with_quotes(t, curly=False) for t in left]
+    ar = [with_quotes(t, curly=False) for t in right]
+    cl = [with_quotes(t, curly=True) for t in left]
+    cr = [with_quotes(t, curly=True) for t in right]
+    scorer = Scorer()
+    previous = Scorer(**PREVIOUS_DEFAULTS)
+    after = Scorer()  # the same options; it scores a 1 MB text first
+    big = " ".join(synthetic_texts(1400, seed=3))
+    say(f"one text of {len(big) / 1e6:.1f} MB")
+    after.score(big, left[0])
     for i in range(single):  # warm: the token cache is part of a running scorer
-        scorer.score(left[i], right[i])
-    say("single pair: simeval")
-    t_ours = _per_call(lambda i: scorer.score(left[i], right[i]), single)
-    say("single pair: tokenising only")
-    t_tok = _per_call(
-        lambda i: (
-            SKLEARN_TOKENS.findall(left[i].lower()),
-            SKLEARN_TOKENS.findall(right[i].lower()),
-        ),
+        for s in (scorer, previous, after):
+            s.score(left[i], right[i])
+        scorer.score(zl[i], zr[i])
+        scorer.score(al[i], ar[i])
+        scorer.score(cl[i], cr[i])
+    say("single pair: simeval, interleaved rounds")
+    cold_default = _Cold({}, left, right)
+    cold_previous = _Cold(PREVIOUS_DEFAULTS, left, right)
+    warm = median_rounds(
+        {
+            "default": lambda i: scorer.score(left[i], right[i]),
+            "previous": lambda i: previous.score(left[i], right[i]),
+            "after_1mb": lambda i: after.score(left[i], right[i]),
+            "ascii_quotes": lambda i: scorer.score(al[i], ar[i]),
+            "curly_quotes": lambda i: scorer.score(cl[i], cr[i]),
+            "chinese_100_chars": lambda i: scorer.score(zl[i], zr[i]),
+            "cold_default": cold_default,
+            "cold_previous": cold_previous,
+            "tokenize_only": lambda i: (
+                SKLEARN_TOKENS.findall(left[i].lower()),
+                SKLEARN_TOKENS.findall(right[i].lower()),
+            ),
+        },
         single,
+        rounds,
     )
+    # the scorers made at the start of each cold round are not part of the time per pair
+    warm["cold_default"] -= cold_default.untimed / (rounds * single)
+    warm["cold_previous"] -= cold_previous.untimed / (rounds * single)
     say("single pair: scikit-learn fitted per pair")
     n_sk = max(50, single // 10)
 
@@ -279,15 +368,32 @@ def speed(
         m = TfidfVectorizer().fit_transform([left[i], right[i]])
         return float(m[0].multiply(m[1]).sum())
 
-    t_sk = _per_call(sk_pair, n_sk, repeat=3)
+    t_sk = median_rounds({"sk": sk_pair}, n_sk, 3)["sk"]
+    t_ours = warm["default"]
+    us = {k: v * 1e6 for k, v in warm.items()}
     report: dict[str, Any] = {
         "words_per_text": 100,
         "single": {
             "simeval_us": t_ours * 1e6,
-            "tokenize_only_us": t_tok * 1e6,
+            "tokenize_only_us": warm["tokenize_only"] * 1e6,
             "sklearn_per_pair_us": t_sk * 1e6,
             "speedup_vs_sklearn_per_pair": t_sk / t_ours,
-            "ratio_to_tokenize_only": t_ours / t_tok,
+            "ratio_to_tokenize_only": t_ours / warm["tokenize_only"],
+        },
+        "latency": {
+            "rounds": rounds,
+            "pairs_per_round": single,
+            "statistic": "median of interleaved rounds",
+            "us": us,
+            "ratios": {
+                # targets: <= 1.10, <= 1.10, <= 1.10, <= 1.30, <= 2.0
+                "default_vs_previous_warm": warm["default"] / warm["previous"],
+                "default_vs_previous_cold": warm["cold_default"] / warm["cold_previous"],
+                "after_1mb_vs_before": warm["after_1mb"] / warm["default"],
+                "curly_vs_ascii_quotes": warm["curly_quotes"] / warm["ascii_quotes"],
+                "chinese_100_chars_vs_english_100_words": warm["chinese_100_chars"]
+                / warm["default"],
+            },
         },
     }
     # Batch: a pool of distinct texts, paired in a rotating pattern so every pair is new.

@@ -99,7 +99,7 @@ def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
-    """Latency and throughput against scikit-learn, measured in the same run.
+    """Latency and throughput against scikit-learn and the previous default, in one run.
 
     \b
     Example:
@@ -120,6 +120,26 @@ def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
     console.print(
         f"  {s['speedup_vs_sklearn_per_pair']:.0f}x faster than scikit-learn per pair;"
         f" {s['ratio_to_tokenize_only']:.2f}x the time of tokenising only"
+    )
+    lat: dict[str, Any] = report["latency"]
+    us, r = lat["us"], lat["ratios"]
+    console.print(
+        f"medians of {lat['rounds']} interleaved rounds of {lat['pairs_per_round']:,} pairs:"
+    )
+    console.print(
+        f"  default {us['default']:.1f} us, previous default {us['previous']:.1f} us:"
+        f" {r['default_vs_previous_warm']:.2f}x warm;"
+        f" cold cache {us['cold_default']:.1f} vs {us['cold_previous']:.1f} us:"
+        f" {r['default_vs_previous_cold']:.2f}x"
+    )
+    console.print(
+        f"  after a 1 MB text {us['after_1mb']:.1f} us: {r['after_1mb_vs_before']:.2f}x;"
+        f" typographic quotes {us['curly_quotes']:.1f} us vs ASCII {us['ascii_quotes']:.1f} us:"
+        f" {r['curly_vs_ascii_quotes']:.2f}x"
+    )
+    console.print(
+        f"  100-character Chinese pair {us['chinese_100_chars']:.1f} us:"
+        f" {r['chinese_100_chars_vs_english_100_words']:.2f}x the 100-word English pair"
     )
     console.print(
         f"batch of {b['pairs']:,} pairs: simeval {b['simeval_pairs_per_s']:,.0f} pairs/s,"
