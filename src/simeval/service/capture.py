@@ -251,7 +251,7 @@ class CaptureMixin(ServiceBase):
 
         def results() -> list[dict[str, Any]]:
             assert active is not None
-            return self._fresh_results(active, scored, capture_id, output, explain)
+            return self._fresh_results(active, scored, capture_id, input, output, explain)
 
         def results_json() -> bytes:
             assert active is not None
@@ -298,6 +298,7 @@ class CaptureMixin(ServiceBase):
         active: _Active,
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
         capture_id: int,
+        input: str,
         output: str,
         explain: bool,
     ) -> list[dict[str, Any]]:
@@ -323,7 +324,7 @@ class CaptureMixin(ServiceBase):
                         "matched_index": at[m],
                         "matched_reference": spec.references[at[m]],
                         "explanation": scorer.explain(
-                            output, list(spec.references), top=10
+                            output, list(spec.references), top=10, input=input
                         ).to_dict()
                         if explain and not ok
                         else None,

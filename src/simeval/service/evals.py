@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from simeval.analyzer import scope_key
 from simeval.errors import Conflict, InvalidInput
+from simeval.evalset import EvalSet, EvalSpec
 from simeval.models import EvalOut, EvalStats, EvalVersionOut, TestOut
 from simeval.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scorer import check_references, get_scorer
@@ -355,18 +356,22 @@ class EvalsMixin(ServiceBase):
         return self._write(work)
 
     def _test(self, s: Session, ev: Eval, input: str, output: str) -> TestOut:
+        spec = EvalSpec(ev.id, ev.name, ev.version, tuple(ev.references), ev.threshold, None,
+                        tuple(sorted(ev.options.items())))  # fmt: skip
+        # scored as captures are (the eval-set engine, with the input), explained beside it
+        (scored,) = EvalSet([spec]).score(output, input=input)
         scorer = get_scorer(**ev.options)
-        exp = scorer.explain(output, ev.references, top=10)
+        exp = scorer.explain(output, ev.references, top=10, input=input)
         in_scope = ev.input_scope is None or scope_key(input) == scope_key(ev.input_scope)
         test = EvalTest(
             eval_id=ev.id,
             version=ev.version,
             input=input,
             output=output,
-            score=exp.score,
-            passed=exp.score >= ev.threshold,
+            score=scored.score,
+            passed=scored.passed,
             threshold=ev.threshold,
-            matched_index=exp.matched_reference,
+            matched_index=scored.matched_index,
             explanation=exp.to_dict(),
             fingerprint=scorer.fingerprint,
             in_scope=in_scope,

@@ -58,7 +58,7 @@ class ResultsMixin(QueriesMixin):
             ref_list = refs.get((r.eval_id, r.eval_version), [])  # type: ignore[arg-type]
             matched = ref_list[r.matched_index] if r.matched_index < len(ref_list) else None
             if explain and ref_list:
-                explanation = self._explain(r, output, ref_list)
+                explanation = self._explain(r, input_, output, ref_list)
         else:
             assert run is not None
             input_, output, conv = run.input or "", run.output or "", None
@@ -88,7 +88,7 @@ class ResultsMixin(QueriesMixin):
             created_at=_utc(r.created_at),
         )
 
-    def _explain(self, r: Row, output: str, references: list[str]) -> dict[str, Any]:
+    def _explain(self, r: Row, input: str, output: str, references: list[str]) -> dict[str, Any]:
         with self.store.read() as s:
             version = s.scalar(
                 select(EvalVersion).where(
@@ -100,7 +100,7 @@ class ResultsMixin(QueriesMixin):
             scorer = get_scorer(**options)
         except SimevalError as exc:
             return {"note": f"cannot explain: the eval's scorer cannot be built now ({exc})"}
-        data = scorer.explain(output, references, top=10).to_dict()
+        data = scorer.explain(output, references, top=10, input=input).to_dict()
         if scorer.fingerprint != r.fingerprint:
             data["note"] = (
                 f"explained with scorer {scorer.fingerprint}; the result was scored with "
