@@ -45,13 +45,6 @@ def cli() -> None:
 @click.option("--input-file", default=None, help="Read the question from a file (- = stdin).")
 @click.option("--explain", is_flag=True, help="Show the terms behind the score.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option(
-    "--input-weight", type=float, default=None, help="Weight of the question's terms (0-1)."
-)
-@click.option(
-    "--negation", type=float, default=None, help="Factor when one text negates (1 = off)."
-)
-@click.option("--tokenizer", default=None, help="unicode (default) or words (the previous one).")
 @scorer_options
 def score(
     texts: tuple[str, ...],
@@ -62,9 +55,6 @@ def score(
     input_file: str | None,
     explain: bool,
     as_json: bool,
-    input_weight: float | None,
-    negation: float | None,
-    tokenizer: str | None,
     options: dict[str, Any],
 ) -> None:
     """Score OUTPUT against one or more REFERENCE answers.
@@ -81,8 +71,6 @@ def score(
         echo "some output" | simeval score - "the reference" --json
     """
     limit = check_threshold(threshold)
-    extra = {"input_weight": input_weight, "negation": negation, "tokenizer": tokenizer}
-    options = {**options, **{k: v for k, v in extra.items() if v is not None}}
     question = read_input(input_text, input_file, "input")
     args = list(texts)
     output = read_input(
