@@ -21,6 +21,7 @@ from simeval.cli_common import (
     scorer_options,
 )
 from simeval.errors import InvalidInput
+from simeval.options import check_unit
 from simeval.scorer import DEFAULT_THRESHOLD, check_threshold
 
 FORMAT_CHOICE = click.Choice(["jsonl", "csv", "tsv", "parquet"])
@@ -28,9 +29,12 @@ FORMAT_CHOICE = click.Choice(["jsonl", "csv", "tsv", "parquet"])
 
 def _unit_interval(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     def check(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
-        if value is not None and not 0.0 <= value <= 1.0:
-            raise click.BadParameter(f"must be in [0, 1], not {value}", param_hint=name)
-        return value
+        if value is None:
+            return None
+        try:
+            return check_unit(value, name)
+        except InvalidInput as exc:
+            raise UserError(str(exc)) from None
 
     return check
 
@@ -533,16 +537,11 @@ def calibrate(
             "leave out --reference-col and the scorer flags"
         )
     svc = ev = None
-    scores: list[float] = []
-    labels: list[bool] = []
-    reviews = 0
     if eval_name is not None:
         svc = _service(db)
         ev = svc.get_eval(eval_name)
-        for score, passed in svc.labelled_results(ev.name):
-            scores.append(score)
-            labels.append(passed)
-        reviews = len(scores)
+    scores: list[float] = []
+    labels: list[bool] = []
     summary: dict[str, Any] = {"skipped": 0}
     if file is not None:
         assert label_col is not None
@@ -582,44 +581,24 @@ def calibrate(
                 summary["skipped"] += 1
                 continue
             scores.append(score)
-    if not scores and ev is not None and file is None:
-        raise UserError(
-            f"eval {ev.name!r} has no reviewed results yet: review some results "
-            "(simeval results review) or give a labelled FILE"
+    head = {"source": file, "label_col": label_col, "cut": cut, "skipped": summary["skipped"]}
+    if svc is not None and ev is not None:
+        # the eval's reviews and the file's rows: the service's calibration (and --apply)
+        examples = list(zip(scores, labels, strict=True)) if file is not None else None
+        report = svc.calibrate_eval(ev.name, examples, by=by, apply=apply)
+        tail = {k: report.pop(k) for k in ("reviews", "fingerprint", "options", "eval")}
+        applied = report.pop("applied", None)
+        report.update(head, **tail)
+        if applied is not None:
+            report["applied"] = applied
+    else:
+        report = calibrate_mod.calibrate(scores, labels, by=by)
+        report.update(
+            head,
+            reviews=0,
+            fingerprint=summary.get("fingerprint"),
+            options=summary.get("options"),
         )
-    report = calibrate_mod.calibrate(scores, labels, by=by)
-    report.update(
-        source=file,
-        label_col=label_col,
-        cut=cut,
-        skipped=summary["skipped"],
-        reviews=reviews,
-        fingerprint=summary.get("fingerprint"),
-        options=summary.get("options"),
-    )
-    if ev is not None:
-        report["eval"] = {
-            "name": ev.name,
-            "version": ev.version,
-            "status": ev.status,
-            "threshold": ev.threshold,
-            "at_threshold": calibrate_mod.classify(scores, labels, ev.threshold),
-        }
-        report["fingerprint"] = ev.fingerprint
-        report["options"] = ev.options
-    if apply:
-        assert svc is not None and ev is not None
-        new = report["suggested"]["threshold"]
-        after = svc.edit_eval(ev.name, threshold=new) if new != ev.threshold else ev
-        report["applied"] = {
-            "eval": ev.name,
-            "threshold_before": ev.threshold,
-            "threshold": after.threshold,
-            "version": after.version,
-            "status_before": ev.status,
-            "status": after.status,
-            "changed": new != ev.threshold,
-        }
     _show_calibration(report, as_json)
 
 

@@ -44,6 +44,7 @@ from typing import IO, Any, Literal
 from simeval.analyzer import TOKEN_PATTERN, normalize
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
+from simeval.options import check_unit, yes_no
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
 
 FORMATS = {
@@ -239,7 +240,7 @@ class _Ref:
         self.vec = vec
         self.uses = 0
         self.ranked: list[tuple[int, str]] | None = None
-        self.side: tuple[dict[int, float], float, list[tuple[int, str]], str] | None = None
+        self.side: tuple[dict[int, float], float, list[Any], str] | None = None
         self.json: str | None = None
 
     def encoded(self) -> str:
@@ -256,6 +257,7 @@ class _Terms:
         self.scorer = scorer
         self.analyzer = scorer.analyzer
         self.parts: dict[str, _Part] = {}
+        self.fingerprint_json: str | None = None
 
     def _part(self, part: str) -> _Part:
         out = []
@@ -338,9 +340,10 @@ class _Terms:
                     break
         return out
 
-    def _side(self, ref: _Ref) -> tuple[dict[int, float], float, list[tuple[int, str]], str]:
+    def _side(self, ref: _Ref) -> tuple[dict[int, float], float, list[Any], str]:
         """The reference's side of an explanation: weights by hash, norm, its terms ranked
-        as "missing" entries (hash, JSON of the entry), its JSON text (ASCII)."""
+        as "missing" entries ([hash, key, word, JSON of the entry once written]), its JSON
+        text (ASCII)."""
         side = ref.side
         if side is None:
             rtok = self.tokens(ref.text)
@@ -349,18 +352,17 @@ class _Terms:
             rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
             nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
             ranked = sorted((-((w / nr) ** 2), sr[h], h) for h, w in wr.items())
-            entries = [
-                (h, _ENCODE_ASCII({"term": s, "weight": round(-k, 6)})) for k, s, h in ranked
-            ]
+            entries = [[h, k, word, None] for k, word, h in ranked]
             side = ref.side = (wr, nr, entries, _ENCODE_ASCII(ref.text))
         return side
 
     def explain_json(
-        self, output: str, vec: bytes, ref: _Ref, score: float, at: int, case: dict[str, Any]
+        self, output: str, vec: bytes, ref: _Ref, score: float, at: int, origin: str
     ) -> str:
         """``_ENCODE_ASCII({**self.explain(output, vec, refs, ref.vec, score, at), "case":
-        case})``, the text a stored row keeps, with the reference's side made once per
-        reference: per row only the output's terms are looked at."""
+        ...})`` (``origin``: the JSON of the "case" entry), the text a stored row keeps, with
+        the reference's side made once per reference: per row only the output's terms are
+        looked at."""
         wr, nr, entries, ref_json = self._side(ref)
         otok = self.tokens(output)
         so = dict(reversed(otok))
@@ -372,23 +374,28 @@ class _Terms:
         shared = sorted([(-(wo[h] * wr[h] / d), so[h]) for h in common])[:10]
         extra = sorted([(-((w / no) ** 2), so[h]) for h, w in wo.items() if h not in wr])[:10]
         missing: list[str] = []
-        for h, entry in entries:
-            if h not in wo:
-                missing.append(entry)
+        for entry in entries:
+            if entry[0] not in wo:
+                text = entry[3]
+                if text is None:
+                    text = entry[3] = _term_json(entry[1], entry[2])
+                missing.append(text)
                 if len(missing) == 10:
                     break
-        reason = None
+        reason = "null"
         if not wo:
-            reason = "output has no scorable terms"
+            reason = '"output has no scorable terms"'
         elif not common and score < 1.0:
-            reason = "output and reference share no terms"
+            reason = '"output and reference share no terms"'
+        fingerprint = self.fingerprint_json
+        if fingerprint is None:
+            fingerprint = self.fingerprint_json = _ENCODE_ASCII(self.scorer.fingerprint)
+        score_json = repr(score) if score.__class__ is float else _ENCODE_ASCII(score)
         return (
-            f'{{"score": {_ENCODE_ASCII(score)}, "matched_reference": {_ENCODE_ASCII(at)}, '
+            f'{{"score": {score_json}, "matched_reference": {at}, '
             f'"reference": {ref_json}, "shared": {_terms_json(shared)}, '
             f'"missing": [{", ".join(missing)}], "extra": {_terms_json(extra)}, '
-            f'"reason": {_ENCODE_ASCII(reason)}, '
-            f'"fingerprint": {_ENCODE_ASCII(self.scorer.fingerprint)}, '
-            f'"case": {_ENCODE_ASCII(case)}}}'
+            f'"reason": {reason}, "fingerprint": {fingerprint}, "case": {origin}}}'
         )
 
     def explain(
@@ -439,8 +446,21 @@ def _top_terms(items: list[tuple[float, str]], top: int) -> list[dict[str, Any]]
     return [{"term": s, "weight": round(-w, 6)} for w, s in heapq.nsmallest(top, items)]
 
 
+def _term_json(w: float, s: str) -> str:
+    """``_ENCODE_ASCII({"term": s, "weight": round(-w, 6)})``."""
+    weight = round(-w, 6)
+    return f'{{"term": {_STR_ASCII(s)}, "weight": {_FLOAT_JSON(weight)}}}'
+
+
 def _terms_json(items: list[tuple[float, str]]) -> str:
-    return _ENCODE_ASCII([{"term": s, "weight": round(-w, 6)} for w, s in items])
+    """``_ENCODE_ASCII`` of ``_top_terms(items)`` (``items`` sorted and cut already)."""
+    return "[" + ", ".join([_term_json(w, s) for w, s in items]) + "]"
+
+
+def _origin_json(case_id: str | None, where: str, ordinal: int) -> str:
+    """``_ENCODE_ASCII({"id": case_id, "row": where, "ordinal": ordinal})``."""
+    cid = "null" if case_id is None else _STR_ASCII(case_id)
+    return f'{{"id": {cid}, "row": {_STR_ASCII(where)}, "ordinal": {ordinal}}}'
 
 
 _TERMS: dict[str, _Terms] = {}
@@ -749,16 +769,16 @@ class _State:
         at: int,
         score: float,
         rows: dict[int, Any],
-        case: dict[str, Any],
+        origin: str,
     ) -> str:
-        """The stored explanation (JSON text) of eval ``pos``'s result for a row."""
+        """The stored explanation (JSON text) of eval ``pos``'s result for a row (``origin``:
+        the JSON of its "case" entry)."""
         terms = _terms(scorer)
         if terms is None or not output.strip():
             explained = explanation(scorer, output, self.evals[pos].references, score, at)
-            explained["case"] = case
-            return _ENCODE_ASCII(explained)
+            return _ENCODE_ASCII(explained)[:-1] + f', "case": {origin}}}'
         vec, _ = self._row(scorer, output, rows)
-        return terms.explain_json(output, vec, self.eval_ref(pos, at, scorer), score, at, case)
+        return terms.explain_json(output, vec, self.eval_ref(pos, at, scorer), score, at, origin)
 
 
 _STATES: dict[str, _State] = {}
@@ -859,6 +879,36 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, default=str).encode
 _ENCODE_ASCII = json.JSONEncoder().encode
 
 
+def _row_encoder(ascii_only: bool) -> Callable[[Any], str]:
+    """``_ENCODE_ASCII`` or ``_ENCODE`` for a decoded JSON row: the same C encoder
+    ``JSONEncoder.encode`` builds on every call, built once (no cycle check: a decoded row has
+    no cycles)."""
+    from json import encoder as je
+
+    make = getattr(je, "c_make_encoder", None)
+    if make is None:
+        return _ENCODE_ASCII if ascii_only else _ENCODE
+    if ascii_only:
+        enc = make(None, json.JSONEncoder().default, je.encode_basestring_ascii, None,
+                   ": ", ", ", False, False, True)  # fmt: skip
+    else:
+        enc = make(None, str, je.encode_basestring, None, ": ", ", ", False, False, True)
+    join = "".join
+    return lambda o: join(enc(o, 0))
+
+
+_ROW_ASCII = _row_encoder(True)
+_ROW = _row_encoder(False)
+_STR_JSON: Callable[[str], str] = json.encoder.encode_basestring
+_STR_ASCII: Callable[[str], str] = json.encoder.encode_basestring_ascii
+_FLOAT_JSON: Callable[[float], str] = float.__repr__  # json's form of a finite float
+
+
+def _list_json(words: list[str]) -> str:
+    """``_ENCODE(words)`` for a list of strings."""
+    return "[" + ", ".join(map(_STR_JSON, words)) + "]" if words else "[]"
+
+
 def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     """Score one chunk: the unit of work of every executor (inline, process pool, Dask).
 
@@ -905,10 +955,11 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     # without \u escapes holds only ASCII text, which the (faster) ASCII encoder writes
     # byte for byte as the other would
     result_names = frozenset(result_fields)
-    line_encode = encode
+    line_encode: Callable[[Any], str] = encode
     lines_in = chunk.lines
-    if lines_in is not None and all(map(bytes.isascii, lines_in)):
-        line_encode = encode if any(b"\\u" in x for x in lines_in) else _ENCODE_ASCII
+    if lines_in is not None:
+        ascii_only = all(map(bytes.isascii, lines_in)) and not any(b"\\u" in x for x in lines_in)
+        line_encode = _ROW_ASCII if ascii_only else _ROW
     threshold_json = encode(cfg.threshold)
     fingerprint_json = "" if scorer is None else encode(scorer.fingerprint)
     rs: list[_Ref] = []
@@ -1033,10 +1084,11 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                     tail = f', "fingerprint": {fingerprint_json}}}'
                     threshold_text = threshold_json
                 lines.append(
-                    f'{head[:-1]}{", " if len(head) > 2 else ""}"score": {encode(score)}, '
+                    f'{head[:-1]}{", " if len(head) > 2 else ""}"score": '
+                    f"{repr(score) if score.__class__ is float else encode(score)}, "
                     f'"pass": {"true" if passed else "false"}, "threshold": {threshold_text}, '
                     f'"matched_index": {at}, "matched_reference": {ref_json}, '
-                    f'"missing_terms": {encode(missing)}{tail}'
+                    f'"missing_terms": {_list_json(missing)}{tail}'
                 )
             elif jsonl_out:
                 # the input row with the result fields after its own (or in place of fields of
@@ -1122,15 +1174,14 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             if want_store:
                 # the explanation the studio shows for a result (terms with weights), plus
                 # where the row came from: a stored run can be a later run's baseline
-                origin: dict[str, Any] = {"id": case_id, "row": where, "ordinal": ordinal}
+                origin = _origin_json(case_id, where, ordinal)
                 if eval_def is not None:
                     explained = state.explain_json(pos, sc, output, at, score, rowvecs, origin)
                 elif plain_terms is not None and output.strip():
                     explained = plain_terms.explain_json(output, vec, rs[at], score, at, origin)
                 else:
                     expl = explanation(sc, output, refs, score, at)
-                    expl["case"] = origin
-                    explained = _ENCODE_ASCII(expl)
+                    explained = _ENCODE_ASCII(expl)[:-1] + f', "case": {origin}}}'
                 store_rows.append(
                     (
                         eval_name,
@@ -1582,22 +1633,19 @@ class Baseline:
     rows: int
 
 
+_PASS_WORDS = frozenset({"true", "1"})  # as results files write "pass" (JSON, CSV, Parquet)
+_FAIL_WORDS = frozenset({"false", "0"})
+
+
 def _as_bool(value: Any, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in {"true", "false", "1", "0"}:
-        return value.strip().lower() in {"true", "1"}
-    raise InvalidInput(f"{where}: column 'pass' must be true or false, not {value!r}")
+    flag = yes_no(value, _PASS_WORDS, _FAIL_WORDS)
+    if flag is None:
+        raise InvalidInput(f"{where}: column 'pass' must be true or false, not {value!r}")
+    return flag
 
 
 def _as_score(value: Any, where: str) -> float:
-    try:
-        score = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{where}: column 'score' must be a number, not {value!r}") from None
-    if not 0.0 <= score <= 1.0:
-        raise InvalidInput(f"{where}: column 'score' must be in [0, 1], not {score}")
-    return score
+    return check_unit(value, f"{where}: column 'score'")
 
 
 class _Dedup:

@@ -18,6 +18,33 @@ from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
 from simeval.store import Eval, Result, Run
 
 _RUN_CHUNK = 10_000
+_ROWS_PER_TRANSACTION = 50_000
+# the columns a run's rows fill (``runs.STORE_COLUMNS``), then the eval id and the constants
+_RAW_COLUMNS = (
+    "eval_name",
+    "eval_version",
+    "score",
+    "passed",
+    "threshold",
+    "fingerprint",
+    "matched_index",
+    "input",
+    "output",
+    "reference",
+    "explanation",
+    "eval_id",
+    "run_id",
+    "created_at",
+)
+
+
+def _raw_insert_sql() -> str:
+    """The INSERT of a run row for SQLite's driver (qmark parameters, ``_RAW_COLUMNS``)."""
+    table = store_mod.results_table
+    for name in _RAW_COLUMNS:
+        table.c[name]  # a KeyError here: the store has changed its columns
+    marks = ", ".join("?" * len(_RAW_COLUMNS))
+    return f"INSERT INTO {table.name} ({', '.join(_RAW_COLUMNS)}) VALUES ({marks})"
 
 
 def _run_row(row: Any, n: int, eval_ids: dict[str, int], columns: Sequence[str]) -> tuple[Any, ...]:
@@ -160,6 +187,74 @@ class RunsMixin(ServiceBase):
                 flush()
         if chunk:
             total += len(chunk)
+            flush()
+        return total
+
+    def add_run_rows(
+        self,
+        run_id: int,
+        columns: Sequence[str],
+        batches: Iterable[Sequence[Sequence[Any]]],
+    ) -> int:
+        """Store rows a run has already checked and scored, in bulk; returns the count.
+
+        ``columns`` must be ``simeval.runs.STORE_COLUMNS`` (eval_name, eval_version, score,
+        passed, threshold, fingerprint, matched_index, input, output, reference,
+        explanation), the explanation already JSON text; ``batches`` are lists of such
+        tuples. The rows are not checked again: use ``add_run_results`` for rows from
+        elsewhere. On SQLite they go to the driver as they are (one cached statement, about
+        50,000 rows per transaction); other databases take them through ``add_run_results``'s
+        bulk insert. A row whose ``eval_name`` names a stored eval is linked to it.
+        """
+        if tuple(columns) != _RAW_COLUMNS[:11]:
+            raise InvalidInput(f"run rows: columns must be {', '.join(_RAW_COLUMNS[:11])}")
+        rid = _check_id(run_id, "run")
+        with self.store.read() as s:
+            _get(s, Run, run_id, "run")
+            eval_ids: dict[str | None, int] = dict(s.execute(select(Eval.name, Eval.id)).all())
+        now = _now()
+        total = 0
+        pending: list[tuple[Any, ...]] = []
+        sqlite = self.store.engine.dialect.name == "sqlite"
+        sql = _raw_insert_sql()
+        if sqlite:
+            stamp = store_mod.results_table.c.created_at.type.bind_processor(
+                self.store.engine.dialect
+            )
+            tail = (rid, stamp(now) if stamp is not None else now)
+
+        def flush() -> None:
+            def work(s: Session) -> None:
+                conn = s.connection()
+                if sqlite:
+                    conn.exec_driver_sql(sql, pending)
+                else:
+                    rows = [
+                        (*r[:10], None if r[10] is None else json.loads(r[10]), r[11])
+                        for r in pending
+                    ]
+                    store_mod.bulk_insert(
+                        conn,
+                        store_mod.results_table,
+                        _RAW_COLUMNS[:12],
+                        rows,
+                        {"run_id": rid, "created_at": now},
+                    )
+
+            self._write(work)
+            pending.clear()
+
+        get_id = eval_ids.get
+        for batch in batches:
+            if sqlite:
+                pending.extend([(*r, get_id(r[0]), *tail) for r in batch])
+            else:
+                pending.extend([(*r, get_id(r[0])) for r in batch])
+            if len(pending) >= _ROWS_PER_TRANSACTION:
+                total += len(pending)
+                flush()
+        if pending:
+            total += len(pending)
             flush()
         return total
 
