@@ -39,6 +39,7 @@ import httpx
 import psutil
 
 from simeval.bench import synthetic_texts
+from simeval.store import unpack_results
 from simeval.web.server_process import running_server
 
 
@@ -188,16 +189,13 @@ def count_stored(db: Path, accepted: list[int], evals: int) -> dict[str, Any]:
     """Captures and results in the database, and whether every accepted capture is complete."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
         captures = conn.execute("SELECT COUNT(*) FROM captures").fetchone()[0]
-        results = conn.execute(
-            "SELECT COUNT(*) FROM results WHERE capture_id IS NOT NULL"
-        ).fetchone()[0]
-        per_capture = dict(
-            conn.execute(
-                "SELECT capture_id, COUNT(*) FROM results WHERE capture_id IS NOT NULL "
-                "GROUP BY capture_id"
-            ).fetchall()
-        )
-        ids = {row[0] for row in conn.execute("SELECT id FROM captures")}
+        # a capture's results are packed on it (simeval.store.pack_results)
+        per_capture = {
+            cid: len(unpack_results(blob))
+            for cid, blob in conn.execute("SELECT id, scores FROM captures")
+        }
+        results = sum(per_capture.values())
+        ids = set(per_capture)
     missing = [c for c in accepted if c not in ids]
     incomplete = [c for c in accepted if per_capture.get(c, 0) != evals]
     unexpected = len(ids - set(accepted))

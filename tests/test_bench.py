@@ -6,7 +6,16 @@ import json
 
 from click.testing import CliRunner
 
-from simeval.bench import classify, pearson, ranks, roc_auc, spearman
+from simeval.bench import (
+    classify,
+    median_rounds,
+    pearson,
+    ranks,
+    roc_auc,
+    spearman,
+    synthetic_chinese,
+    with_quotes,
+)
 from simeval.cli import cli
 
 STS = [
@@ -59,11 +68,50 @@ def test_quality_report(tmp_path) -> None:
     assert "STS pooled" in table.output and "default - pair" in table.output
 
 
+def test_quality_cjk_and_answers_beside_the_previous_default(tmp_path) -> None:
+    (tmp_path / "cjk").mkdir()
+    (tmp_path / "answers").mkdir()
+    (tmp_path / "cjk" / "zh-toy.tsv").write_text(
+        "5\t东京是日本的首都。\t日本的首都是东京。\n"
+        "1\t北京是中国的首都\t北京是中国最大的沙漠\n"
+        "0\t一个女人在弹吉他。\t猫在睡觉。\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "cjk" / "zh-lcqmc-toy.tsv").write_text(
+        "1\t人和畜生的区别是什么？\t人与畜生的区别是什么！\n0\t谁知道她是谁\t这是什么歌\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "answers" / "graded.csv").write_text(
+        "id,question,desired_answer,student_answer,score_avg\n"
+        "1,What does a compiler do?,It translates source code to machine code.,"
+        "A compiler is what does compiling.,1\n"
+        "2,What does a compiler do?,It translates source code to machine code.,"
+        "Translates source code into machine code.,5\n"
+        "3,What is a stack?,A last-in first-out list.,A list where the last in is first out.,4.5\n",
+        encoding="utf-8",
+    )
+    args = ["bench", "quality", "--data", str(tmp_path / "cjk")]
+    res = CliRunner().invoke(cli, [*args, "--data", str(tmp_path / "answers"), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert list(report["configs"]) == ["default", "previous", "pair"]
+    assert report["options"]["previous"]["tokenizer"] == "words"
+    default, previous = report["configs"]["default"], report["configs"]["previous"]
+    assert default["files"]["zh-toy"]["pearson"] > previous["files"]["zh-toy"]["pearson"]
+    assert 0 <= default["files"]["zh-lcqmc-toy"]["roc_auc"] <= 1
+    graded = default["files"]["graded"]
+    assert graded["pairs"] == 3 and {"pearson", "pearson_no_input"} <= set(graded)
+    assert previous["files"]["graded"]["pearson"] == previous["files"]["graded"]["pearson_no_input"]
+    assert "sts_pooled" not in default
+    table = CliRunner().invoke(cli, args)
+    assert table.exit_code == 0 and "zh-toy" in table.output
+
+
 def test_quality_bad_directory(tmp_path) -> None:
     res = CliRunner().invoke(cli, ["bench", "quality", "--data", str(tmp_path / "nope")])
     assert res.exit_code == 2 and "data directory not found" in res.output
     res = CliRunner().invoke(cli, ["bench", "quality", "--data", str(tmp_path)])
-    assert res.exit_code == 2 and "no STS files" in res.output
+    assert res.exit_code == 2 and "no benchmark files" in res.output
 
 
 def test_speed_report_small() -> None:
@@ -74,6 +122,26 @@ def test_speed_report_small() -> None:
     report = json.loads(res.output)
     assert report["batch"]["pairs"] == 5000
     assert report["single"]["speedup_vs_sklearn_per_pair"] > 0
+    latency = report["latency"]
+    assert latency["statistic"] == "median of interleaved rounds"
+    assert set(latency["ratios"]) == {
+        "default_vs_previous_warm",
+        "default_vs_previous_cold",
+        "after_1mb_vs_before",
+        "curly_vs_ascii_quotes",
+        "chinese_100_chars_vs_english_100_words",
+    }
+    assert all(r > 0 for r in latency["ratios"].values())  # figures, not timing assertions
+
+
+def test_benchmark_texts() -> None:
+    zh = synthetic_chinese(3)
+    assert [len(t) for t in zh] == [100, 100, 100] and zh == synthetic_chinese(3)
+    assert with_quotes("a b c", curly=True, every=2) == "“a” b “c”"
+    assert with_quotes("a b c", curly=False, every=2) == '"a" b "c"'
+    calls: list[int] = []
+    got = median_rounds({"x": calls.append, "y": lambda i: None}, 2, 3)
+    assert calls == [0, 1] * 3 and set(got) == {"x", "y"}
 
 
 def test_statistics_helpers() -> None:

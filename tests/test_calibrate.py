@@ -190,10 +190,10 @@ def reviewed_eval(db: str) -> None:
 
     with Service(db) as svc:
         svc.create_eval("eiffel", REFERENCE)
-        svc.test_eval("eiffel", "Tell me about the Eiffel Tower", REFERENCE)
+        svc.test_eval("eiffel", "Tell me about that landmark", REFERENCE)
         svc.activate_eval("eiffel")
         for output, label in LABELLED:
-            (result,) = svc.capture("Tell me about the Eiffel Tower", output).results
+            (result,) = svc.capture("Tell me about that landmark", output).results
             svc.review_result(result.id, 1.0 if label == "pass" else 0.0, "checked by hand")
 
 

@@ -6,6 +6,7 @@ import json
 
 from click.testing import CliRunner
 
+import simeval
 from simeval.cli import cli
 
 
@@ -104,3 +105,23 @@ def test_bad_input_is_one_line_exit_2(tmp_path) -> None:
 def test_help_has_an_example() -> None:
     res = run("score", "--help")
     assert res.exit_code == 0 and "Examples:" in res.output
+
+
+def test_input_and_the_new_options() -> None:
+    out, ref = "A prototype program is a prototype program.", "A prototype simulates the product."
+    question = "What is the role of a prototype program?"
+    plain = json.loads(CliRunner().invoke(cli, ["score", out, ref, "--json"]).output)
+    res = CliRunner().invoke(cli, ["score", out, ref, "-i", question, "--json", "--explain"])
+    asked = json.loads(res.output)
+    assert asked["score"] == simeval.score(out, ref, question) < plain["score"]
+    assert "prototype" in asked["explanation"]["demoted"]
+    same = CliRunner().invoke(cli, ["score", out, ref, "-i", question, "--input-weight", "1"])
+    assert same.output.startswith(f"{plain['score']:.4f}")
+    res = CliRunner().invoke(
+        cli, ["score", "It is not valid", "It is valid", "--negation", "0.5", "--json"]
+    )
+    assert json.loads(res.output)["score"] == simeval.score(
+        "It is not valid", "It is valid", negation=0.5
+    )
+    bad = CliRunner().invoke(cli, ["score", "a", "b", "--negation", "2"])
+    assert bad.exit_code == 2 and "negation" in bad.output

@@ -20,14 +20,23 @@ OPTION_SETS: list[tuple[tuple[str, object], ...]] = [
     (("prefix", 3), ("stop_words", 50)),
     (("sublinear_tf", False),),
     (("language", "french"),),
+    (("input_weight", 1.0), ("negation", 1.0)),
+    (("input_weight", 0.25), ("negation", 0.5)),
+    (("tokenizer", "words"), ("input_weight", 1.0), ("negation", 1.0)),
 ]
 WORDS = ["the", "cat", "cats", "sat", "on", "mat", "Paris", "capital", "France", "is", "a",
-         "café", "naïve", "1,650", "3.5", "don't", "中文", "!!", "the the"]  # fmt: skip
+         "café", "naïve", "1,650", "3.5", "don't", "中文", "!!", "the the", "not", "never",
+         "isn't", "北京", "首都", "😀", "no"]  # fmt: skip
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=10).map(" ".join)
 
 
-def _expected(specs: list[EvalSpec], output: str) -> list[tuple[float, int]]:
-    return [get_scorer(**dict(s.options)).score_detail(output, list(s.references)) for s in specs]
+def _expected(
+    specs: list[EvalSpec], output: str, input: str | None = None
+) -> list[tuple[float, int]]:
+    return [
+        get_scorer(**dict(s.options)).score_detail(output, list(s.references), input=input)
+        for s in specs
+    ]
 
 
 @pytest.mark.parametrize("options", OPTION_SETS, ids=repr)
@@ -40,24 +49,27 @@ def test_bit_identical_to_score_detail_on_generated_texts(options):
     ]
     specs.append(EvalSpec(900, "stop-words-only", 1, ("the", "!!"), 0.5, None, options))
     es = EvalSet(specs)
-    for output in outputs:
-        got = [(r.score, r.matched_index) for r in es.score(output)]
-        assert got == _expected(specs, output)  # exact equality, not approx
+    questions = [None, "", outputs[0][:60], refs[4][:80], "Why isn't the cat on the mat?"]
+    for k, output in enumerate(outputs):
+        question = questions[k % len(questions)]
+        got = [(r.score, r.matched_index) for r in es.score(output, input=question)]
+        assert got == _expected(specs, output, question)  # exact equality, not approx
 
 
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(st.lists(text.filter(str.strip), min_size=1, max_size=3), min_size=1, max_size=6),
     text,
+    st.one_of(st.none(), text),
     st.sampled_from(OPTION_SETS),
 )
-def test_bit_identical_on_random_texts(references, output, options):
+def test_bit_identical_on_random_texts(references, output, question, options):
     specs = [
         EvalSpec(i, f"e{i}", 1, tuple(refs), 0.8, None, options)
         for i, refs in enumerate(references)
     ]
-    got = [(r.score, r.matched_index) for r in EvalSet(specs).score(output)]
-    assert got == _expected(specs, output)
+    got = [(r.score, r.matched_index) for r in EvalSet(specs).score(output, input=question)]
+    assert got == _expected(specs, output, question)
 
 
 def test_mixed_option_groups_keep_eval_order_and_scope():

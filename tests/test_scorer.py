@@ -342,3 +342,45 @@ def test_large_text_is_scored() -> None:
     assert len(big) > 10_000_000
     assert simeval.score(big, "the quick brown fox") > 0.5
     assert simeval.score(big, big) == 1.0
+
+
+def test_c_core_keeps_no_big_buffers_after_a_big_text() -> None:
+    """After one large text, later small texts use tables as small as before (the scratch
+    counter and the normalised copy of the text are not kept at their grown size)."""
+    if not _vector.ACCELERATED:
+        pytest.skip("C core not built")
+    sc = simeval.scorer.Scorer(prefix=0)  # whole words: 20,000 distinct terms below
+    small = "The quick brown fox jumps over the lazy dog"
+    sc.vector(small)
+    before = sc._vz.sizes()
+    # ~1.3 MB; 20,000 distinct terms need a 65,536-slot counter, which used to be kept
+    big = " ".join(f"word{i % 20_000} café" for i in range(100_000))
+    vec = sc.vector(big)
+    assert len(vec) == (20_000 + 1) * 24
+    cells, scratch, norm = sc._vz.sizes()
+    assert scratch <= 1024 and norm <= 65536
+    assert sc.vector(small) == _vector.vectorize_py(sc.analyzer.tokens(small), {}, sc._entry, True)
+    assert sc._vz.sizes()[1:] == before[1:]
+    assert cells > before[0]  # the token cache itself stays warm
+
+
+def test_c_core_normalises_only_the_pieces_that_need_it() -> None:
+    if not _vector.ACCELERATED:
+        pytest.skip("C core not built")
+    from simeval.analyzer import char_info, normalize
+
+    pieces: list[str] = []
+
+    def fold(piece: str) -> str:
+        pieces.append(piece)
+        return normalize(piece)
+
+    sc = simeval.scorer.Scorer()
+    vz = _vector.Vectorizer(sc._entry, char_info, fold)
+    text = "Don’t say “café” — Ünïcode is fine, 北京 😀"
+    assert vz.normalize(text) == normalize(text)
+    assert pieces == []  # typographic quotes, accents, CJK, emoji: nothing to fold
+    text = "a ﬁle of x² and ＡＢ, e\u0301"
+    assert vz.normalize(text) == normalize(text)
+    assert pieces == [" ﬁ", "x²", " ＡＢ", "e\u0301"]
+    assert vz.tokens(text) == sc.analyzer.tokens(text)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import simeval
 from simeval import _vector
-from simeval.analyzer import TOKEN_PATTERN
+from simeval.analyzer import CI_SIMPLE, WORDS_PATTERN, char_info, normalize
 
 WORDS = [
     "cat",
@@ -34,6 +34,10 @@ WORDS = [
     "_id",
     "don't",
     "well-known",
+    "isn't",
+    "not",
+    "首都",
+    "😀",
 ]
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
 any_text = st.text(max_size=60)
@@ -44,6 +48,9 @@ CONFIGS = [
     {"stemming": False, "prefix": 0},
     {"ngram": 2},
     {"stop_words": 20, "sublinear_tf": False},
+    {"input_weight": 0.25, "negation": 0.5},
+    {"tokenizer": "words", "input_weight": 1.0, "negation": 1.0},
+    {"language": "zh"},
 ]
 configs = st.sampled_from(CONFIGS)
 
@@ -96,14 +103,43 @@ def test_empty_output_is_zero(b, blank) -> None:
         assert simeval.explain(blank, b).reason == "output is empty"
 
 
-@pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")
-@settings(max_examples=1000, deadline=None)
-@given(
-    s=st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
-    | st.text(alphabet="ab1,._ 9é²٣\u0301-", max_size=40)
+# Characters where the piecewise normalisation of the C core could go wrong: combining marks,
+# Hangul jamo that compose, compatibility forms, case folding to several characters, CJK,
+# symbols, apostrophes of contractions.
+TRICKY = (
+    "ab1,._ 9é²٣\u0301\u0308-n't’ÉßẞﬁＡａ１０ｶﾞ\u3099\u309a"
+    "\u1100\u1161\u11a8가각北京の한😀🏽\u200d\ufe0f°€™½ǅΣσςİ\u0345\u0f73\u0b47\u0b3e"
 )
-def test_c_tokenizer_matches_the_regex(s: str) -> None:
-    assert _vector.tokenize(s) == TOKEN_PATTERN.findall(s)
+unicode_text = (
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+    | st.text(alphabet=TRICKY, max_size=40)
+    | st.lists(st.sampled_from([*WORDS, "isn't", "can’t", "won't", "n't", "北京是中国的首都"])).map(
+        " ".join
+    )
+)
+
+
+@pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")
+@settings(max_examples=1500, deadline=None)
+@given(s=unicode_text, tokenizer=st.sampled_from(["unicode", "words"]))
+def test_c_tokenizer_and_normaliser_match_python(s: str, tokenizer: str) -> None:
+    sc = simeval.get_scorer(tokenizer=tokenizer)
+    assert sc._vz.normalize(s) == normalize(s)
+    assert sc._vz.tokens(s) == sc.analyzer.tokens(s)
+    if tokenizer == "words":
+        assert sc._vz.tokens(s) == WORDS_PATTERN.findall(normalize(s))
+
+
+def test_pieces_cut_only_where_normalisation_allows() -> None:
+    # The C core normalises a text a piece at a time, cutting before "simple" characters;
+    # that is exact only if no simple character is the second of a canonical composition.
+    seconds = set()
+    for cp in range(0x110000):
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<") and len(d.split()) == 2:
+            seconds.add(int(d.split()[1], 16))
+    seconds |= set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))  # Hangul V and T
+    assert not [hex(c) for c in seconds if char_info(c) & CI_SIMPLE]
 
 
 @pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")
@@ -112,6 +148,18 @@ def test_c_tokenizer_matches_the_regex(s: str) -> None:
 def test_c_vector_matches_python(s: str) -> None:
     sc = simeval.get_scorer()
     assert sc.vector(s) == _vector.vectorize_py(sc.analyzer.tokens(s), {}, sc._entry, True)
+
+
+@pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")
+@settings(max_examples=300, deadline=None)
+@given(a=unicode_text, b=unicode_text, q=unicode_text, opts=configs)
+def test_c_score_matches_python(a: str, b: str, q: str, opts: dict) -> None:
+    sc = simeval.get_scorer(**opts)
+    va, vb, terms = sc.vector(a), sc.vector(b), sc.input_terms(q)
+    args = (sc.pair, terms, sc.input_weight, sc._negators, sc.negation)
+    assert _vector.cosine(va, vb, *args) == _vector.cosine_py(va, vb, *args)
+    assert _vector.best(va, [vb, va], *args) == _vector.best_py(va, [vb, va], *args)
+    assert _vector.has_any(va, sc.negator_hashes) == _vector.has_any_py(va, sc.negator_hashes)
 
 
 @settings(max_examples=100, deadline=None)

@@ -27,10 +27,14 @@ REFERENCE = "The capital of France is Paris."
 def counts(db: Path) -> dict[str, int]:
     con = sqlite3.connect(db)
     try:
-        return {
+        out = {
             t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             for t in ("evals", "captures", "results", "reviews")
         }
+        # captured results are packed on their capture (one row per capture)
+        for (blob,) in con.execute("SELECT scores FROM captures"):
+            out["results"] += len(store_mod.unpack_results(blob))
+        return out
     finally:
         con.close()
 
@@ -53,13 +57,17 @@ def test_failure_between_capture_and_results_stores_neither(
         before = counts(db)
         assert (before["captures"], before["results"]) == (1, 3)
 
+        original = store_mod.insert_row
+
         def broken(*args: Any, **kwargs: Any) -> int:
-            # the capture row is already inserted in this transaction when results are stored
-            conn = args[0]
-            assert conn.exec_driver_sql("SELECT count(*) FROM captures").scalar() == 2
+            # the capture row and its packed results are inserted in this transaction, then
+            # the step after them fails
+            original(*args, **kwargs)
+            cursor = args[0]
+            assert cursor.execute("SELECT count(*) FROM captures").fetchone()[0] == 2
             raise RuntimeError("disk fell off")
 
-        monkeypatch.setattr(store_mod, "bulk_insert", broken)
+        monkeypatch.setattr(store_mod, "insert_row", broken)
         with pytest.raises(RuntimeError, match="disk fell off"):
             svc.capture(QUESTION, "Paris is the capital.")
         assert counts(db) == before
@@ -74,20 +82,16 @@ def test_a_result_the_database_rejects_rolls_back_the_capture(tmp_path: Path) ->
     with Service(db) as svc:
         active_evals(svc, 2)
         before = counts(db)
-        # a constraint the database itself enforces: the second result row references an eval
-        # id that does not exist (foreign keys are on)
-        original = store_mod.bulk_insert
-
-        def bad_rows(conn: Any, table: Any, columns: Any, rows: Any, constants: Any = None) -> int:
-            rows = [rows[0], (999_999, *rows[1][1:])]
-            return original(conn, table, columns, rows, constants)
-
-        store_mod.bulk_insert = bad_rows  # type: ignore[assignment]
-        try:
-            with pytest.raises(Exception, match="FOREIGN KEY"):
-                svc.capture(QUESTION, REFERENCE)
-        finally:
-            store_mod.bulk_insert = original  # type: ignore[assignment]
+        # a constraint the database itself enforces rejects the capture's row with its results
+        con = sqlite3.connect(db)
+        con.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON captures WHEN NEW.output = 'refused' "
+            "BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed'); END"
+        )
+        con.commit()
+        con.close()
+        with pytest.raises(Exception, match="FOREIGN KEY"):
+            svc.capture(QUESTION, "refused")
         assert counts(db) == before
 
 

@@ -144,23 +144,79 @@ fail:
 #define PAIR_IDF_ONE 1.4054651081081644 /* ln(3/2) + 1 */
 #define PAIR_IDF_TWO 1.0                /* ln(3/3) + 1 */
 
-static double cosine_packed(const Term *a, size_t na, const Term *b, size_t nb, int pair) {
+/* A set of term hashes: sorted uint64 values, packed (the input's terms, the negators). */
+typedef struct {
+    const uint64_t *h;
+    size_t n;
+} HashSet;
+
+/* Whether a vector has a term whose hash is in the set: both are sorted, one merge. */
+static int has_any(const Term *a, size_t na, HashSet s) {
+    size_t i = 0, k = 0;
+    while (i < na && k < s.n) {
+        if (a[i].hash < s.h[k]) i++;
+        else if (s.h[k] < a[i].hash) k++;
+        else return 1;
+    }
+    return 0;
+}
+
+/* The options that change the cosine: the input's term hashes with their weight, and the
+ * negator hashes with their factor (see Scorer.best_vector for the formula). */
+typedef struct {
+    int pair;
+    HashSet demote;
+    double input_weight;
+    HashSet negators;
+    double negation;
+} CosOpts;
+
+static double cosine_packed(const Term *a, size_t na, const Term *b, size_t nb,
+                            const CosOpts *o) {
     if (na == 0 || nb == 0) return 0.0;
     if (na == nb && memcmp(a, b, na * sizeof(Term)) == 0) return 1.0;
+    int pair = o->pair;
+    /* the input's terms, walked in step with the merge (hashes only grow) */
+    const uint64_t *dem = o->demote.h;
+    size_t nd = o->input_weight != 1.0 ? o->demote.n : 0, d = 0;
+    double iw = o->input_weight;
     double dot = 0.0, sa = 0.0, sb = 0.0;
     size_t i = 0, j = 0;
     while (i < na || j < nb) {
+        uint64_t h;
+        int side; /* 1: a only, 2: b only, 3: both */
         if (j >= nb || (i < na && a[i].hash < b[j].hash)) {
+            h = a[i].hash;
+            side = 1;
+        } else if (i >= na || b[j].hash < a[i].hash) {
+            h = b[j].hash;
+            side = 2;
+        } else {
+            h = a[i].hash;
+            side = 3;
+        }
+        int demoted = 0;
+        if (nd) {
+            while (d < nd && dem[d] < h) d++;
+            demoted = d < nd && dem[d] == h;
+        }
+        if (side == 1) {
             double w = a[i].tfw * (pair ? PAIR_IDF_ONE : a[i].idf);
+            if (demoted) w *= iw;
             sa += w * w;
             i++;
-        } else if (i >= na || b[j].hash < a[i].hash) {
+        } else if (side == 2) {
             double w = b[j].tfw * (pair ? PAIR_IDF_ONE : b[j].idf);
+            if (demoted) w *= iw;
             sb += w * w;
             j++;
         } else {
             double wa = a[i].tfw * (pair ? PAIR_IDF_TWO : a[i].idf);
             double wb = b[j].tfw * (pair ? PAIR_IDF_TWO : b[j].idf);
+            if (demoted) {
+                wa *= iw;
+                wb *= iw;
+            }
             sa += wa * wa;
             sb += wb * wb;
             dot += wa * wb;
@@ -173,30 +229,76 @@ static double cosine_packed(const Term *a, size_t na, const Term *b, size_t nb, 
     return s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
 }
 
-/* cosine(a: bytes, b: bytes, pair: bool) -> float */
-static PyObject *cosine(PyObject *self, PyObject *args) {
-    Py_buffer a, b;
-    int pair;
-    if (!PyArg_ParseTuple(args, "y*y*p", &a, &b, &pair)) return NULL;
-    double s = cosine_packed((const Term *)a.buf, (size_t)a.len / sizeof(Term),
-                             (const Term *)b.buf, (size_t)b.len / sizeof(Term), pair);
-    PyBuffer_Release(&a);
-    PyBuffer_Release(&b);
-    return PyFloat_FromDouble(s);
+/* The score: the cosine, times the negation factor when exactly one vector has a negator.
+ * `neg_a`: whether `a` has one (-1: not known yet). */
+static double score_packed(const Term *a, size_t na, const Term *b, size_t nb, const CosOpts *o,
+                           int neg_a) {
+    double s = cosine_packed(a, na, b, nb, o);
+    if (o->negation != 1.0 && o->negators.n && s > 0.0) {
+        if (neg_a < 0) neg_a = has_any(a, na, o->negators);
+        if (neg_a != has_any(b, nb, o->negators)) s *= o->negation;
+    }
+    return s;
 }
 
-/* best(a: bytes, refs: sequence[bytes], pair: bool) -> (score, index)
- * The best match of one vector against many prepared ones, first index on ties. */
-static PyObject *best(PyObject *self, PyObject *args) {
-    Py_buffer a;
-    PyObject *refs;
-    int pair;
-    if (!PyArg_ParseTuple(args, "y*Op", &a, &refs, &pair)) return NULL;
-    PyObject *seq = PySequence_Fast(refs, "refs must be a sequence of bytes");
-    if (!seq) {
-        PyBuffer_Release(&a);
-        return NULL;
+static int hash_set(Py_buffer *buf, HashSet *out) {
+    if (buf->obj == NULL) {
+        out->h = NULL;
+        out->n = 0;
+        return 0;
     }
+    if (buf->len % 8) {
+        PyErr_SetString(PyExc_ValueError, "a hash set is packed uint64 values");
+        return -1;
+    }
+    out->h = (const uint64_t *)buf->buf;
+    out->n = (size_t)buf->len / 8;
+    return 0;
+}
+
+/* Parse (pair, demote=None, input_weight=1.0, negators=None, negation=1.0) after the vectors. */
+#define COS_FORMAT "p|z*dz*d"
+
+static void release(Py_buffer *b) {
+    if (b->obj != NULL) PyBuffer_Release(b);
+}
+
+/* cosine(a, b, pair, demote=None, input_weight=1.0, negators=None, negation=1.0) -> float */
+static PyObject *cosine(PyObject *self, PyObject *args) {
+    Py_buffer a, b, dem = {0}, neg = {0};
+    CosOpts o = {0, {NULL, 0}, 1.0, {NULL, 0}, 1.0};
+    if (!PyArg_ParseTuple(args, "y*y*" COS_FORMAT, &a, &b, &o.pair, &dem, &o.input_weight, &neg,
+                          &o.negation))
+        return NULL;
+    PyObject *out = NULL;
+    if (hash_set(&dem, &o.demote) == 0 && hash_set(&neg, &o.negators) == 0) {
+        double s = score_packed((const Term *)a.buf, (size_t)a.len / sizeof(Term),
+                                (const Term *)b.buf, (size_t)b.len / sizeof(Term), &o, -1);
+        out = PyFloat_FromDouble(s);
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    release(&dem);
+    release(&neg);
+    return out;
+}
+
+/* best(a, refs, pair, demote=None, input_weight=1.0, negators=None, negation=1.0)
+ * -> (score, index): the best match of one vector against many prepared ones, first index on
+ * ties. */
+static PyObject *best(PyObject *self, PyObject *args) {
+    Py_buffer a, dem = {0}, neg = {0};
+    PyObject *refs, *result = NULL, *seq = NULL;
+    CosOpts o = {0, {NULL, 0}, 1.0, {NULL, 0}, 1.0};
+    if (!PyArg_ParseTuple(args, "y*O" COS_FORMAT, &a, &refs, &o.pair, &dem, &o.input_weight, &neg,
+                          &o.negation))
+        return NULL;
+    if (hash_set(&dem, &o.demote) < 0 || hash_set(&neg, &o.negators) < 0) goto done;
+    seq = PySequence_Fast(refs, "refs must be a sequence of bytes");
+    if (!seq) goto done;
+    const Term *ta = (const Term *)a.buf;
+    size_t na = (size_t)a.len / sizeof(Term);
+    int neg_a = o.negation != 1.0 && o.negators.n ? has_any(ta, na, o.negators) : 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     double top = -1.0;
     Py_ssize_t at = -1;
@@ -204,31 +306,52 @@ static PyObject *best(PyObject *self, PyObject *args) {
         PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
         if (!PyBytes_Check(r)) {
             PyErr_SetString(PyExc_TypeError, "refs must be bytes");
-            Py_DECREF(seq);
-            PyBuffer_Release(&a);
-            return NULL;
+            goto done;
         }
-        double s = cosine_packed((const Term *)a.buf, (size_t)a.len / sizeof(Term),
-                                 (const Term *)PyBytes_AS_STRING(r),
-                                 (size_t)PyBytes_GET_SIZE(r) / sizeof(Term), pair);
+        double s = score_packed(ta, na, (const Term *)PyBytes_AS_STRING(r),
+                                (size_t)PyBytes_GET_SIZE(r) / sizeof(Term), &o, neg_a);
         if (s > top) {
             top = s;
             at = i;
         }
     }
-    Py_DECREF(seq);
+    result = Py_BuildValue("(dn)", at < 0 ? 0.0 : top, at);
+done:
+    Py_XDECREF(seq);
     PyBuffer_Release(&a);
-    return Py_BuildValue("(dn)", at < 0 ? 0.0 : top, at);
+    release(&dem);
+    release(&neg);
+    return result;
 }
 
+/* has_any(vec: bytes, hashes: bytes) -> bool: whether the vector has one of the hashes. */
+static PyObject *py_has_any(PyObject *self, PyObject *args) {
+    Py_buffer a, s;
+    if (!PyArg_ParseTuple(args, "y*y*", &a, &s)) return NULL;
+    HashSet hs;
+    PyObject *out = NULL;
+    if (hash_set(&s, &hs) == 0)
+        out = PyBool_FromLong(has_any((const Term *)a.buf, (size_t)a.len / sizeof(Term), hs));
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&s);
+    return out;
+}
 
-/* ---- Tokenizer: a C version of analyzer.TOKEN_PATTERN, r"\d+(?:[.,]\d+)*|\w+" ----------
- * Same character classes as Python's re on str patterns: \d is Py_UNICODE_ISDECIMAL, \w is
- * Py_UNICODE_ISALNUM or '_'. A token starting with a decimal digit is a number: digits, then
- * any number of ('.' or ',') followed by digits; the regex takes that alternative first, so
- * "10am" is "10", "am". The tests compare both on random Unicode text. */
+/* ---- Characters ---------------------------------------------------------------------------
+ * What the tokenizer and the normaliser need to know of a code point comes from
+ * analyzer.char_info (Python's unicodedata, so both sides read the same Unicode version),
+ * asked once per code point and kept in a two-level table. The flags have the values of
+ * analyzer.CI_*; KNOWN marks a filled entry. ASCII is answered from a static table. */
+#define CI_MAP 0x1FFFFFu
+#define CI_SIMPLE (1u << 21)
+#define CI_WORD (1u << 22)
+#define CI_DEC (1u << 23)
+#define CI_CJK (1u << 24)
+#define CI_SYM (1u << 25)
+#define CI_KNOWN (1u << 31)
+#define CI_PAGES (0x110000 >> 8)
 
-/* ASCII classes from a table: the Unicode predicates are several calls per character. */
+/* ASCII classes: \w and \d of Python's re. */
 #define C_WORD 1
 #define C_DEC 2
 static const unsigned char ascii_class[128] = {
@@ -244,68 +367,6 @@ static const unsigned char ascii_class[128] = {
     ['Y'] = 1, ['Z'] = 1,
 };
 
-static inline int is_word(Py_UCS4 c) {
-    return c < 128 ? (ascii_class[c] & C_WORD) : Py_UNICODE_ISALNUM(c);
-}
-static inline int is_dec(Py_UCS4 c) {
-    return c < 128 ? (ascii_class[c] & C_DEC) : Py_UNICODE_ISDECIMAL(c);
-}
-
-/* Scan one token starting at or after *pos; returns 0 when the text is exhausted. */
-static int next_token(int kind, const void *data, Py_ssize_t len, Py_ssize_t *pos,
-                      Py_ssize_t *start, Py_ssize_t *end) {
-    Py_ssize_t i = *pos;
-    while (i < len && !is_word(PyUnicode_READ(kind, data, i))) i++;
-    if (i >= len) return 0;
-    *start = i;
-    Py_UCS4 c = PyUnicode_READ(kind, data, i);
-    if (is_dec(c)) {
-        while (i < len && is_dec(PyUnicode_READ(kind, data, i))) i++;
-        while (i + 1 < len) {
-            Py_UCS4 sep = PyUnicode_READ(kind, data, i);
-            if ((sep == '.' || sep == ',') && is_dec(PyUnicode_READ(kind, data, i + 1))) {
-                i += 1;
-                while (i < len && is_dec(PyUnicode_READ(kind, data, i))) i++;
-            } else {
-                break;
-            }
-        }
-    } else {
-        while (i < len && is_word(PyUnicode_READ(kind, data, i))) i++;
-    }
-    *end = i;
-    *pos = i;
-    return 1;
-}
-
-/* tokenize(text: str) -> list[str]: the tokens, for tests and the explanation path. */
-static PyObject *tokenize(PyObject *self, PyObject *arg) {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "text must be str");
-        return NULL;
-    }
-    int kind = PyUnicode_KIND(arg);
-    const void *data = PyUnicode_DATA(arg);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(arg), pos = 0, a, b;
-    PyObject *out = PyList_New(0);
-    if (!out) return NULL;
-    while (next_token(kind, data, len, &pos, &a, &b)) {
-        PyObject *t = PyUnicode_Substring(arg, a, b);
-        if (!t || PyList_Append(out, t) < 0) {
-            Py_XDECREF(t);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(t);
-    }
-    return out;
-}
-
-/* ---- Vectorizer: tokenizer + a C hash table from token text to (term hash, idf) ---------
- * The table caches what the Python analyzer computes (stemming, truncation, stop words, IDF)
- * per distinct token, keyed by the token's code points: a hit costs no Python object at all.
- * That is what makes a warm score faster than tokenising with the regex alone. */
-
 enum { EMPTY = 0, TERM = 1, STOP = 2 };
 
 typedef struct {
@@ -317,17 +378,260 @@ typedef struct {
     int state;
 } Cell;
 
+/* The buffers of one call. */
+typedef struct {
+    Slot *scratch; /* the per-text term counter, kept zeroed between calls */
+    size_t scratch_cap;
+    void *norm;      /* the normalised text: Py_UCS1 for ASCII input, else Py_UCS4 */
+    size_t norm_cap; /* bytes */
+} Buf;
+
 typedef struct {
     PyObject_HEAD
-    PyObject *miss;
+    PyObject *miss;      /* token -> 16 packed bytes (term hash, idf) or None */
+    PyObject *char_info; /* code point -> flags (analyzer.char_info) */
+    PyObject *fold;      /* str -> its normalised form (analyzer.normalize) */
+    int unicode_tokens;  /* the `unicode` tokenizer (else `words`) */
     Cell *cells;
     size_t cap, used, limit;
     Py_UCS4 *arena;
     size_t arena_len, arena_cap;
-    Slot *scratch; /* the per-text term counter, kept zeroed between calls */
-    size_t scratch_cap;
+    Buf buf;          /* kept between calls; a call made while it is in use (another thread,
+                         during a Python callback) gets buffers of its own */
+    uint32_t **pages; /* char_info per code point, 256 to a page */
     int busy;
 } Vectorizer;
+
+static void buf_trim(Buf *b, int all);
+
+/* The char_info of a non-ASCII code point; 0 with an exception set on error. */
+static uint32_t vz_info(Vectorizer *v, Py_UCS4 c) {
+    uint32_t *page = v->pages ? v->pages[c >> 8] : NULL;
+    if (page && (page[c & 0xFF] & CI_KNOWN)) return page[c & 0xFF];
+    if (!v->pages) {
+        v->pages = PyMem_Calloc(CI_PAGES, sizeof(uint32_t *));
+        if (!v->pages) {
+            PyErr_NoMemory();
+            return 0;
+        }
+    }
+    if (!page) {
+        page = v->pages[c >> 8] = PyMem_Calloc(256, sizeof(uint32_t));
+        if (!page) {
+            PyErr_NoMemory();
+            return 0;
+        }
+    }
+    PyObject *r = PyObject_CallFunction(v->char_info, "I", (unsigned int)c);
+    if (!r) return 0;
+    unsigned long x = PyLong_AsUnsignedLong(r);
+    Py_DECREF(r);
+    if (x == (unsigned long)-1 && PyErr_Occurred()) return 0;
+    page[c & 0xFF] = ((uint32_t)x & ~CI_KNOWN) | CI_KNOWN;
+    return page[c & 0xFF];
+}
+
+/* The tokenizer's flags of a code point (CI_WORD, CI_DEC, CI_CJK, CI_SYM); 0 on error too. */
+static inline uint32_t vz_flags(Vectorizer *v, Py_UCS4 c) {
+    if (c < 128) {
+        unsigned char k = ascii_class[c];
+        return ((k & C_WORD) ? CI_WORD : 0) | ((k & C_DEC) ? CI_DEC : 0);
+    }
+    return vz_info(v, c);
+}
+
+static int norm_reserve(Buf *v, size_t bytes) {
+    if (bytes <= v->norm_cap) return 0;
+    size_t cap = v->norm_cap ? v->norm_cap : 4096;
+    while (cap < bytes) cap *= 2;
+    void *p = PyMem_Realloc(v->norm, cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->norm = p;
+    v->norm_cap = cap;
+    return 0;
+}
+
+/* Normalise `text` into v->norm, equal to analyzer.normalize(text): ASCII is lowered; a simple
+ * character (CI_SIMPLE) becomes the character char_info gives; a run of other characters, with
+ * the character before it, goes through `fold` (so only the pieces that need NFKC pay for
+ * it). Sets *kind (1 or 4) and *len; -1 on error. */
+static int vz_normalize(Vectorizer *v, Buf *buf, PyObject *text, int *kind, Py_ssize_t *len) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        if (norm_reserve(buf, (size_t)n + 1) < 0) return -1;
+        const Py_UCS1 *src = PyUnicode_1BYTE_DATA(text);
+        Py_UCS1 *dst = buf->norm;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS1 c = src[i];
+            dst[i] = (c >= 'A' && c <= 'Z') ? (Py_UCS1)(c + 32) : c;
+        }
+        *kind = PyUnicode_1BYTE_KIND;
+        *len = n;
+        return 0;
+    }
+    int sk = PyUnicode_KIND(text);
+    const void *src = PyUnicode_DATA(text);
+    size_t cap = (size_t)n + 16, out = 0;
+    if (norm_reserve(buf, cap * sizeof(Py_UCS4)) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n;) {
+        Py_UCS4 c = PyUnicode_READ(sk, src, i);
+        if (c < 128) {
+            ((Py_UCS4 *)buf->norm)[out++] = (c >= 'A' && c <= 'Z') ? c + 32 : c;
+            i++;
+            continue;
+        }
+        uint32_t info = vz_info(v, c);
+        if (!info) return -1;
+        if (info & CI_SIMPLE) {
+            ((Py_UCS4 *)buf->norm)[out++] = info & CI_MAP;
+            i++;
+            continue;
+        }
+        /* a piece: the character before (always simple, one character out) and the run */
+        Py_ssize_t start = i, j = i + 1;
+        if (i > 0) {
+            start = i - 1;
+            out--;
+        }
+        while (j < n) {
+            Py_UCS4 d = PyUnicode_READ(sk, src, j);
+            if (d < 128) break;
+            uint32_t di = vz_info(v, d);
+            if (!di) return -1;
+            if (di & CI_SIMPLE) break;
+            j++;
+        }
+        PyObject *piece = PyUnicode_Substring(text, start, j);
+        if (!piece) return -1;
+        PyObject *folded = PyObject_CallOneArg(v->fold, piece);
+        Py_DECREF(piece);
+        if (!folded) return -1;
+        if (!PyUnicode_Check(folded)) {
+            Py_DECREF(folded);
+            PyErr_SetString(PyExc_TypeError, "fold() must return str");
+            return -1;
+        }
+        Py_ssize_t m = PyUnicode_GET_LENGTH(folded);
+        size_t need = out + (size_t)m + (size_t)(n - j) + 16;
+        if (need > cap) {
+            cap = need * 2;
+            if (norm_reserve(buf, cap * sizeof(Py_UCS4)) < 0) {
+                Py_DECREF(folded);
+                return -1;
+            }
+        }
+        int fk = PyUnicode_KIND(folded);
+        const void *fd = PyUnicode_DATA(folded);
+        for (Py_ssize_t q = 0; q < m; q++) ((Py_UCS4 *)buf->norm)[out++] = PyUnicode_READ(fk, fd, q);
+        Py_DECREF(folded);
+        i = j;
+    }
+    *kind = PyUnicode_4BYTE_KIND;
+    *len = (Py_ssize_t)out;
+    return 0;
+}
+
+/* ---- Tokenizer: the C version of analyzer.split_tokens ------------------------------------
+ * `words`: r"\d+(?:[.,]\d+)*|\w+". `unicode`: a number; one CJK character; a run of other word
+ * characters, an English "n't" after it read as "not"; one non-ASCII symbol. The tests compare both on random text. */
+
+typedef struct {
+    Py_ssize_t a, b;     /* the span in the normalised text, or */
+    const Py_UCS4 *word; /* a fixed word ("not") of `wlen` characters */
+    Py_ssize_t wlen;
+} Tok;
+
+static const Py_UCS4 W_NOT[] = {'n', 'o', 't'};
+
+typedef struct {
+    Vectorizer *v;
+    int kind;
+    const void *data;
+    Py_ssize_t len, pos;
+    Tok pending; /* the "not" of a contraction, emitted after its first part */
+    int has_pending;
+} Scan;
+
+/* The next token into *t: 1, 0 at the end, -1 on error. */
+static int next_token(Scan *s, Tok *t) {
+    if (s->has_pending) {
+        *t = s->pending;
+        s->has_pending = 0;
+        return 1;
+    }
+    int kind = s->kind, uni = s->v->unicode_tokens;
+    const void *data = s->data;
+    Py_ssize_t len = s->len, i = s->pos;
+    uint32_t f = 0;
+    uint32_t start_mask = uni ? (CI_WORD | CI_SYM) : CI_WORD;
+    for (; i < len; i++) {
+        f = vz_flags(s->v, PyUnicode_READ(kind, data, i));
+        if (!f && PyErr_Occurred()) return -1;
+        if (f & start_mask) break;
+    }
+    if (i >= len) {
+        s->pos = len;
+        return 0;
+    }
+    t->word = NULL;
+    t->a = i;
+    if (!(f & CI_WORD)) { /* a symbol */
+        t->b = s->pos = i + 1;
+        return 1;
+    }
+    if (f & CI_DEC) {
+        while (i < len && (vz_flags(s->v, PyUnicode_READ(kind, data, i)) & CI_DEC)) i++;
+        while (i + 1 < len) {
+            Py_UCS4 sep = PyUnicode_READ(kind, data, i);
+            if ((sep == '.' || sep == ',') &&
+                (vz_flags(s->v, PyUnicode_READ(kind, data, i + 1)) & CI_DEC)) {
+                i += 1;
+                while (i < len && (vz_flags(s->v, PyUnicode_READ(kind, data, i)) & CI_DEC)) i++;
+            } else {
+                break;
+            }
+        }
+        if (PyErr_Occurred()) return -1;
+        t->b = s->pos = i;
+        return 1;
+    }
+    if (uni && (f & CI_CJK)) {
+        t->b = s->pos = i + 1;
+        return 1;
+    }
+    uint32_t stop = uni ? CI_CJK : 0;
+    for (;;) {
+        i++;
+        if (i >= len) break;
+        uint32_t g = vz_flags(s->v, PyUnicode_READ(kind, data, i));
+        if (!g && PyErr_Occurred()) return -1;
+        if (!(g & CI_WORD) || (g & stop)) break;
+    }
+    t->b = s->pos = i;
+    if (uni && i + 1 < len && PyUnicode_READ(kind, data, i - 1) == 'n' &&
+        PyUnicode_READ(kind, data, i + 1) == 't') {
+        Py_UCS4 ap = PyUnicode_READ(kind, data, i);
+        if (ap == '\'' || ap == 0x2019) {
+            uint32_t g = i + 2 < len ? vz_flags(s->v, PyUnicode_READ(kind, data, i + 2)) : 0;
+            if (!g && PyErr_Occurred()) return -1;
+            if (!(g & CI_WORD)) { /* "n't": the word (with its n), then "not" */
+                s->pos = i + 2;
+                s->pending.word = W_NOT;
+                s->pending.wlen = 3;
+                s->has_pending = 1;
+            }
+        }
+    }
+    return 1;
+}
+
+/* ---- Vectorizer: tokenizer + a C hash table from token text to (term hash, idf) ---------
+ * The table caches what the Python analyzer computes (stemming, truncation, stop words, IDF)
+ * per distinct token, keyed by the token's code points: a hit costs no Python object at all.
+ * That is what makes a warm score faster than tokenising with the regex alone. */
 
 /* FNV-1a over code points; *short_key gets the packed token when it is <= 8 Latin-1
  * characters, else UINT64_MAX (no such packing exists: 0xFF x 8 would need 8 chars ÿ). */
@@ -374,30 +678,42 @@ static int vz_grow(Vectorizer *v) {
 }
 
 static int vz_init(Vectorizer *v, PyObject *args, PyObject *kw) {
-    PyObject *miss;
+    PyObject *miss, *char_info, *fold;
     Py_ssize_t limit = 2000000;
-    static char *names[] = {"miss", "limit", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|n", names, &miss, &limit)) return -1;
-    if (!PyCallable_Check(miss)) {
-        PyErr_SetString(PyExc_TypeError, "miss must be callable");
+    int unicode_tokens = 1;
+    static char *names[] = {"miss", "char_info", "fold", "limit", "unicode_tokens", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|np", names, &miss, &char_info, &fold, &limit,
+                                     &unicode_tokens))
+        return -1;
+    if (!PyCallable_Check(miss) || !PyCallable_Check(char_info) || !PyCallable_Check(fold)) {
+        PyErr_SetString(PyExc_TypeError, "miss, char_info and fold must be callable");
         return -1;
     }
     Py_XSETREF(v->miss, Py_NewRef(miss));
+    Py_XSETREF(v->char_info, Py_NewRef(char_info));
+    Py_XSETREF(v->fold, Py_NewRef(fold));
+    v->unicode_tokens = unicode_tokens;
     v->limit = (size_t)limit;
     return vz_alloc(v, 1024);
 }
 
 static void vz_dealloc(Vectorizer *v) {
     Py_XDECREF(v->miss);
+    Py_XDECREF(v->char_info);
+    Py_XDECREF(v->fold);
     PyMem_Free(v->cells);
     PyMem_Free(v->arena);
-    PyMem_Free(v->scratch);
+    buf_trim(&v->buf, 1);
+    if (v->pages) {
+        for (size_t p = 0; p < CI_PAGES; p++) PyMem_Free(v->pages[p]);
+        PyMem_Free(v->pages);
+    }
     Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
-/* The cell of token text[a:b], computing it through `miss` on first sight; NULL on error. */
-static Cell *vz_lookup(Vectorizer *v, PyObject *text, int kind, const void *data, Py_ssize_t a,
-                       Py_ssize_t b) {
+/* The cell of a token (characters a..b of kind/data), computing it through `miss` on first
+ * sight; NULL on error. */
+static Cell *vz_lookup(Vectorizer *v, int kind, const void *data, Py_ssize_t a, Py_ssize_t b) {
     uint64_t sk;
     uint64_t h = key_hash(kind, data, a, b, &sk);
     size_t mask = v->cap - 1, k = (size_t)h & mask;
@@ -418,7 +734,7 @@ static Cell *vz_lookup(Vectorizer *v, PyObject *text, int kind, const void *data
         k = (k + 1) & mask;
     }
     /* a miss: ask Python, then store */
-    PyObject *tok = PyUnicode_Substring(text, a, b);
+    PyObject *tok = PyUnicode_FromKindAndData(kind, (const char *)data + a * kind, b - a);
     if (!tok) return NULL;
     PyObject *entry = PyObject_CallOneArg(v->miss, tok);
     Py_DECREF(tok);
@@ -472,30 +788,82 @@ static Cell *vz_lookup(Vectorizer *v, PyObject *text, int kind, const void *data
     return c;
 }
 
-/* Vectorizer.vector(text: str, sublinear: bool) -> bytes: the packed vector of a normalised
- * text, identical to vectorize(TOKEN_PATTERN.findall(text), table, miss, sublinear). */
+static Cell *tok_lookup(Vectorizer *v, const Scan *s, const Tok *t) {
+    if (t->word) return vz_lookup(v, PyUnicode_4BYTE_KIND, t->word, 0, t->wlen);
+    return vz_lookup(v, s->kind, s->data, t->a, t->b);
+}
+
+static PyObject *tok_str(const Scan *s, const Tok *t) {
+    if (t->word) return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, t->word, t->wlen);
+    return PyUnicode_FromKindAndData(s->kind, (const char *)s->data + t->a * s->kind,
+                                     t->b - t->a);
+}
+
+/* Buffers above these sizes are not kept after a call: a huge text must not leave a big
+ * table that every later small text pays to scan (or a big normalised copy in memory). */
+#define SCRATCH_KEEP 1024
+#define NORM_KEEP (1 << 16)
+
+static void buf_trim(Buf *b, int all) {
+    if (all || b->norm_cap > NORM_KEEP) {
+        PyMem_Free(b->norm);
+        b->norm = NULL;
+        b->norm_cap = 0;
+    }
+    if (all || b->scratch_cap > SCRATCH_KEEP) {
+        PyMem_Free(b->scratch);
+        b->scratch = NULL;
+        b->scratch_cap = 0;
+    }
+}
+
+/* The buffers for a call: the kept ones, or fresh ones when those are in use. */
+static Buf *buf_take(Vectorizer *v, Buf *local) {
+    if (v->busy) {
+        memset(local, 0, sizeof(Buf));
+        return local;
+    }
+    v->busy = 1;
+    return &v->buf;
+}
+
+static void buf_give(Vectorizer *v, Buf *b) {
+    if (b == &v->buf) {
+        buf_trim(b, 0);
+        v->busy = 0;
+    } else {
+        buf_trim(b, 1);
+    }
+}
+
+/* Vectorizer.vector(text: str, sublinear: bool) -> bytes: the packed vector of a text (raw:
+ * normalised here), identical to vectorize(analyzer.tokens(text), table, miss, sublinear). */
 static PyObject *vz_vector(Vectorizer *v, PyObject *args) {
     PyObject *text;
     int sublinear;
     if (!PyArg_ParseTuple(args, "Up", &text, &sublinear)) return NULL;
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text), pos = 0, a, b;
-    /* The scratch counter is reused (and left zeroed) across calls; a re-entrant call (from
-     * the miss callback) gets a fresh one. */
-    int own = !v->busy;
-    size_t cap = own && v->scratch ? v->scratch_cap : 256;
-    Slot *slots = own && v->scratch ? v->scratch : PyMem_Calloc(cap, sizeof(Slot));
-    if (!slots) return PyErr_NoMemory();
-    if (own) {
-        v->scratch = slots;
-        v->scratch_cap = cap;
-        v->busy = 1;
-    }
+    Buf local, *buf = buf_take(v, &local);
+    Scan s = {v, 0, NULL, 0, 0, {0}, 0};
     PyObject *out = NULL;
-    size_t used = 0, mask = cap - 1;
-    while (next_token(kind, data, len, &pos, &a, &b)) {
-        Cell *c = vz_lookup(v, text, kind, data, a, b);
+    if (vz_normalize(v, buf, text, &s.kind, &s.len) < 0) {
+        buf_give(v, buf);
+        return NULL;
+    }
+    s.data = buf->norm;
+    if (!buf->scratch) { /* the counter is left zeroed by every call */
+        buf->scratch = PyMem_Calloc(256, sizeof(Slot));
+        if (!buf->scratch) {
+            buf_give(v, buf);
+            return PyErr_NoMemory();
+        }
+        buf->scratch_cap = 256;
+    }
+    Slot *slots = buf->scratch;
+    size_t cap = buf->scratch_cap, used = 0, mask = cap - 1;
+    Tok t;
+    int r;
+    while ((r = next_token(&s, &t)) > 0) {
+        Cell *c = tok_lookup(v, &s, &t);
         if (!c) goto done;
         if (c->state != TERM) continue;
         uint64_t h = c->term_hash;
@@ -522,17 +890,14 @@ static PyObject *vz_vector(Vectorizer *v, PyObject *args) {
                     if (q == k) k = j;
                 }
                 PyMem_Free(slots);
-                slots = ns;
-                cap = ncap;
+                slots = buf->scratch = ns;
+                cap = buf->scratch_cap = ncap;
                 mask = nmask;
-                if (own) {
-                    v->scratch = slots;
-                    v->scratch_cap = cap;
-                }
             }
         }
         slots[k].count += 1.0;
     }
+    if (r < 0) goto done;
     out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(used * sizeof(Term)));
     if (!out) goto done;
     Term *terms = (Term *)PyBytes_AS_STRING(out);
@@ -548,17 +913,49 @@ static PyObject *vz_vector(Vectorizer *v, PyObject *args) {
     }
     sort_terms(terms, used);
 done:
-    if (own) {
-        if (out == NULL) memset(slots, 0, cap * sizeof(Slot)); /* an error left it dirty */
-        if (cap > 65536) { /* don't keep the counter of a huge text */
-            PyMem_Free(slots);
-            v->scratch = NULL;
-            v->scratch_cap = 0;
-        }
-        v->busy = 0;
-    } else {
-        PyMem_Free(slots);
+    if (out == NULL) memset(slots, 0, cap * sizeof(Slot)); /* an error left it dirty */
+    buf_give(v, buf);
+    return out;
+}
+
+/* Vectorizer.normalize(text) -> str and Vectorizer.tokens(text) -> list[str]: the two steps
+ * of `vector` on their own, for the tests (against analyzer.normalize and Analyzer.tokens). */
+static PyObject *vz_normalize_py(Vectorizer *v, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
     }
+    int kind;
+    Py_ssize_t len;
+    Buf local, *buf = buf_take(v, &local);
+    PyObject *out = NULL;
+    if (vz_normalize(v, buf, text, &kind, &len) == 0)
+        out = PyUnicode_FromKindAndData(kind, buf->norm, len);
+    buf_give(v, buf);
+    return out;
+}
+
+static PyObject *vz_tokens(Vectorizer *v, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Buf local, *buf = buf_take(v, &local);
+    Scan s = {v, 0, NULL, 0, 0, {0}, 0};
+    if (vz_normalize(v, buf, text, &s.kind, &s.len) < 0) {
+        buf_give(v, buf);
+        return NULL;
+    }
+    s.data = buf->norm;
+    PyObject *out = PyList_New(0);
+    Tok t;
+    int r;
+    while (out && (r = next_token(&s, &t)) != 0) {
+        PyObject *w = r > 0 ? tok_str(&s, &t) : NULL;
+        if (!w || PyList_Append(out, w) < 0) Py_CLEAR(out);
+        Py_XDECREF(w);
+    }
+    buf_give(v, buf);
     return out;
 }
 
@@ -569,9 +966,18 @@ static PyObject *vz_clear(Vectorizer *v, PyObject *unused) {
 
 static Py_ssize_t vz_len(Vectorizer *v) { return (Py_ssize_t)v->used; }
 
+/* Vectorizer.sizes() -> (token cells, scratch slots, normalised-text bytes): for the tests. */
+static PyObject *vz_sizes(Vectorizer *v, PyObject *unused) {
+    return Py_BuildValue("(nnn)", (Py_ssize_t)v->cap, (Py_ssize_t)v->buf.scratch_cap,
+                         (Py_ssize_t)v->buf.norm_cap);
+}
+
 static PyMethodDef vz_methods[] = {
-    {"vector", (PyCFunction)vz_vector, METH_VARARGS, "Packed vector of a normalised text."},
+    {"vector", (PyCFunction)vz_vector, METH_VARARGS, "Packed vector of a text."},
+    {"normalize", (PyCFunction)vz_normalize_py, METH_O, "The normalised text."},
+    {"tokens", (PyCFunction)vz_tokens, METH_O, "The tokens of a text."},
     {"clear", (PyCFunction)vz_clear, METH_NOARGS, "Forget every cached token."},
+    {"sizes", (PyCFunction)vz_sizes, METH_NOARGS, "Sizes of the tables (for the tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -586,14 +992,15 @@ static PyTypeObject VectorizerType = {
     .tp_dealloc = (destructor)vz_dealloc,
     .tp_methods = vz_methods,
     .tp_as_sequence = &vz_seq,
-    .tp_doc = "Vectorizer(miss, limit=2000000): tokenizer with a C token cache.",
+    .tp_doc = "Vectorizer(miss, char_info, fold, limit=2000000, unicode_tokens=True): "
+              "normaliser and tokenizer with a C token cache.",
 };
 
 static PyMethodDef methods[] = {
     {"vectorize", vectorize, METH_VARARGS, "Pack a token list into a sorted term vector."},
-    {"cosine", cosine, METH_VARARGS, "Cosine of two packed term vectors."},
-    {"best", best, METH_VARARGS, "Best cosine of one packed vector against many."},
-    {"tokenize", tokenize, METH_O, "Tokens of a normalised text (analyzer.TOKEN_PATTERN)."},
+    {"cosine", cosine, METH_VARARGS, "Score of two packed term vectors."},
+    {"best", best, METH_VARARGS, "Best score of one packed vector against many."},
+    {"has_any", py_has_any, METH_VARARGS, "Whether a packed vector has one of the hashes."},
     {NULL, NULL, 0, NULL},
 };
 

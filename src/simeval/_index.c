@@ -10,10 +10,18 @@
  * cosine_packed (non-pair IDF), not merely close. The reference norms are computed once, the
  * same way. References the output shares no term with cost nothing.
  *
- * Index(prepared: sequence[bytes], offsets: bytes) — offsets are int32 [n_evals + 1]: the
- * references of eval e are prepared[offsets[e]:offsets[e + 1]].
- * Index.best(vec: bytes) -> (scores: bytes of float64, at: bytes of int32), one per eval: the
- * best cosine and the first reference reaching it, as `_fast.best` gives.
+ * The question's terms (input_weight) and negation follow Scorer.best_vector's formula: a
+ * reference that contains one of the question's terms has its norm changed by the question, so
+ * it is scored by the full merged walk with the question's weights (the same function as
+ * _fast.c's cosine_packed); the others share the index pass, with the output's norm taken with
+ * the question's weights. The negation factor is applied last, as score_packed does.
+ *
+ * Index(prepared: sequence[bytes], offsets: bytes, negators: bytes = b"", negation: float = 1)
+ *   offsets are int32 [n_evals + 1]: the references of eval e are
+ *   prepared[offsets[e]:offsets[e + 1]]; negators are sorted uint64 hashes.
+ * Index.best(vec: bytes, demote: bytes = b"", input_weight: float = 1)
+ *   -> (scores: bytes of float64, at: bytes of int32), one per eval: the best score and the
+ *   first reference reaching it, as `_fast.best` gives.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,7 +55,84 @@ typedef struct {
     uint32_t *post_ref;
     double *post_w;
     double *acc;         /* scratch: one dot product per reference */
+    unsigned char *mark; /* scratch: references holding a term of the question */
+    unsigned char *neg;  /* per reference: it has a negator term */
+    uint64_t *negators;
+    size_t nneg;
+    double negation;
 } Index;
+
+typedef struct {
+    const uint64_t *h;
+    size_t n;
+} HashSet;
+
+/* Whether a sorted vector has a hash of the sorted set: one merge. */
+static int has_any(const Term *a, size_t na, const uint64_t *h, size_t n) {
+    size_t i = 0, k = 0;
+    while (i < na && k < n) {
+        if (a[i].hash < h[k]) i++;
+        else if (h[k] < a[i].hash) k++;
+        else return 1;
+    }
+    return 0;
+}
+
+/* _fast.c's cosine_packed (non-pair IDF) with the question's terms weighted: the same
+ * operations in the same order, so the same floats. */
+static double cosine_demoted(const Term *a, size_t na, const Term *b, size_t nb, HashSet dem,
+                             double iw) {
+    if (na == 0 || nb == 0) return 0.0;
+    if (na == nb && memcmp(a, b, na * sizeof(Term)) == 0) return 1.0;
+    size_t nd = iw != 1.0 ? dem.n : 0, d = 0;
+    double dot = 0.0, sa = 0.0, sb = 0.0;
+    size_t i = 0, j = 0;
+    while (i < na || j < nb) {
+        uint64_t h;
+        int side;
+        if (j >= nb || (i < na && a[i].hash < b[j].hash)) {
+            h = a[i].hash;
+            side = 1;
+        } else if (i >= na || b[j].hash < a[i].hash) {
+            h = b[j].hash;
+            side = 2;
+        } else {
+            h = a[i].hash;
+            side = 3;
+        }
+        int demoted = 0;
+        if (nd) {
+            while (d < nd && dem.h[d] < h) d++;
+            demoted = d < nd && dem.h[d] == h;
+        }
+        if (side == 1) {
+            double w = a[i].tfw * a[i].idf;
+            if (demoted) w *= iw;
+            sa += w * w;
+            i++;
+        } else if (side == 2) {
+            double w = b[j].tfw * b[j].idf;
+            if (demoted) w *= iw;
+            sb += w * w;
+            j++;
+        } else {
+            double wa = a[i].tfw * a[i].idf;
+            double wb = b[j].tfw * b[j].idf;
+            if (demoted) {
+                wa *= iw;
+                wb *= iw;
+            }
+            sa += wa * wa;
+            sb += wb * wb;
+            dot += wa * wb;
+            i++;
+            j++;
+        }
+    }
+    if (sa <= 0.0 || sb <= 0.0) return 0.0;
+    double s = dot / (sqrt(sa) * sqrt(sb));
+    return s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+}
 
 typedef struct {
     uint64_t hash;
@@ -70,6 +155,12 @@ static void index_free(Index *ix) {
     PyMem_Free(ix->post_ref);
     PyMem_Free(ix->post_w);
     PyMem_Free(ix->acc);
+    PyMem_Free(ix->mark);
+    PyMem_Free(ix->neg);
+    PyMem_Free(ix->negators);
+    ix->mark = ix->neg = NULL;
+    ix->negators = NULL;
+    ix->nneg = 0;
     ix->offsets = NULL;
     ix->root_sb = ix->sb = ix->post_w = ix->acc = NULL;
     ix->table = NULL;
@@ -78,9 +169,11 @@ static void index_free(Index *ix) {
 
 static int index_init(Index *ix, PyObject *args, PyObject *kwds) {
     PyObject *prepared;
-    Py_buffer off;
-    if (!PyArg_ParseTuple(args, "Oy*", &prepared, &off)) return -1;
+    Py_buffer off, negb = {0};
+    double negation = 1.0;
+    if (!PyArg_ParseTuple(args, "Oy*|y*d", &prepared, &off, &negb, &negation)) return -1;
     index_free(ix);
+    ix->negation = negation;
     int rc = -1;
     Triple *triples = NULL;
     ix->refs = PySequence_Tuple(prepared);
@@ -108,7 +201,19 @@ static int index_init(Index *ix, PyObject *args, PyObject *kwds) {
     ix->root_sb = PyMem_Malloc((nref + 1) * sizeof(double));
     ix->sb = PyMem_Malloc((nref + 1) * sizeof(double));
     ix->acc = PyMem_Calloc(nref + 1, sizeof(double));
-    if (!ix->root_sb || !ix->sb || !ix->acc) goto nomem;
+    ix->mark = PyMem_Calloc(nref + 1, 1);
+    ix->neg = PyMem_Calloc(nref + 1, 1);
+    if (!ix->root_sb || !ix->sb || !ix->acc || !ix->mark || !ix->neg) goto nomem;
+    if (negb.obj != NULL && negb.len > 0) {
+        if (negb.len % 8) {
+            PyErr_SetString(PyExc_ValueError, "negators must be packed uint64 hashes");
+            goto done;
+        }
+        ix->nneg = (size_t)negb.len / 8;
+        ix->negators = PyMem_Malloc(negb.len);
+        if (!ix->negators) goto nomem;
+        memcpy(ix->negators, negb.buf, negb.len);
+    }
     size_t total = 0;
     for (size_t r = 0; r < nref; r++) {
         PyObject *b = PyTuple_GET_ITEM(ix->refs, r);
@@ -141,6 +246,7 @@ static int index_init(Index *ix, PyObject *args, PyObject *kwds) {
         }
         ix->sb[r] = sb;
         ix->root_sb[r] = sqrt(sb);
+        ix->neg[r] = ix->nneg ? (unsigned char)has_any(t, n, ix->negators, ix->nneg) : 0;
     }
     qsort(triples, total, sizeof(Triple), triple_cmp);
     size_t distinct = 0;
@@ -175,6 +281,7 @@ nomem:
 done:
     PyMem_Free(triples);
     PyBuffer_Release(&off);
+    if (negb.obj != NULL) PyBuffer_Release(&negb);
     if (rc != 0) index_free(ix);
     return rc;
 }
@@ -184,42 +291,77 @@ static void index_dealloc(Index *ix) {
     Py_TYPE(ix)->tp_free((PyObject *)ix);
 }
 
-static PyObject *index_best(Index *ix, PyObject *arg) {
-    Py_buffer a;
+static const Bucket *lookup(const Index *ix, uint64_t h) {
+    size_t slot = (size_t)(h ^ (h >> 29)) & ix->mask;
+    while (ix->table[slot].count != 0) {
+        if (ix->table[slot].hash == h) return &ix->table[slot];
+        slot = (slot + 1) & ix->mask;
+    }
+    return NULL;
+}
+
+static PyObject *index_best(Index *ix, PyObject *args) {
+    Py_buffer a, demb = {0};
+    double iw = 1.0;
     if (!ix->offsets) {
         PyErr_SetString(PyExc_RuntimeError, "Index not initialised");
         return NULL;
     }
-    if (PyObject_GetBuffer(arg, &a, PyBUF_SIMPLE) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "y*|y*d", &a, &demb, &iw)) return NULL;
+    HashSet dem = {NULL, 0};
+    if (demb.obj != NULL) {
+        if (demb.len % 8) {
+            PyErr_SetString(PyExc_ValueError, "demote must be packed uint64 hashes");
+            PyBuffer_Release(&a);
+            PyBuffer_Release(&demb);
+            return NULL;
+        }
+        dem.h = (const uint64_t *)demb.buf;
+        dem.n = (size_t)demb.len / 8;
+    }
+    int demoting = iw != 1.0 && dem.n > 0;
     const Term *t = (const Term *)a.buf;
     size_t na = (size_t)a.len / sizeof(Term);
     size_t nref = (size_t)ix->nrefs;
     double *acc = ix->acc;
     memset(acc, 0, nref * sizeof(double));
+    if (demoting) {
+        /* the references holding a term of the question: scored by the full walk below */
+        memset(ix->mark, 0, nref);
+        for (size_t k = 0; k < dem.n; k++) {
+            const Bucket *bk = lookup(ix, dem.h[k]);
+            if (!bk) continue;
+            for (uint32_t p = 0; p < bk->count; p++) ix->mark[ix->post_ref[bk->start + p]] = 1;
+        }
+    }
     double sa = 0.0;
+    size_t d = 0;
     for (size_t i = 0; i < na; i++) {
         double wa = t[i].tfw * t[i].idf;
-        sa += wa * wa;
         uint64_t h = t[i].hash;
-        size_t slot = (size_t)(h ^ (h >> 29)) & ix->mask;
-        while (ix->table[slot].count != 0) {
-            if (ix->table[slot].hash == h) {
-                const uint32_t *pr = ix->post_ref + ix->table[slot].start;
-                const double *pw = ix->post_w + ix->table[slot].start;
-                uint32_t c = ix->table[slot].count;
-                for (uint32_t p = 0; p < c; p++) acc[pr[p]] += wa * pw[p];
-                break;
-            }
-            slot = (slot + 1) & ix->mask;
+        if (demoting) {
+            while (d < dem.n && dem.h[d] < h) d++;
+            if (d < dem.n && dem.h[d] == h) wa *= iw;
+        }
+        sa += wa * wa;
+        const Bucket *bk = lookup(ix, h);
+        if (bk) {
+            const uint32_t *pr = ix->post_ref + bk->start;
+            const double *pw = ix->post_w + bk->start;
+            uint32_t c = bk->count;
+            for (uint32_t p = 0; p < c; p++) acc[pr[p]] += wa * pw[p];
         }
     }
     double root_sa = sqrt(sa);
+    int negating = ix->negation != 1.0 && ix->nneg > 0;
+    int neg_a = negating ? has_any(t, na, ix->negators, ix->nneg) : 0;
     PyObject *scores = PyBytes_FromStringAndSize(NULL, ix->nevals * (Py_ssize_t)sizeof(double));
     PyObject *at = PyBytes_FromStringAndSize(NULL, ix->nevals * (Py_ssize_t)sizeof(int32_t));
     if (!scores || !at) {
         Py_XDECREF(scores);
         Py_XDECREF(at);
         PyBuffer_Release(&a);
+        if (demb.obj != NULL) PyBuffer_Release(&demb);
         return NULL;
     }
     double *out = (double *)PyBytes_AS_STRING(scores);
@@ -229,11 +371,14 @@ static PyObject *index_best(Index *ix, PyObject *arg) {
         int32_t best_at = -1;
         for (int32_t r = ix->offsets[e]; r < ix->offsets[e + 1]; r++) {
             PyObject *b = PyTuple_GET_ITEM(ix->refs, r);
+            const Term *tb = (const Term *)PyBytes_AS_STRING(b);
             size_t nb = (size_t)PyBytes_GET_SIZE(b) / sizeof(Term);
             double s;
-            if (na == 0 || nb == 0) {
+            if (demoting && ix->mark[r]) {
+                s = cosine_demoted(t, na, tb, nb, dem, iw);
+            } else if (na == 0 || nb == 0) {
                 s = 0.0;
-            } else if (na == nb && memcmp(t, PyBytes_AS_STRING(b), na * sizeof(Term)) == 0) {
+            } else if (na == nb && memcmp(t, tb, na * sizeof(Term)) == 0) {
                 s = 1.0;
             } else if (sa <= 0.0 || ix->sb[r] <= 0.0) {
                 s = 0.0;
@@ -241,6 +386,7 @@ static PyObject *index_best(Index *ix, PyObject *arg) {
                 s = acc[r] / (root_sa * ix->root_sb[r]);
                 s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
             }
+            if (negating && s > 0.0 && neg_a != ix->neg[r]) s *= ix->negation;
             if (s > top) {
                 top = s;
                 best_at = r - ix->offsets[e];
@@ -250,14 +396,16 @@ static PyObject *index_best(Index *ix, PyObject *arg) {
         where[e] = best_at;
     }
     PyBuffer_Release(&a);
+    if (demb.obj != NULL) PyBuffer_Release(&demb);
     return Py_BuildValue("(NN)", scores, at);
 }
 
 static Py_ssize_t index_len(Index *ix) { return ix->nevals; }
 
 static PyMethodDef index_methods[] = {
-    {"best", (PyCFunction)index_best, METH_O,
-     "best(vec) -> (scores, at): per eval, the best cosine (float64) and its reference (int32)."},
+    {"best", (PyCFunction)index_best, METH_VARARGS,
+     "best(vec, demote=b'', input_weight=1.0) -> (scores, at): per eval, the best score "
+     "(float64) and its reference (int32)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,7 +1,8 @@
 """Packed term vectors: the scorer's hot path, in C when the extension is built.
 
 A packed vector is ``bytes`` holding records of (uint64 term hash, float64 tf weight, float64
-idf), sorted by hash. The Python functions below are the reference implementation of
+idf), sorted by hash. A hash set (the terms of an input, the negators) is ``bytes`` of sorted
+uint64 hashes. The Python functions below are the reference implementation of
 ``_fast.c`` (same arithmetic, same summation order) and the fallback where the extension is
 not available; the tests hold the two to identical numbers.
 """
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 _TERM = struct.Struct("=Qdd")
 _ENTRY = struct.Struct("=Qd")
+_HASH = struct.Struct("=Q")
 PAIR_IDF_ONE = 1.4054651081081644  # ln(3/2) + 1: sklearn's smoothed idf, term in one of two texts
 PAIR_IDF_TWO = 1.0  # ln(3/3) + 1: term in both texts
 
@@ -51,27 +53,56 @@ def unpack(vec: bytes) -> list[tuple[int, float, float]]:
     return [_TERM.unpack_from(vec, i) for i in range(0, len(vec), _TERM.size)]
 
 
-def cosine_py(a: bytes, b: bytes, pair: bool) -> float:
-    if not a or not b:
-        return 0.0
-    if a == b:
-        return 1.0
-    ta, tb = unpack(a), unpack(b)
+def hashes(vec: bytes) -> bytes:
+    """The term hashes of a packed vector, packed as a hash set (sorted uint64)."""
+    return b"".join(vec[i : i + 8] for i in range(0, len(vec), _TERM.size))
+
+
+def pack_hashes(values: Iterable[int]) -> bytes:
+    """A hash set: the distinct values, sorted, packed as native uint64."""
+    return b"".join(_HASH.pack(h) for h in sorted(set(values)))
+
+
+def _hash_set(packed: bytes | None) -> frozenset[int]:
+    if not packed:
+        return frozenset()
+    return frozenset(h for (h,) in _HASH.iter_unpack(packed))
+
+
+def has_any_py(vec: bytes, packed: bytes) -> bool:
+    found = _hash_set(packed)
+    return any(h in found for h, _, _ in unpack(vec))
+
+
+def _cosine(
+    ta: list[tuple[int, float, float]],
+    tb: list[tuple[int, float, float]],
+    pair: bool,
+    demote: frozenset[int],
+    iw: float,
+) -> float:
     dot = sa = sb = 0.0
     i = j = 0
     na, nb = len(ta), len(tb)
     while i < na or j < nb:
         if j >= nb or (i < na and ta[i][0] < tb[j][0]):
             w = ta[i][1] * (PAIR_IDF_ONE if pair else ta[i][2])
+            if ta[i][0] in demote:
+                w *= iw
             sa += w * w
             i += 1
         elif i >= na or tb[j][0] < ta[i][0]:
             w = tb[j][1] * (PAIR_IDF_ONE if pair else tb[j][2])
+            if tb[j][0] in demote:
+                w *= iw
             sb += w * w
             j += 1
         else:
             wa = ta[i][1] * (PAIR_IDF_TWO if pair else ta[i][2])
             wb = tb[j][1] * (PAIR_IDF_TWO if pair else tb[j][2])
+            if ta[i][0] in demote:
+                wa *= iw
+                wb *= iw
             sa += wa * wa
             sb += wb * wb
             dot += wa * wb
@@ -83,20 +114,49 @@ def cosine_py(a: bytes, b: bytes, pair: bool) -> float:
     return min(1.0, max(0.0, s))
 
 
-def best_py(a: bytes, refs: Sequence[bytes], pair: bool) -> tuple[float, int]:
+def cosine_py(
+    a: bytes,
+    b: bytes,
+    pair: bool,
+    demote: bytes | None = None,
+    input_weight: float = 1.0,
+    negators: bytes | None = None,
+    negation: float = 1.0,
+) -> float:
+    if not a or not b:
+        return 0.0
+    if a == b:
+        return 1.0
+    dem = _hash_set(demote) if input_weight != 1.0 else frozenset()
+    s = _cosine(unpack(a), unpack(b), pair, dem, input_weight)
+    one_negates = negators and has_any_py(a, negators) != has_any_py(b, negators)
+    if negation != 1.0 and s > 0.0 and one_negates:
+        s *= negation
+    return s
+
+
+def best_py(
+    a: bytes,
+    refs: Sequence[bytes],
+    pair: bool,
+    demote: bytes | None = None,
+    input_weight: float = 1.0,
+    negators: bytes | None = None,
+    negation: float = 1.0,
+) -> tuple[float, int]:
     top, at = -1.0, -1
     for i, r in enumerate(refs):
-        s = cosine_py(a, r, pair)
+        s = cosine_py(a, r, pair, demote, input_weight, negators, negation)
         if s > top:
             top, at = s, i
     return (0.0 if at < 0 else top), at
 
 
 try:
-    from simeval._fast import Vectorizer, best, cosine, tokenize, vectorize
+    from simeval._fast import Vectorizer, best, cosine, has_any, vectorize
 
     ACCELERATED = True
 except ImportError:  # pragma: no cover - only without a C compiler at install time
-    vectorize, cosine, best = vectorize_py, cosine_py, best_py
-    Vectorizer = tokenize = None
+    vectorize, cosine, best, has_any = vectorize_py, cosine_py, best_py, has_any_py
+    Vectorizer = None
     ACCELERATED = False

@@ -1,15 +1,19 @@
 """Benchmarks behind ``simeval bench``: agreement with people, and speed against scikit-learn.
 
 Quality reads the ``sts-dev`` layout (SemEval STS ``20*.tsv``, SICK ``sick.*.txt``, MSRP
-``msrp.*.tsv``) and compares configurations side by side in one run. Speed times simeval and
+``msrp.*.tsv``), the ``cjk-dev`` layout (``zh-*.tsv``, ``ja-*.tsv``, ``ko-*.tsv``: score, two
+sentences; LCQMC's 0/1 labels as a pass/fail set) and the ``answers-dev`` layout (``*.csv`` of
+graded answers with their question, scored with the question and without), and compares
+configurations side by side in one run. Speed times simeval and
 its baselines in the same process, on the same texts, and reports ratios: absolute times on a
 shared machine are noise, ratios measured together are not.
 """
 
 from __future__ import annotations
 
+import csv
 import gc
-import math
+import itertools
 import random
 import re
 import statistics
@@ -22,23 +26,29 @@ from typing import Any
 from simeval.calibrate import classify as _classify
 from simeval.calibrate import ranks, roc_auc, sweep
 from simeval.errors import InvalidInput
-from simeval.scorer import get_scorer, iter_scores
+from simeval.scorer import PREVIOUS_DEFAULTS, Scorer, get_scorer, iter_scores
 
-# The configurations compared by `bench quality`: the default, and the naive baseline a
-# hand-written TF-IDF gives (IDF from the pair, no stemming, raw tf) as `pair`.
+# The configurations compared by `bench quality`: the default; the previous default (before
+# CJK characters, symbols and "n't" were terms, and before the input and negation counted);
+# and the naive baseline a hand-written TF-IDF gives (IDF from the pair, no stemming, raw tf).
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
+    "previous": PREVIOUS_DEFAULTS,
     "pair": {"idf": "pair", "stemming": False, "prefix": 0, "sublinear_tf": False},
 }
+KINDS_POOLED = ("sts",)
 
 
 @dataclass
 class Pairs:
     name: str
-    kind: str  # "sts" (graded 0-5), "sick" (graded 1-5) or "msrp" (binary)
+    # "sts" (graded 0-5, pooled), "sick" (graded 1-5), "graded" (0-5, not pooled: CJK),
+    # "msrp" or "binary" (0/1 labels), "answers" (graded answers with their question)
+    kind: str
     gold: list[float]
     a: list[str]
     b: list[str]
+    inputs: list[str] | None = None
 
 
 def _read_lines(path: Path) -> Iterator[list[str]]:
@@ -90,8 +100,36 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
                 [r[4] for r in rows],
             )
         )
-    if not any(p.kind == "sts" for p in out):
-        raise InvalidInput(f"no STS files (20*.tsv) in {directory}")
+    for path in sorted(p for lang in ("zh", "ja", "ko") for p in root.glob(f"{lang}-*.tsv")):
+        gold, a, b = [], [], []
+        for cols in _read_lines(path):
+            if len(cols) >= 3 and cols[0].strip():
+                gold.append(float(cols[0]))
+                a.append(cols[1])
+                b.append(cols[2])
+        binary = set(gold) <= {0.0, 1.0}
+        out.append(Pairs(path.stem, "binary" if binary else "graded", gold, a, b))
+    for path in sorted(root.glob("*.csv")):
+        with path.open(encoding="utf-8", errors="replace", newline="") as fh:
+            answers = list(csv.DictReader(fh))
+        need = {"question", "desired_answer", "student_answer", "score_avg"}
+        if not answers or not need <= set(answers[0]):
+            continue
+        out.append(
+            Pairs(
+                path.stem,
+                "answers",
+                [float(r["score_avg"]) for r in answers],
+                [r["student_answer"] for r in answers],
+                [r["desired_answer"] for r in answers],
+                [r["question"] for r in answers],
+            )
+        )
+    if not out:
+        raise InvalidInput(
+            f"no benchmark files in {directory} (STS 20*.tsv, sick.*.txt, msrp.*.tsv, "
+            "zh-/ja-/ko-*.tsv, graded answers *.csv)"
+        )
     return out
 
 
@@ -119,13 +157,24 @@ def best_threshold(
     return max(points, key=lambda p: (p[by], -p["threshold"]))
 
 
+def _scores(scorer: Scorer, ds: Pairs, with_input: bool) -> list[float]:
+    inputs = ds.inputs if with_input and ds.inputs else [None] * len(ds.a)
+    return [
+        scorer.score(x, y, q) if x.strip() and y.strip() else 0.0
+        for x, y, q in zip(ds.a, ds.b, inputs, strict=True)
+    ]
+
+
 def quality(
-    directory: str | Path,
+    directory: str | Path | Sequence[str | Path],
     configs: dict[str, dict[str, Any]] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Agreement of each configuration with human judgements, per file and pooled."""
-    data = load_dataset(directory)
+    """Agreement of each configuration with human judgements, per file and pooled.
+
+    ``directory``: one data directory or several (their files are reported together)."""
+    dirs = [directory] if isinstance(directory, str | Path) else list(directory)
+    data = [ds for d in dirs for ds in load_dataset(d)]
     configs = configs or CONFIGS
     report: dict[str, Any] = {"configs": {}, "options": {}}
     for name, opts in configs.items():
@@ -137,12 +186,13 @@ def quality(
         for ds in data:
             if progress:
                 progress(f"{name}: {ds.name}")
-            s = [
-                scorer.score(x, y) if x.strip() and y.strip() else 0.0
-                for x, y in zip(ds.a, ds.b, strict=True)
-            ]
+            s = _scores(scorer, ds, with_input=True)
             entry: dict[str, Any] = {"pairs": len(s)}
-            if ds.kind == "msrp":
+            if ds.kind == "answers":
+                entry["pearson"] = pearson(s, ds.gold)
+                entry["spearman"] = spearman(s, ds.gold)
+                entry["pearson_no_input"] = pearson(_scores(scorer, ds, False), ds.gold)
+            elif ds.kind in ("msrp", "binary"):
                 entry["roc_auc"] = roc_auc(s, ds.gold)
                 entry["best_accuracy"] = best_threshold(s, ds.gold, "accuracy")
                 entry["best_f1"] = best_threshold(s, ds.gold, "f1")
@@ -150,18 +200,17 @@ def quality(
             else:
                 entry["pearson"] = pearson(s, ds.gold)
                 entry["spearman"] = spearman(s, ds.gold)
-                if ds.kind == "sts":
+                if ds.kind in KINDS_POOLED:
                     pooled_s += s
                     pooled_g += ds.gold
             files[ds.name] = entry
-        report["configs"][name] = {
-            "files": files,
-            "sts_pooled": {
+        report["configs"][name] = {"files": files}
+        if pooled_s:
+            report["configs"][name]["sts_pooled"] = {
                 "pairs": len(pooled_s),
                 "pearson": pearson(pooled_s, pooled_g),
                 "spearman": spearman(pooled_s, pooled_g),
-            },
-        }
+            }
     return report
 
 
@@ -175,25 +224,78 @@ def synthetic_texts(n: int, words: int = 100, seed: int = 7) -> list[str]:
     import wordfreq
 
     vocab = wordfreq.top_n_list("en", 20000)
-    weights = [1.0 / (i + 10) for i in range(len(vocab))]
+    # cumulative weights once (choices() would sum all 20,000 per text): the same draws
+    cum = list(itertools.accumulate(1.0 / (i + 10) for i in range(len(vocab))))
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        ws = rng.choices(vocab, weights, k=words)
+        ws = rng.choices(vocab, cum_weights=cum, k=words)
         out.append(" ".join(ws).capitalize() + ".")
     return out
 
 
-def _per_call(fn: Callable[[int], Any], n: int, repeat: int = 5) -> float:
-    """Best-of-``repeat`` seconds per call of fn(i) over i in range(n)."""
-    best = math.inf
-    for _ in range(repeat):
-        gc.collect()
-        t = time.perf_counter()
-        for i in range(n):
-            fn(i)
-        best = min(best, (time.perf_counter() - t) / n)
-    return best
+def synthetic_chinese(n: int, chars: int = 100, seed: int = 7) -> list[str]:
+    """``n`` Chinese texts of ``chars`` characters, words drawn by frequency from the Chinese
+    word list (a fixed seed), with a comma every ~12 characters and a full stop at the end."""
+    import wordfreq
+
+    vocab = wordfreq.top_n_list("zh", 20000)
+    cum = list(itertools.accumulate(1.0 / (i + 10) for i in range(len(vocab))))
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        text = ""
+        while len(text) < chars - 1:
+            for word in rng.choices(vocab, cum_weights=cum, k=chars):
+                text += word + ("，" if rng.random() < 0.08 else "")
+        out.append(text[: chars - 1] + "。")
+    return out
+
+
+def with_quotes(text: str, curly: bool, every: int = 12) -> str:
+    """``text`` with every ``every``-th word quoted and one word in ten given an apostrophe
+    ("word's"): straight ASCII quotes, or typographic ones (“word”, word’s)."""
+    open_q, close_q, apos = ("“", "”", "’") if curly else ('"', '"', "'")
+    words = text.split(" ")
+    for i in range(0, len(words), every):
+        words[i] = f"{open_q}{words[i]}{close_q}"
+    for i in range(5, len(words), 10):
+        words[i] += f"{apos}s"
+    return " ".join(words)
+
+
+def median_rounds(fns: dict[str, Callable[[int], Any]], n: int, rounds: int) -> dict[str, float]:
+    """Median seconds per call of each ``fn(i)``, i in range(n), over ``rounds`` rounds. Each
+    round runs every fn once, in alternating order, so a slow patch of a shared machine falls
+    on all of them alike; the median ignores the rounds it spoiled."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    names = list(fns)
+    for r in range(rounds):
+        for k in names if r % 2 == 0 else names[::-1]:
+            fn = fns[k]
+            gc.collect()
+            t = time.perf_counter()
+            for i in range(n):
+                fn(i)
+            times[k].append((time.perf_counter() - t) / n)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+class _Cold:
+    """fn(i) scoring pair i with a scorer whose token cache is empty at i = 0: a new one is
+    made whenever a round starts, and the time that takes is kept apart in ``untimed``."""
+
+    def __init__(self, options: dict[str, Any], left: list[str], right: list[str]):
+        self.options, self.left, self.right = options, left, right
+        self.scorer = Scorer(**options)
+        self.untimed = 0.0
+
+    def __call__(self, i: int) -> float:
+        if i == 0:
+            t = time.perf_counter()
+            self.scorer = Scorer(**self.options)
+            self.untimed += time.perf_counter() - t
+        return self.scorer.score(self.left[i], self.right[i])
 
 
 def speed(
@@ -201,8 +303,15 @@ def speed(
     single: int = 2000,
     workers: int | None = None,
     progress: Callable[[str], None] | None = None,
+    rounds: int = 9,
 ) -> dict[str, Any]:
-    """Latency of one ``score`` call and batch throughput, with baselines from the same run."""
+    """Latency of one ``score`` call and batch throughput, with baselines from the same run.
+
+    Latencies are medians of interleaved rounds (``median_rounds``): the default beside the
+    previous default options, warm (token cache filled) and cold (a new scorer each round);
+    100-word texts with typographic quotes beside the same with ASCII quotes; a 100-character
+    Chinese pair beside the 100-word English one; and a scorer that has scored a 1 MB text
+    beside one that has not."""
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
     except ImportError:
@@ -210,19 +319,48 @@ def speed(
     say = progress or (lambda _m: None)
     texts = synthetic_texts(2 * single + 2)
     left, right = texts[0::2], texts[1::2]
-    scorer = get_scorer()
+    zh = synthetic_chinese(2 * single + 2)
+    zl, zr = zh[0::2], zh[1::2]
+    al = [with_quotes(t, curly=False) for t in left]
+    ar = [with_quotes(t, curly=False) for t in right]
+    cl = [with_quotes(t, curly=True) for t in left]
+    cr = [with_quotes(t, curly=True) for t in right]
+    scorer = Scorer()
+    previous = Scorer(**PREVIOUS_DEFAULTS)
+    after = Scorer()  # the same options; it scores a 1 MB text first
+    big = " ".join(synthetic_texts(1400, seed=3))
+    say(f"one text of {len(big) / 1e6:.1f} MB")
+    after.score(big, left[0])
     for i in range(single):  # warm: the token cache is part of a running scorer
-        scorer.score(left[i], right[i])
-    say("single pair: simeval")
-    t_ours = _per_call(lambda i: scorer.score(left[i], right[i]), single)
-    say("single pair: tokenising only")
-    t_tok = _per_call(
-        lambda i: (
-            SKLEARN_TOKENS.findall(left[i].lower()),
-            SKLEARN_TOKENS.findall(right[i].lower()),
-        ),
+        for s in (scorer, previous, after):
+            s.score(left[i], right[i])
+        scorer.score(zl[i], zr[i])
+        scorer.score(al[i], ar[i])
+        scorer.score(cl[i], cr[i])
+    say("single pair: simeval, interleaved rounds")
+    cold_default = _Cold({}, left, right)
+    cold_previous = _Cold(PREVIOUS_DEFAULTS, left, right)
+    warm = median_rounds(
+        {
+            "default": lambda i: scorer.score(left[i], right[i]),
+            "previous": lambda i: previous.score(left[i], right[i]),
+            "after_1mb": lambda i: after.score(left[i], right[i]),
+            "ascii_quotes": lambda i: scorer.score(al[i], ar[i]),
+            "curly_quotes": lambda i: scorer.score(cl[i], cr[i]),
+            "chinese_100_chars": lambda i: scorer.score(zl[i], zr[i]),
+            "cold_default": cold_default,
+            "cold_previous": cold_previous,
+            "tokenize_only": lambda i: (
+                SKLEARN_TOKENS.findall(left[i].lower()),
+                SKLEARN_TOKENS.findall(right[i].lower()),
+            ),
+        },
         single,
+        rounds,
     )
+    # the scorers made at the start of each cold round are not part of the time per pair
+    warm["cold_default"] -= cold_default.untimed / (rounds * single)
+    warm["cold_previous"] -= cold_previous.untimed / (rounds * single)
     say("single pair: scikit-learn fitted per pair")
     n_sk = max(50, single // 10)
 
@@ -230,15 +368,32 @@ def speed(
         m = TfidfVectorizer().fit_transform([left[i], right[i]])
         return float(m[0].multiply(m[1]).sum())
 
-    t_sk = _per_call(sk_pair, n_sk, repeat=3)
+    t_sk = median_rounds({"sk": sk_pair}, n_sk, 3)["sk"]
+    t_ours = warm["default"]
+    us = {k: v * 1e6 for k, v in warm.items()}
     report: dict[str, Any] = {
         "words_per_text": 100,
         "single": {
             "simeval_us": t_ours * 1e6,
-            "tokenize_only_us": t_tok * 1e6,
+            "tokenize_only_us": warm["tokenize_only"] * 1e6,
             "sklearn_per_pair_us": t_sk * 1e6,
             "speedup_vs_sklearn_per_pair": t_sk / t_ours,
-            "ratio_to_tokenize_only": t_ours / t_tok,
+            "ratio_to_tokenize_only": t_ours / warm["tokenize_only"],
+        },
+        "latency": {
+            "rounds": rounds,
+            "pairs_per_round": single,
+            "statistic": "median of interleaved rounds",
+            "us": us,
+            "ratios": {
+                # targets: <= 1.10, <= 1.10, <= 1.10, <= 1.30, <= 2.0
+                "default_vs_previous_warm": warm["default"] / warm["previous"],
+                "default_vs_previous_cold": warm["cold_default"] / warm["cold_previous"],
+                "after_1mb_vs_before": warm["after_1mb"] / warm["default"],
+                "curly_vs_ascii_quotes": warm["curly_quotes"] / warm["ascii_quotes"],
+                "chinese_100_chars_vs_english_100_words": warm["chinese_100_chars"]
+                / warm["default"],
+            },
         },
     }
     # Batch: a pool of distinct texts, paired in a rotating pattern so every pair is new.

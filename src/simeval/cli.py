@@ -41,6 +41,8 @@ def cli() -> None:
     show_default=True,
     help="Minimum score that passes.",
 )
+@click.option("-i", "--input", "input_text", default=None, help="The question the output answers.")
+@click.option("--input-file", default=None, help="Read the question from a file (- = stdin).")
 @click.option("--explain", is_flag=True, help="Show the terms behind the score.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @scorer_options
@@ -49,21 +51,27 @@ def score(
     output_file: str | None,
     reference_files: tuple[str, ...],
     threshold: str,
+    input_text: str | None,
+    input_file: str | None,
     explain: bool,
     as_json: bool,
     options: dict[str, Any],
 ) -> None:
     """Score OUTPUT against one or more REFERENCE answers.
 
-    Exit code 0 when the score is at or above the threshold, 1 below it, 2 on bad input.
+    With the question (--input), the terms it contains count at --input-weight (default 0.5)
+    in both texts. Exit code 0 when the score is at or above the threshold, 1 below it, 2 on
+    bad input.
 
     \b
     Examples:
         simeval score "The sky is blue." "The sky looks blue today." --explain
+        simeval score "Paris." "Paris is the capital." -i "What is the capital of France?"
         simeval score --output-file answer.txt --reference-file gold.txt -t 0.7
         echo "some output" | simeval score - "the reference" --json
     """
     limit = check_threshold(threshold)
+    question = read_input(input_text, input_file, "input")
     args = list(texts)
     output = read_input(
         None if output_file else (args.pop(0) if args else None), output_file, "output"
@@ -75,7 +83,7 @@ def score(
     if not refs:
         raise UserError("missing REFERENCE: give it as an argument or with --reference-file")
     scorer = get_scorer(**options)
-    result = scorer.explain(output, refs)
+    result = scorer.explain(output, refs, input=question)
     passed = result.score >= limit
     if as_json:
         data = {
@@ -88,7 +96,8 @@ def score(
         }
         if explain:
             data["explanation"] = {
-                k: result.to_dict()[k] for k in ("shared", "missing", "extra", "reason")
+                k: result.to_dict()[k]
+                for k in ("shared", "missing", "extra", "reason", "demoted", "negation")
             }
         elif result.reason:
             data["reason"] = result.reason

@@ -17,28 +17,40 @@ def bench() -> None:
 
     \b
     Examples:
-        simeval bench quality --data ../shared/data/sts-dev
+        simeval bench quality --data ../shared/data/sts-dev --data ../shared/data/cjk-dev
         simeval bench speed --pairs 100000
     """
 
 
 @bench.command()
-@click.option("--data", "data_dir", required=True, help="Directory in the sts-dev layout.")
+@click.option(
+    "--data",
+    "data_dirs",
+    required=True,
+    multiple=True,
+    help="Data directory (sts-dev, cjk-dev or answers-dev layout); repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def quality(data_dir: str, as_json: bool) -> None:
-    """Agreement with human judgements: the default against the naive `pair` baseline.
+def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
+    """Agreement with human judgements: the default beside the previous default and the
+    naive `pair` baseline, in one run. Graded answers with a question column are scored with
+    the question and without.
 
     \b
     Example:
-        simeval bench quality --data ../shared/data/sts-dev --json
+        simeval bench quality --data ../shared/data/sts-dev --data ../shared/data/cjk-dev \\
+            --data ../shared/data/answers-dev --json
     """
     with err_console.status("scoring") as status:
-        report = bench_mod.quality(data_dir, progress=lambda m: status.update(m))
+        report = bench_mod.quality(list(data_dirs), progress=lambda m: status.update(m))
     if as_json:
         print_json(report)
         return
     names = list(report["configs"])
-    table = Table(title="Pearson / Spearman (STS, SICK); ROC AUC, accuracy (MSRP)")
+    table = Table(
+        title="Pearson / Spearman (STS, SICK, CJK); ROC AUC, accuracy (MSRP, LCQMC); "
+        "Pearson with the question / without (answers)"
+    )
     table.add_column("file")
     for n in names:
         table.add_column(n, justify="right")
@@ -47,7 +59,9 @@ def quality(data_dir: str, as_json: bool) -> None:
         cells = []
         for n in names:
             e = report["configs"][n]["files"][f]
-            if "roc_auc" in e:
+            if "pearson_no_input" in e:
+                cells.append(f"{e['pearson']:.3f} / no input {e['pearson_no_input']:.3f}")
+            elif "roc_auc" in e:
                 cells.append(
                     f"AUC {e['roc_auc']:.3f} acc {e['best_accuracy']['accuracy']:.3f}"
                     f"@{e['best_accuracy']['threshold']:.2f} / "
@@ -56,19 +70,25 @@ def quality(data_dir: str, as_json: bool) -> None:
             else:
                 cells.append(f"{e['pearson']:.3f} / {e['spearman']:.3f}")
         table.add_row(f, *cells)
-    table.add_row(
-        "STS pooled",
-        *(
-            f"[bold]{report['configs'][n]['sts_pooled']['pearson']:.3f}[/bold] / "
-            f"{report['configs'][n]['sts_pooled']['spearman']:.3f}"
-            for n in names
-        ),
-    )
+    pooled = "sts_pooled" in report["configs"][names[0]]
+    if pooled:
+        table.add_row(
+            "STS pooled",
+            *(
+                f"[bold]{report['configs'][n]['sts_pooled']['pearson']:.3f}[/bold] / "
+                f"{report['configs'][n]['sts_pooled']['spearman']:.3f}"
+                for n in names
+            ),
+        )
     console.print(table)
-    base = report["configs"].get("pair")
-    if base:
-        d = report["configs"]["default"]["sts_pooled"]["pearson"] - base["sts_pooled"]["pearson"]
-        console.print(f"default - pair, pooled STS Pearson: {d:+.3f}")
+    for other in ("previous", "pair"):
+        base = report["configs"].get(other)
+        if base and pooled:
+            d = (
+                report["configs"]["default"]["sts_pooled"]["pearson"]
+                - base["sts_pooled"]["pearson"]
+            )
+            console.print(f"default - {other}, pooled STS Pearson: {d:+.3f}")
 
 
 @bench.command()
@@ -79,7 +99,7 @@ def quality(data_dir: str, as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
-    """Latency and throughput against scikit-learn, measured in the same run.
+    """Latency and throughput against scikit-learn and the previous default, in one run.
 
     \b
     Example:
@@ -100,6 +120,26 @@ def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
     console.print(
         f"  {s['speedup_vs_sklearn_per_pair']:.0f}x faster than scikit-learn per pair;"
         f" {s['ratio_to_tokenize_only']:.2f}x the time of tokenising only"
+    )
+    lat: dict[str, Any] = report["latency"]
+    us, r = lat["us"], lat["ratios"]
+    console.print(
+        f"medians of {lat['rounds']} interleaved rounds of {lat['pairs_per_round']:,} pairs:"
+    )
+    console.print(
+        f"  default {us['default']:.1f} us, previous default {us['previous']:.1f} us:"
+        f" {r['default_vs_previous_warm']:.2f}x warm;"
+        f" cold cache {us['cold_default']:.1f} vs {us['cold_previous']:.1f} us:"
+        f" {r['default_vs_previous_cold']:.2f}x"
+    )
+    console.print(
+        f"  after a 1 MB text {us['after_1mb']:.1f} us: {r['after_1mb_vs_before']:.2f}x;"
+        f" typographic quotes {us['curly_quotes']:.1f} us vs ASCII {us['ascii_quotes']:.1f} us:"
+        f" {r['curly_vs_ascii_quotes']:.2f}x"
+    )
+    console.print(
+        f"  100-character Chinese pair {us['chinese_100_chars']:.1f} us:"
+        f" {r['chinese_100_chars_vs_english_100_words']:.2f}x the 100-word English pair"
     )
     console.print(
         f"batch of {b['pairs']:,} pairs: simeval {b['simeval_pairs_per_s']:,.0f} pairs/s,"

@@ -53,6 +53,13 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--ngram", type=int, default=None, help="Largest word n-gram (1-3).")
     @click.option("--sublinear-tf/--raw-tf", default=None, help="tf = 1 + ln(count).")
     @click.option("--idf", default=None, help="background (default), pair, or a corpus table file.")
+    @click.option("--tokenizer", default=None, help="unicode (default) or words (the previous).")
+    @click.option(
+        "--input-weight", type=float, default=None, help="Weight of the question's terms (0-1)."
+    )
+    @click.option(
+        "--negation", type=float, default=None, help="Factor when one text negates (1 = off)."
+    )
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         options = {n: kwargs.pop(n) for n in OPTION_NAMES}

@@ -6,9 +6,10 @@ are vectorised, grouped by scorer configuration, and put in an exact inverted in
 (``simeval._index``), so one output is vectorised once per configuration and scored against
 every reference it shares a term with, in one pass. The scores are bit-for-bit those of
 ``Scorer.score_detail(output, references)`` for each eval (the index adds the same products in
-the same order as the cosine does; the tests hold this on generated texts and every option
-set), including its rules for empty texts: an output without scorable terms scores 1.0 only
-against a reference that is the same text, and a whitespace-only output scores 0.0.
+the same order as the cosine does, the question's terms and negation included; the tests hold
+this on generated texts and every option set), including its rules for empty texts: an output
+without scorable terms scores 1.0 only against a reference that is the same text, and a
+whitespace-only output scores 0.0.
 
 Scope matching lives here too: an eval with an input scope scores only outputs whose input has
 the same ``scope_key``.
@@ -134,7 +135,9 @@ class EvalSet:
                 for refs in group.prepared:
                     flat.extend(refs)
                     offsets.append(len(flat))
-                group.index = Index(flat, offsets.tobytes())
+                sc = group.scorer
+                negators = sc.negator_hashes if sc.negation != 1.0 else b""
+                group.index = Index(flat, offsets.tobytes(), negators, sc.negation)
         self.scoped = any(g.scoped for g in self.groups)
 
     def __len__(self) -> int:
@@ -183,33 +186,37 @@ class EvalSet:
             if blank:
                 yield group, members, [0.0] * n, [0] * n
                 continue
-            vec = group.scorer.vector(output)
+            scorer = group.scorer
+            vec = scorer.vector(output)
             if vectors is not None:
-                vectors[id(group.scorer)] = vec
+                vectors[id(scorer)] = vec
+            terms = scorer.input_terms(input) if input is not None else b""
             if group.index is not None and vec:
-                raw_scores, raw_at = group.index.best(vec)
+                raw_scores, raw_at = group.index.best(vec, terms, scorer.input_weight)
                 scores: Sequence[float] = memoryview(raw_scores).cast("d")
                 at: Sequence[int] = memoryview(raw_at).cast("i")
                 if group.special:
                     scores, at = list(scores), list(at)
                     for m in group.special:
-                        scores[m], at[m] = self._detail(group, m, vec, output)
+                        scores[m], at[m] = self._detail(group, m, vec, output, terms)
             else:
-                pairs = [self._detail(group, m, vec, output) for m in range(n)]
+                pairs = [self._detail(group, m, vec, output, terms) for m in range(n)]
                 scores = [p[0] for p in pairs]
                 at = [p[1] for p in pairs]
             yield group, members, scores, at
 
-    def _detail(self, group: _Group, member: int, vec: bytes, output: str) -> tuple[float, int]:
+    def _detail(
+        self, group: _Group, member: int, vec: bytes, output: str, terms: bytes
+    ) -> tuple[float, int]:
         """``score_detail``'s loop for one eval, on its prepared vectors."""
         scorer = group.scorer
         refs = self.evals[group.positions[member]].references
         prepared = group.prepared[member]
         if vec and all(prepared):
-            return scorer.best_vector(vec, prepared)
+            return scorer.best_vector(vec, prepared, terms)
         top, at = -1.0, 0
         for i, rvec in enumerate(prepared):
-            s = scorer.best_vector(vec, [rvec])[0] if vec and rvec else 0.0
+            s = scorer.best_vector(vec, [rvec], terms)[0] if vec and rvec else 0.0
             if not (vec and rvec) and _same_text(output, refs[i]):
                 s = 1.0
             if s > top:

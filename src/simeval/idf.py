@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
-from simeval.analyzer import LANGUAGES, Analyzer
+from simeval.analyzer import LANGUAGES, Analyzer, is_cjk, normalize
 from simeval.errors import InvalidInput, InvalidType, NotFound
 
 # The "document length" L of the background weighting below. Chosen on the benchmark: the
@@ -46,41 +46,64 @@ def _derive_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
 
     freq = wordfreq.get_frequency_dict(LANGUAGES[analyzer.language][1], wordlist="best")
     acc: dict[str, float] = {}
+    cjk = analyzer.tokenizer == "unicode"
     for word, f in freq.items():
         toks = analyzer.tokens(word)
         if len(toks) == 1:
             term = analyzer.term(toks[0])
-            if term is not None:
+            if term is not None and not (cjk and len(term) == 1 and is_cjk(term)):
                 acc[term] = acc.get(term, 0.0) + f
     return acc, min(freq.values()) / 2
 
 
-def _cache_path(analyzer: Analyzer) -> Path:
+# The languages whose word lists give the frequencies of Han, kana and Hangul characters.
+CJK_LISTS = ("zh", "ja", "ko")
+
+
+def _derive_cjk_frequencies() -> tuple[dict[str, float], float]:
+    """The frequency of each Han, kana and Hangul character: its occurrences per running word,
+    summed over the Chinese, Japanese and Korean lists (a character used in two of the
+    languages, like most Han characters in Chinese and Japanese, counts in both)."""
+    import wordfreq
+
+    acc: dict[str, float] = {}
+    for code in CJK_LISTS:
+        for word, f in wordfreq.get_frequency_dict(code, wordlist="best").items():
+            for char in normalize(word):
+                if is_cjk(char):
+                    acc[char] = acc.get(char, 0.0) + f
+    return acc, min(acc.values()) / 2
+
+
+def _cache_path(analyzer: Analyzer | None) -> Path:
+    """The cache file of a language's table (``analyzer``) or of the CJK table (None)."""
     from simeval import analyzer as analyzer_module
 
+    parts: list[object] = ["cjk", ",".join(CJK_LISTS)]
+    if analyzer is not None:
+        parts = [analyzer.language, analyzer.stemming, analyzer.prefix, analyzer.tokenizer]
     key = hashlib.sha256(
         json.dumps(
             [
                 _CACHE_FORMAT,
-                analyzer.language,
-                analyzer.stemming,
-                analyzer.prefix,
+                *parts,
                 version("wordfreq"),
                 version("PyStemmer"),
                 hashlib.sha256(Path(analyzer_module.__file__).read_bytes()).hexdigest(),
             ]
         ).encode()
     ).hexdigest()[:16]
-    return cache_dir() / f"background-{analyzer.language}-{key}.json"
+    name = "cjk" if analyzer is None else analyzer.language
+    return cache_dir() / f"background-{name}-{key}.json"
 
 
 @functools.lru_cache(maxsize=16)
-def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float]:
+def _background_frequencies(analyzer: Analyzer | None) -> tuple[dict[str, float], float]:
     """The term frequencies of the background table, derived from wordfreq's list once (about
     a second) and then read back from a cache file keyed by everything that shapes them (the
     analyzer's settings and source, the wordfreq and PyStemmer versions). JSON keeps floats
     exact, so a cached table gives bit-identical scores. A cache that cannot be read or
-    written is ignored: the table is derived again."""
+    written is ignored: the table is derived again. ``None``: the CJK character table."""
     path = _cache_path(analyzer)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -89,7 +112,7 @@ def _background_frequencies(analyzer: Analyzer) -> tuple[dict[str, float], float
             return freq, floor
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    freq, floor = _derive_frequencies(analyzer)
+    freq, floor = _derive_cjk_frequencies() if analyzer is None else _derive_frequencies(analyzer)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -114,6 +137,11 @@ class BackgroundIdf:
     A term not in the list (a name, a code, a typo) gets the frequency of half the
     rarest listed word, i.e. the highest weight: it is at least as specific as anything known.
     Multi-word terms (n-grams) get the mean weight of their words.
+
+    A Han, kana or Hangul character (``unicode`` tokenizer) takes its frequency from one table
+    for the three languages, whatever the ``language``: its occurrences per running word in
+    wordfreq's Chinese, Japanese and Korean lists, summed ("的": 2.0, "首": 6.8), with the same
+    rule for a character none of them has.
     """
 
     name = "background"
@@ -121,15 +149,25 @@ class BackgroundIdf:
     def __init__(self, analyzer: Analyzer):
         self.analyzer = analyzer
         self._freq, self._floor = _background_frequencies(
-            Analyzer(analyzer.language, analyzer.stemming, analyzer.prefix)
+            Analyzer(
+                analyzer.language, analyzer.stemming, analyzer.prefix, tokenizer=analyzer.tokenizer
+            )
         )
+        self._cjk = analyzer.tokenizer == "unicode"
+        if self._cjk:
+            self._cjk_freq, self._cjk_floor = _background_frequencies(None)
         self.version = f"wordfreq-{version('wordfreq')}-L{BACKGROUND_DOC_LEN:g}"
+        if self._cjk:
+            self.version += "-cjk"
 
     def idf(self, term: str) -> float:
         if " " in term:
             parts = term.split(" ")
             return sum(self.idf(p) for p in parts) / len(parts)
-        f = self._freq.get(term, self._floor)
+        if self._cjk and len(term) == 1 and is_cjk(term):
+            f = self._cjk_freq.get(term, self._cjk_floor)
+        else:
+            f = self._freq.get(term, self._floor)
         return math.log(1.0 + 1.0 / (BACKGROUND_DOC_LEN * f))
 
     def identity(self) -> dict[str, object]:

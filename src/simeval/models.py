@@ -5,10 +5,12 @@ The same models are the HTTP API's response models. Times are timezone-aware UTC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, computed_field
 
 Status = Literal["draft", "active", "archived"]
 Bucket = Literal["hour", "day", "week"]
@@ -97,9 +99,10 @@ class ResultOut(_Model):
 
     ``passed`` is the effective verdict (a review wins); ``automated_passed`` and ``score`` are
     what the scorer said and never change.
+    ``id`` is "<capture>-<eval>" for a captured result, "r<row>" for a data-set run row.
     """
 
-    id: int
+    id: str
     capture_id: int | None
     run_id: int | None
     eval_id: int | None
@@ -126,7 +129,7 @@ class CaptureResultOut(_Model):
     """A result as returned with its capture: the capture's input and output are not repeated
     (with many evals and a long output they would dominate the response)."""
 
-    id: int
+    id: str
     eval_id: int
     eval_name: str
     eval_type: str = "similarity"
@@ -151,7 +154,55 @@ class CaptureOut(_Model):
     metadata: dict[str, Any] | None
     captured_at: datetime
     evaluated: bool = Field(description="False when automatic evaluation was off")
-    results: list[CaptureResultOut]
+    # built on first use: a capture scored by 1,000 evals answers without making 1,000
+    # objects a caller may never look at (the capture hot path); ``build`` sets it, to the
+    # list or to a function giving the results as plain dicts of checked values
+    _results: list[CaptureResultOut] | Callable[[], list[dict[str, Any]]] = PrivateAttr(
+        default_factory=list
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def results(self) -> list[CaptureResultOut]:
+        """The results of the active evals that matched the capture."""
+        made = self._results
+        if callable(made):
+            made = self._results = _CAPTURE_RESULTS.validate_python(made())
+        return made
+
+    _results_json: Callable[[], bytes] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def build(
+        cls,
+        results: list[CaptureResultOut] | Callable[[], list[dict[str, Any]]],
+        results_json: Callable[[], bytes] | None = None,
+        **fields: Any,
+    ) -> CaptureOut:
+        """A capture from checked values and its results (a list, or a function making them;
+        ``results_json`` a function making their JSON directly, for ``dump_json``)."""
+        out = cls.model_construct(**fields)
+        out._results = results
+        out._results_json = results_json
+        return out
+
+    def dump_json(self) -> bytes:
+        """``model_dump_json()``, without making result objects when they were never asked for:
+        the same JSON (the same core serializer), for the capture endpoint."""
+        made = self._results
+        if not callable(made):
+            return self.model_dump_json().encode()
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        if self._results_json is None:
+            data["results"] = made()
+            return pydantic_core.to_json(data)
+        data["results"] = []
+        envelope = pydantic_core.to_json(data)
+        assert envelope.endswith(b"[]}")  # results is the last field
+        return envelope[:-3] + self._results_json() + b"}"
+
+
+_CAPTURE_RESULTS = TypeAdapter(list[CaptureResultOut])
 
 
 class TrendBucket(_Model):

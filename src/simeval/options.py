@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
-from simeval.analyzer import Analyzer, language_name
+from simeval.analyzer import TOKENIZERS, Analyzer, language_name
 from simeval.errors import InvalidInput, InvalidOption
 
 # -- scorer options -------------------------------------------------------------------------------
@@ -25,8 +25,15 @@ DEFAULTS: dict[str, Any] = {
     "ngram": 1,
     "sublinear_tf": True,
     "idf": "background",
+    "tokenizer": "unicode",
+    # Chosen on the benchmark (README "Scoring with the question", "Negation").
+    "input_weight": 0.5,
+    "negation": 0.9,
 }
 OPTION_NAMES = tuple(DEFAULTS)
+# The options as they were before the tokenizer, the input and negation existed: the baseline
+# `simeval bench` compares the default with, and a way to keep scoring as before.
+PREVIOUS_DEFAULTS: dict[str, Any] = {"tokenizer": "words", "input_weight": 1.0, "negation": 1.0}
 OPTION_HELP = {
     "language": "stemmer and background word list, e.g. english, german, fr",
     "stemming": "Snowball stemming on/off",
@@ -35,6 +42,9 @@ OPTION_HELP = {
     "ngram": "largest word n-gram used as a term (1-3)",
     "sublinear_tf": "term frequency weight 1 + ln(count) instead of count",
     "idf": "background (built-in), pair (naive, the two texts only) or a corpus table file",
+    "tokenizer": "unicode (CJK characters, symbols, n't) or words (runs of word characters)",
+    "input_weight": "weight of the terms the input (question) contains, 0-1 (1 = ignore input)",
+    "negation": "factor when exactly one text has a negator, 0-1 (1 = off)",
 }
 
 
@@ -115,14 +125,43 @@ def resolve_options(
         "ngram": _as_int("ngram", merged["ngram"], 1, 3),
         "sublinear_tf": _as_bool("sublinear_tf", merged["sublinear_tf"]),
         "idf": idf,
+        "tokenizer": _as_tokenizer(merged["tokenizer"]),
+        "input_weight": _as_factor("input_weight", merged["input_weight"]),
+        "negation": _as_factor("negation", merged["negation"]),
     }
+
+
+def _as_factor(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidOption(f"option {name!r} must be a number in [0, 1], not {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidOption(f"option {name!r} must be a number in [0, 1], not {value!r}") from None
+    if not 0.0 <= number <= 1.0:  # NaN fails too
+        raise InvalidOption(f"option {name!r} must be in [0, 1], not {value!r}")
+    return number
+
+
+def _as_tokenizer(value: Any) -> str:
+    name = value.strip().lower() if isinstance(value, str) else value
+    if name not in TOKENIZERS:
+        raise InvalidOption(
+            f"option 'tokenizer' must be one of {', '.join(TOKENIZERS)}, not {value!r}"
+        )
+    return str(name)
 
 
 def analyzer_from_options(options: dict[str, Any]) -> Analyzer:
     """The analyzer part of a set of scorer options (validated)."""
     opts = resolve_options({k: v for k, v in options.items() if k != "idf"})
     return Analyzer(
-        opts["language"], opts["stemming"], opts["prefix"], opts["stop_words"], opts["ngram"]
+        opts["language"],
+        opts["stemming"],
+        opts["prefix"],
+        opts["stop_words"],
+        opts["ngram"],
+        opts["tokenizer"],
     )
 
 

@@ -11,6 +11,13 @@ It is symmetric, 1.0 for texts identical after normalisation (NFKC, case folding
 0.0 when no term is shared and 0.0 for an empty output. With several references the score is
 the best match. Sums run in a fixed order (by a hash of the term text), so the same inputs and
 options give the same float on every machine and in every process.
+
+Two adjustments (see ``Scorer.best_vector`` for the exact arithmetic):
+
+- the input (the question): a term the input contains gets ``input_weight`` times its weight
+  in both vectors, as repeating the question says little about the answer;
+- negation: when exactly one of the two texts contains a negator ("not", "never", "n't", ...),
+  the cosine is multiplied by ``negation``.
 """
 
 from __future__ import annotations
@@ -28,12 +35,13 @@ from typing import Any
 
 from simeval import _vector
 from simeval import options as _options
-from simeval.analyzer import Analyzer, normalize
+from simeval.analyzer import char_info, normalize
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.idf import BackgroundIdf, IdfTable, PairIdf
 from simeval.options import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
 from simeval.options import DEFAULTS as DEFAULTS
 from simeval.options import OPTION_HELP as OPTION_HELP
+from simeval.options import PREVIOUS_DEFAULTS as PREVIOUS_DEFAULTS
 from simeval.options import analyzer_from_options as analyzer_from_options
 from simeval.options import check_threshold as check_threshold
 
@@ -92,10 +100,12 @@ def _term_hash(term: str) -> int:
 
 @dataclass(frozen=True)
 class Term:
-    """One term of an explanation: its surface word(s), and its share of the score or weight."""
+    """One term of an explanation: its surface word(s), its share of the score or weight, and
+    whether the input (the question) contains it, so it counted at ``input_weight``."""
 
     term: str
     weight: float
+    demoted: bool = False
 
 
 @dataclass
@@ -105,7 +115,9 @@ class Explanation:
     ``shared``: the terms both texts have, with their contribution to the score (they sum to
     the score). ``missing``: reference terms the output lacks, by their weight in the reference
     (the fraction of the reference's squared norm they carry). ``extra``: output terms the
-    reference lacks, by their weight in the output.
+    reference lacks, by their weight in the output. Terms the input contains are marked
+    ``demoted`` and listed in ``demoted`` (their weight was multiplied by ``input_weight``).
+    ``negation``: the factor applied because only one text has a negator (1.0 when not).
     """
 
     score: float
@@ -116,6 +128,8 @@ class Explanation:
     extra: list[Term] = field(default_factory=list)
     reason: str | None = None
     fingerprint: str = ""
+    demoted: list[str] = field(default_factory=list)
+    negation: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,7 +144,17 @@ class Explanation:
             ("not in reference", self.extra),
         ):
             if terms:
-                lines.append(f"{title}: " + ", ".join(f"{t.term} ({t.weight:.3f})" for t in terms))
+                lines.append(
+                    f"{title}: "
+                    + ", ".join(
+                        f"{t.term} ({t.weight:.3f}{', in the input' if t.demoted else ''})"
+                        for t in terms
+                    )
+                )
+        if self.demoted:
+            lines.append("in the input (lower weight): " + ", ".join(self.demoted))
+        if self.negation != 1.0:
+            lines.append(f"negation: only one text negates, score x {self.negation:g}")
         return "\n".join(lines)
 
 
@@ -140,16 +164,25 @@ class Scorer:
     >>> s = Scorer()
     >>> round(s.score("Paris is the capital of France.", "The capital of France is Paris."), 3)
     1.0
+
+    One output against many prepared references (what a capture does with every active eval)::
+
+        refs = scorer.prepare(["reference one", "reference two"])   # once per eval
+        vec = scorer.vector(output)                                 # once per output
+        terms = scorer.input_terms(question)                        # once per output
+        score, index = scorer.best_vector(vec, refs, terms)
+
+    gives exactly ``scorer.score_detail(output, references, input=question)``.
     """
 
     def __init__(self, **options: Any):
         self.options = resolve_options(options)
         o = self.options
-        self.analyzer = Analyzer(
-            o["language"], o["stemming"], o["prefix"], o["stop_words"], o["ngram"]
-        )
+        self.analyzer = analyzer_from_options({k: v for k, v in o.items() if k != "idf"})
         self.pair = o["idf"] == "pair"
         self.sublinear = o["sublinear_tf"]
+        self.input_weight: float = o["input_weight"]
+        self.negation: float = o["negation"]
         if isinstance(o["idf"], IdfTable):
             if o["idf"].analyzer != self.analyzer.config():
                 raise InvalidOption(
@@ -163,22 +196,42 @@ class Scorer:
             self.idf = BackgroundIdf(self.analyzer)
         self._table: dict[str, bytes | None] = {}
         self._term_table: dict[str, bytes | None] = {}
-        # The C core tokenises and caches token entries itself; n-grams take the Python path.
+        # The C core normalises, tokenises and caches token entries itself; n-grams take the
+        # Python path.
         self._vz = (
-            _vector.Vectorizer(self._entry, _TABLE_LIMIT)
+            _vector.Vectorizer(
+                self._entry,
+                char_info,
+                _fold,
+                _TABLE_LIMIT,
+                self.analyzer.tokenizer == "unicode",
+            )
             if _vector.ACCELERATED and self.analyzer.ngram == 1
             else None
         )
+        terms = (self.analyzer.term(t) for t in self.analyzer.negators)
+        self.negator_hashes: bytes = _vector.pack_hashes(
+            _term_hash(t) for t in terms if t is not None
+        )
+        # what the cosine is given: nothing when the option is off
+        self._negators = self.negator_hashes if self.negation != 1.0 else b""
         self.fingerprint = self._fingerprint()
 
     def _fingerprint(self) -> str:
-        ident = {
+        ident: dict[str, Any] = {
             "scorer": "tfidf-cosine",
             "algorithm": ALGORITHM_VERSION,
             "analyzer": self.analyzer.config(),
             "sublinear_tf": self.sublinear,
             **self.idf.identity(),
         }
+        # Left out when off, so results scored before these options existed (which is what
+        # they give when off) keep their fingerprint.
+        if self.input_weight != 1.0:
+            ident["input_weight"] = self.input_weight
+        if self.negation != 1.0:
+            ident["negation"] = self.negation
+            ident["negators"] = self.negator_hashes.hex()
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -187,6 +240,7 @@ class Scorer:
         out = dict(self.options)
         if isinstance(out["idf"], IdfTable):
             out["idf"] = f"corpus:{out['idf'].version}"
+        out["stemming"] = bool(self.analyzer.config()["stemming"])
         return out
 
     # -- the hot path ---------------------------------------------------------------------
@@ -208,59 +262,127 @@ class Scorer:
         return entry
 
     def vector(self, text: str) -> bytes:
-        """The packed term vector of a text (see ``simeval._vector``)."""
+        """The packed term vector of a text (see ``simeval._vector``): records of (uint64 term
+        hash, float64 tf weight, float64 idf) in native byte order, sorted by hash."""
         if self._vz is not None:
-            return self._vz.vector(normalize(text), self.sublinear)
+            return self._vz.vector(text, self.sublinear)
         if self.analyzer.ngram == 1:
             tokens = self.analyzer.tokens(text)
             return _vector.vectorize(tokens, self._table, self._miss, self.sublinear)
         terms = self.analyzer.terms(text)
         return _vector.vectorize(terms, self._term_table, self._term_miss, self.sublinear)
 
+    def input_terms(self, input: str | None) -> bytes:
+        """The terms of an input (the question) as a hash set for ``best_vector``: the sorted
+        uint64 hashes of the terms of ``vector(input)``, packed in native byte order. Empty
+        for no input, a blank one, or when ``input_weight`` is 1 (the input changes nothing)."""
+        if input is None or self.input_weight == 1.0:
+            return b""
+        check_text(input, "input")
+        return _vector.hashes(self.vector(input)) if input.strip() else b""
+
+    def has_negator(self, vec: bytes) -> bool:
+        """Whether a packed vector has a negator term (a hash in ``negator_hashes``)."""
+        return bool(_vector.has_any(vec, self.negator_hashes))
+
     def prepare(self, reference: str | Sequence[str]) -> list[bytes]:
         """Vectors of reference answers, to score many outputs against them with ``best``."""
         return [self.vector(r) for r in check_references(reference)]
 
-    def best(self, output: str, prepared: Sequence[bytes]) -> tuple[float, int]:
+    def _cos(self, a: bytes, b: bytes, terms: bytes) -> float:
+        return _vector.cosine(
+            a, b, self.pair, terms, self.input_weight, self._negators, self.negation
+        )
+
+    def best(
+        self,
+        output: str,
+        prepared: Sequence[bytes],
+        input: str | None = None,
+    ) -> tuple[float, int]:
         """Best score of an output against prepared references, and the index that matched."""
         check_text(output, "output")
         if not output.strip():
             return 0.0, 0
-        return _vector.best(self.vector(output), prepared, self.pair)
+        return self.best_vector(self.vector(output), prepared, self.input_terms(input))
 
-    def best_vector(self, vec: bytes, prepared: Sequence[bytes]) -> tuple[float, int]:
-        """``best`` for an output already vectorised: one output against many evals."""
+    def best_vector(
+        self, vec: bytes, prepared: Sequence[bytes], input_terms: bytes | None = None
+    ) -> tuple[float, int]:
+        """``best`` for an output already vectorised: one output against many evals.
+
+        ``input_terms``: ``input_terms(question)`` (None or b"" = no input). The score of the
+        output vector ``a`` against a reference vector ``b``, exactly (an engine that wants
+        the same floats must do the same operations in the same order):
+
+        1. ``a`` or ``b`` empty: 0.0. ``a == b`` (the same bytes): 1.0.
+        2. Walk the records (hash, tfw, idf) of both vectors merged in increasing hash order.
+           A record's weight is ``w = tfw * idf`` (``idf`` option ``pair``: ``idf`` is
+           ``PAIR_IDF_TWO`` for a hash in both vectors, ``PAIR_IDF_ONE`` otherwise); then, if
+           ``input_weight != 1`` and the hash is in ``input_terms``, ``w = w * input_weight``
+           (one rounding, on both sides). In that order ``sa += wa * wa`` for every record of
+           ``a``, ``sb += wb * wb`` for every record of ``b`` and ``dot += wa * wb`` for every
+           shared hash (each is a sum over its own vector's records in hash order, so ``sb``
+           can be kept per reference and input).
+        3. ``sa <= 0`` or ``sb <= 0``: 0.0; else ``s = dot / (sqrt(sa) * sqrt(sb))`` clamped
+           to [0, 1].
+        4. If ``negation != 1``, ``s > 0`` and exactly one of ``a`` and ``b`` has a hash in
+           ``negator_hashes`` (``has_negator``): ``s = s * negation``.
+
+        The best is the first index with the highest score (0.0 and -1 for no references).
+        """
         if not vec:
             return 0.0, 0
-        return _vector.best(vec, prepared, self.pair)
+        return _vector.best(
+            vec,
+            prepared,
+            self.pair,
+            input_terms or b"",
+            self.input_weight,
+            self._negators,
+            self.negation,
+        )
 
-    def score_detail(self, output: str, reference: str | Sequence[str]) -> tuple[float, int]:
-        """The score and the index of the best-matching reference answer."""
+    def score_detail(
+        self,
+        output: str,
+        reference: str | Sequence[str],
+        input: str | None = None,
+    ) -> tuple[float, int]:
+        """The score and the index of the best-matching reference answer; ``input``: the
+        question (its terms count at ``input_weight``)."""
         check_text(output, "output")
         refs = check_references(reference)
         if not output.strip():
             return 0.0, 0
         vec = self.vector(output)
+        terms = self.input_terms(input)
         top, at = -1.0, 0
         for i, ref in enumerate(refs):
             rvec = self.vector(ref)
-            s = _vector.cosine(vec, rvec, self.pair)
+            s = self._cos(vec, rvec, terms)
             if not (vec and rvec) and _same_text(output, ref):
                 s = 1.0  # identical texts without scorable terms (e.g. only stop words)
             if s > top:
                 top, at = s, i
         return top, at
 
-    def score(self, output: str, reference: str | Sequence[str]) -> float:
-        """The similarity of ``output`` to ``reference`` (or the best of several), in [0, 1]."""
+    def score(
+        self,
+        output: str,
+        reference: str | Sequence[str],
+        input: str | None = None,
+    ) -> float:
+        """The similarity of ``output`` to ``reference`` (or the best of several), in [0, 1];
+        ``input``: the question the output answers (its terms count at ``input_weight``)."""
         check_text(output, "output")
         if type(reference) is str and reference.strip() and output.strip():
             va, vb = self.vector(output), self.vector(reference)
-            s = _vector.cosine(va, vb, self.pair)
+            s = self._cos(va, vb, self.input_terms(input) if input is not None else b"")
             if not (va and vb) and _same_text(output, reference):
                 s = 1.0  # identical texts without scorable terms (e.g. only stop words)
             return s
-        return self.score_detail(output, reference)[0]
+        return self.score_detail(output, reference, input)[0]
 
     # -- explanations ---------------------------------------------------------------------
     def _weights(self, text: str) -> tuple[dict[str, float], dict[str, str]]:
@@ -284,32 +406,53 @@ class Scorer:
         tf = (lambda c: 1.0 + math.log(c)) if self.sublinear else float
         return {t: tf(c) * self.idf.idf(t) for t, c in counts.items()}, surface
 
-    def explain(self, output: str, reference: str | Sequence[str], top: int = 10) -> Explanation:
+    def explain(
+        self,
+        output: str,
+        reference: str | Sequence[str],
+        top: int = 10,
+        input: str | None = None,
+    ) -> Explanation:
         """The score with the terms behind it (see ``Explanation``)."""
-        score, at = self.score_detail(output, reference)
+        score, at = self.score_detail(output, reference, input)
         refs = check_references(reference)
         ref = refs[at]
         exp = Explanation(score, at, ref, fingerprint=self.fingerprint)
+        asked: set[str] = set()
+        if self.input_terms(input):
+            asked = set(self.analyzer.terms(input or ""))
         wr, sr = self._weights(ref)
         if not output.strip():
             exp.reason = "output is empty"
-            exp.missing = _top({sr[t]: w * w for t, w in wr.items()}, top)
+            exp.missing = _top({t: w * w for t, w in wr.items()}, top, sr, asked)
             return exp
         wo, so = self._weights(output)
         if self.pair:
             for w in (wo, wr):
                 for t in w:
                     w[t] *= PairIdf_for(t in wo and t in wr)
+        for w in (wo, wr):
+            for t in w:
+                if t in asked:
+                    w[t] *= self.input_weight
         no = math.sqrt(sum(w * w for w in wo.values())) or 1.0
         nr = math.sqrt(sum(w * w for w in wr.values())) or 1.0
-        shared = {so[t]: wo[t] * wr[t] / (no * nr) for t in wo if t in wr}
-        exp.shared = _top(shared, top)
-        exp.missing = _top({sr[t]: (w / nr) ** 2 for t, w in wr.items() if t not in wo}, top)
-        exp.extra = _top({so[t]: (w / no) ** 2 for t, w in wo.items() if t not in wr}, top)
+        vo, vr = self.vector(output), self.vector(ref)
+        negates = self._negators and vo and vr and vo != vr and score > 0.0
+        if negates and self.has_negator(vo) != self.has_negator(vr):
+            exp.negation = self.negation
+        shared = {t: exp.negation * wo[t] * wr[t] / (no * nr) for t in wo if t in wr}
+        exp.shared = _top(shared, top, so, asked)
+        exp.missing = _top({t: (w / nr) ** 2 for t, w in wr.items() if t not in wo}, top, sr, asked)
+        exp.extra = _top({t: (w / no) ** 2 for t, w in wo.items() if t not in wr}, top, so, asked)
+        exp.demoted = sorted({so[t] for t in wo if t in asked} | {sr[t] for t in wr if t in asked})
         if not wo:
             exp.reason = "output has no scorable terms"
         elif not shared and score < 1.0:
             exp.reason = "output and reference share no terms"
+        elif exp.negation != 1.0:
+            side = "output" if self.has_negator(vo) else "reference"
+            exp.reason = f"only the {side} has a negator: score x {self.negation:g}"
         return exp
 
 
@@ -317,9 +460,15 @@ def PairIdf_for(both: bool) -> float:  # noqa: N802 - mirrors the constants' nam
     return _vector.PAIR_IDF_TWO if both else _vector.PAIR_IDF_ONE
 
 
-def _top(weights: dict[str, float], n: int) -> list[Term]:
-    ranked = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
-    return [Term(t, round(w, 6)) for t, w in ranked]
+def _top(weights: dict[str, float], n: int, surface: dict[str, str], asked: set[str]) -> list[Term]:
+    ranked = sorted(weights.items(), key=lambda kv: (-kv[1], surface[kv[0]]))[:n]
+    return [Term(surface[t], round(w, 6), t in asked) for t, w in ranked]
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold(piece: str) -> str:
+    """``normalize`` of a piece of text, for the C core (cached: the same pieces recur)."""
+    return normalize(piece)
 
 
 def _same_text(a: str, b: str) -> bool:
@@ -356,24 +505,41 @@ def get_scorer(**options: Any) -> Scorer:
     return _cached_scorer(key)
 
 
-def score(output: str, reference: str | Sequence[str], **options: Any) -> float:
+def score(
+    output: str,
+    reference: str | Sequence[str],
+    input: str | None = None,
+    **options: Any,
+) -> float:
     """Similarity of ``output`` to ``reference`` in [0, 1] (the best of several references).
+    ``input``: the question the output answers; the terms it contains count at
+    ``input_weight`` (default 0.5) in both texts, so repeating the question earns less.
 
     >>> score("The capital of France is Paris.", "Paris is France's capital.") > 0.8
     True
+    >>> q = "What is the capital of France?"
+    >>> score("The capital of France is Lyon.", "Paris is the capital.", input=q) < score(
+    ...     "The capital of France is Lyon.", "Paris is the capital.")
+    True
     """
-    return get_scorer(**options).score(output, reference)
+    return get_scorer(**options).score(output, reference, input)
 
 
 def explain(
-    output: str, reference: str | Sequence[str], *, top: int = 10, **options: Any
+    output: str,
+    reference: str | Sequence[str],
+    input: str | None = None,
+    *,
+    top: int = 10,
+    **options: Any,
 ) -> Explanation:
-    """The score with the shared, missing and extra terms behind it.
+    """The score with the shared, missing and extra terms behind it (terms the ``input``
+    contains are marked as demoted).
 
     >>> explain("Paris", "Paris is the capital of France").missing[0].term
     'capital'
     """
-    return get_scorer(**options).explain(output, reference, top=top)
+    return get_scorer(**options).explain(output, reference, top=top, input=input)
 
 
 def fingerprint(**options: Any) -> str:
@@ -390,13 +556,16 @@ def _worker_init(options: dict[str, Any]) -> None:
     _WORKER = get_scorer(**options)
 
 
-def _worker_chunk(chunk: list[tuple[str, Any]]) -> list[float]:
+Row = tuple[str, Any, str | None]  # output, reference(s), input
+
+
+def _worker_chunk(chunk: list[Row]) -> list[float]:
     assert _WORKER is not None
     s = _WORKER.score
-    return [s(o, r) for o, r in chunk]
+    return [s(o, r, q) for o, r, q in chunk]
 
 
-def _chunks(pairs: Iterable[tuple[str, Any]], size: int) -> Iterator[list[tuple[str, Any]]]:
+def _chunks(pairs: Iterable[Row], size: int) -> Iterator[list[Row]]:
     it = iter(pairs)
     while chunk := list(islice(it, size)):
         yield chunk
@@ -405,31 +574,33 @@ def _chunks(pairs: Iterable[tuple[str, Any]], size: int) -> Iterator[list[tuple[
 def iter_scores(
     outputs: Iterable[str],
     references: Iterable[str | Sequence[str]],
+    inputs: Iterable[str | None] | None = None,
     *,
     workers: int | None = None,
     chunk_size: int = 2000,
     **options: Any,
 ) -> Iterator[float]:
-    """Scores of ``zip(outputs, references)``, streamed in order; memory stays flat.
+    """Scores of ``zip(outputs, references[, inputs])``, streamed in order; memory stays flat.
 
-    ``workers`` processes share the work (default: all cores; 1 = in this process). Inputs
-    are read lazily, ``chunk_size`` pairs at a time, and at most two chunks per worker are in
-    flight. The numbers are exactly those of ``score``.
+    ``inputs``: the question of each row (None for a row without one). ``workers`` processes
+    share the work (default: all cores; 1 = in this process). Inputs are read lazily,
+    ``chunk_size`` pairs at a time, and at most two chunks per worker are in flight. The
+    numbers are exactly those of ``score``.
     """
     scorer = get_scorer(**options)
-    pairs = _strict_zip(outputs, references)
+    pairs = _strict_zip(outputs, references, inputs)
     n = (os.cpu_count() or 1) if workers is None else workers
     if not isinstance(n, int) or n < 1:
         raise InvalidInput(f"workers must be a positive integer, not {workers!r}")
     if n == 1:
-        for o, r in pairs:
-            yield scorer.score(o, r)
+        for o, r, q in pairs:
+            yield scorer.score(o, r, q)
         return
     yield from _parallel(pairs, scorer, n, chunk_size)
 
 
 def _parallel(
-    pairs: Iterator[tuple[str, Any]], scorer: Scorer, workers: int, chunk_size: int
+    pairs: Iterator[Row], scorer: Scorer, workers: int, chunk_size: int
 ) -> Iterator[float]:
     import multiprocessing as mp
     from collections import deque
@@ -440,7 +611,7 @@ def _parallel(
         return
     second = next(chunks, None)
     if second is None:  # too small to be worth a process pool
-        yield from (scorer.score(o, r) for o, r in first)
+        yield from (scorer.score(o, r, q) for o, r, q in first)
         return
     opts = dict(scorer.options)
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
@@ -459,28 +630,37 @@ def _prepend(head: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
     yield from rest
 
 
-def _strict_zip(outputs: Iterable[str], references: Iterable[Any]) -> Iterator[tuple[str, Any]]:
-    if isinstance(outputs, str) or isinstance(references, str):
-        raise InvalidType("score_many takes sequences of outputs and references, not a string")
+def _strict_zip(
+    outputs: Iterable[str], references: Iterable[Any], inputs: Iterable[str | None] | None
+) -> Iterator[Row]:
+    if isinstance(outputs, str) or isinstance(references, str) or isinstance(inputs, str):
+        raise InvalidType(
+            "score_many takes sequences of outputs, references and inputs, not a string"
+        )
     try:
-        yield from zip(outputs, references, strict=True)
+        if inputs is None:
+            for o, r in zip(outputs, references, strict=True):
+                yield o, r, None
+        else:
+            yield from zip(outputs, references, inputs, strict=True)
     except ValueError:
-        raise InvalidInput("outputs and references have different lengths") from None
+        raise InvalidInput("outputs, references and inputs have different lengths") from None
 
 
 def score_many(
     outputs: Iterable[str],
     references: Iterable[str | Sequence[str]],
+    inputs: Iterable[str | None] | None = None,
     *,
     workers: int | None = None,
     **options: Any,
 ) -> list[float]:
-    """Scores of many (output, reference) pairs: the same numbers as ``score``, faster.
+    """Scores of many (output, reference[, input]) rows: the same numbers as ``score``, faster.
 
     >>> score_many(["a cat", "the dog"], ["a cat", "a cat"], workers=1)
     [1.0, 0.0]
     """
-    return list(iter_scores(outputs, references, workers=workers, **options))
+    return list(iter_scores(outputs, references, inputs, workers=workers, **options))
 
 
 def read_text_file(path: str | os.PathLike[str], what: str) -> str:

@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import operator
 import os
+import struct
+import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -39,6 +43,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -157,6 +162,10 @@ class Capture(Base):
     meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
     captured_at: Mapped[datetime] = mapped_column(DateTime)
     evaluated: Mapped[bool] = mapped_column(Boolean)
+    # the capture's results, packed (``pack_results``; migration 0003): one row written per
+    # capture however many evals scored it, so a capture's cost does not grow with the evals
+    # or scatter writes across an index per eval
+    scores: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
 class Run(Base):
@@ -173,12 +182,12 @@ class Run(Base):
 
 
 class Result(Base):
-    """One eval applied to one capture, or one scored data-set row of a run.
+    """One scored data-set row of a run (``id`` "r<id>" in the service).
 
-    A capture's result keeps the input and output on the capture and the matched reference
-    text on the eval version (``matched_index``); a run's row carries its own ``input``,
-    ``output``, ``reference`` and ``explanation``. The automated ``score`` and ``passed`` never
-    change; a review overrides them in every view.
+    A run's row carries its own ``input``, ``output``, ``reference`` and ``explanation``.
+    Captured results are not rows here: they are packed on their capture (``Capture.scores``,
+    since migration 0003; ``capture_id`` is no longer written). The automated ``score`` and
+    ``passed`` never change; a review overrides them in every view.
     """
 
     __tablename__ = "results"
@@ -207,7 +216,6 @@ class Result(Base):
 results_table = cast(Table, Result.__table__)
 captures_table = cast(Table, Capture.__table__)
 _results = results_table.c
-Index("ix_results_capture_id", _results.capture_id)
 Index("ix_captures_captured_at", captures_table.c.captured_at)
 Index("ix_runs_created_at", Run.__table__.c.created_at)
 # Only run rows carry a run id: a partial index costs captures nothing.
@@ -217,24 +225,55 @@ Index(
     sqlite_where=_results.run_id.isnot(None),
     postgresql_where=_results.run_id.isnot(None),
 )
-# Added by migration 0002: listing newest first and per-eval trends without a full scan.
-Index("ix_results_eval_id_created_at", _results.eval_id, _results.created_at)
+# Added by migration 0002: listing newest first. (Its per-eval index went in 0003: every
+# capture wrote one entry per eval into pages scattered across it.)
 Index("ix_results_created_at", _results.created_at)
 Index("ix_captures_conversation_id", captures_table.c.conversation_id)
 
 
 class Review(Base):
-    """A person's override of a result's score (one per result; a new review replaces it)."""
+    """A person's override of a result's score (one per result; a new review replaces it).
+
+    ``result_key`` is the result's id as the service shows it: "<capture>-<eval>" for a
+    captured result (``capture_id``, ``eval_id`` set), "r<row>" for a run row (``result_id``).
+    """
 
     __tablename__ = "reviews"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    result_id: Mapped[int] = mapped_column(
-        ForeignKey("results.id", ondelete="CASCADE"), unique=True
+    result_id: Mapped[int | None] = mapped_column(
+        ForeignKey("results.id", ondelete="CASCADE"), unique=True, nullable=True
     )
+    result_key: Mapped[str] = mapped_column(String(64), unique=True)
+    capture_id: Mapped[int | None] = mapped_column(
+        ForeignKey("captures.id", ondelete="CASCADE"), nullable=True
+    )
+    eval_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     score: Mapped[float] = mapped_column(Float)
     note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+Index("ix_reviews_capture_id", Review.__table__.c.capture_id)
+
+
+class TrendRollup(Base):
+    """Captured results summed per UTC hour, eval, eval version and scorer fingerprint.
+
+    Kept by ``roll_up`` from the captures after a watermark (the setting ``rollup_upto``, the
+    last capture id summed), so a capture writes nothing here; a trend reads a few hundred of
+    these rows instead of every result. Automated scores only: reviews are applied on read.
+    """
+
+    __tablename__ = "trend_rollup"
+
+    bucket: Mapped[datetime] = mapped_column(DateTime, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    eval_version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    total: Mapped[float] = mapped_column(Float)
+    passes: Mapped[int] = mapped_column(Integer)
 
 
 class Setting(Base):
@@ -340,8 +379,13 @@ def make_engine(url: str) -> Engine:
         raise InvalidInput(f"cannot open {describe_url(url)}: {exc}") from None
 
 
-def _is_locked(exc: OperationalError) -> bool:
-    text = str(exc.orig).lower()
+def is_locked(exc: OperationalError) -> bool:
+    """Whether SQLAlchemy's error is SQLite's "locked" or "busy"."""
+    return _driver_locked(exc.orig)
+
+
+def _driver_locked(exc: BaseException | None) -> bool:
+    text = str(exc).lower()
     return "database is locked" in text or "database is busy" in text
 
 
@@ -395,6 +439,46 @@ _NATIVE = (
 _BULK_CACHE: dict[tuple[str, str, tuple[str, ...]], tuple[str, list[str], list[Any]]] = {}
 
 
+def _compiled_insert(
+    dialect: Any, table: Table, names: tuple[str, ...], returning: bool = False
+) -> tuple[str, list[str], list[Any]]:
+    """An INSERT of ``names`` compiled once per dialect: SQL, parameter order, and the bind
+    processor of each column that needs one (dates, JSON; None for plain values)."""
+    key = (dialect.name, table.name + ("+id" if returning else ""), names)
+    cached = _BULK_CACHE.get(key)
+    if cached is None:
+        stmt = insert(table).values({n: bindparam(n) for n in names})
+        if returning:
+            stmt = stmt.returning(table.c.id)
+        compiled = stmt.compile(dialect=dialect)
+        order = list(compiled.positiontup or []) if dialect.positional else list(names)
+        processors = []
+        for n in names:
+            col_type = table.c[n].type
+            native = isinstance(col_type, _NATIVE) and not isinstance(col_type, JSON)
+            processors.append(None if native else col_type._cached_bind_processor(dialect))
+        cached = (str(compiled), order, processors)
+        _BULK_CACHE[key] = cached
+    return cached
+
+
+def insert_row(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any]) -> int:
+    """Insert one row through a driver cursor with a cached statement; returns its ``id``.
+
+    The capture's hot path: the same work as an ORM or Core insert without compiling or
+    processing the statement again on each call.
+    """
+    names = tuple(values)
+    sql, order, processors = _compiled_insert(dialect, table, names, returning=True)
+    converted = {
+        n: (p(values[n]) if p is not None and values[n] is not None else values[n])
+        for n, p in zip(names, processors, strict=True)
+    }
+    params: Any = tuple(converted[n] for n in order) if dialect.positional else converted
+    cursor.execute(sql, params)
+    return int(cursor.fetchone()[0])
+
+
 def bulk_insert(
     conn: Connection,
     table: Table,
@@ -414,20 +498,7 @@ def bulk_insert(
     const = dict(constants or {})
     names = tuple(columns) + tuple(const)
     dialect = conn.dialect
-    key = (dialect.name, table.name, names)
-    cached = _BULK_CACHE.get(key)
-    if cached is None:
-        stmt = insert(table).values({n: bindparam(n) for n in names})
-        compiled = stmt.compile(dialect=dialect)
-        order = list(compiled.positiontup or []) if dialect.positional else list(names)
-        processors = []
-        for n in names:
-            col_type = table.c[n].type
-            native = isinstance(col_type, _NATIVE) and not isinstance(col_type, JSON)
-            processors.append(None if native else col_type._cached_bind_processor(dialect))
-        cached = (str(compiled), order, processors)
-        _BULK_CACHE[key] = cached
-    sql, order, processors = cached
+    sql, order, processors = _compiled_insert(dialect, table, names)
     ncols = len(columns)
     const_values = []
     for i, n in enumerate(const, start=ncols):
@@ -460,6 +531,130 @@ def bulk_insert(
         params = [dict(zip(names, tuple(r) + tail, strict=True)) for r in rows]
     conn.exec_driver_sql(sql, params)
     return len(rows)
+
+
+# -- packed capture results -------------------------------------------------------------------
+PACK_VERSION = 1
+_PACK_HEAD = struct.Struct("<BBHI")  # format version, 0, fingerprints, results
+
+
+@dataclass(frozen=True)
+class PackedResults:
+    """A capture's results, column by column (``unpack_results``). Entry ``i`` is one eval's
+    result: ``eval_ids[i]``, ``versions[i]``, ``scores[i]``, ... ``fingerprints[fp_index[i]]``.
+    """
+
+    eval_ids: Sequence[int]
+    versions: Sequence[int]
+    scores: Sequence[float]
+    thresholds: Sequence[float]
+    matched: Sequence[int]
+    passed: bytes
+    fp_index: bytes
+    fingerprints: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.eval_ids)
+
+    def position(self, eval_id: int) -> int:
+        """The entry of ``eval_id``, or -1."""
+        try:
+            return list(self.eval_ids).index(eval_id)
+        except ValueError:
+            return -1
+
+    def rows(self) -> Iterator[tuple[int, int, float, bool, float, int, str]]:
+        """(eval id, version, score, passed, threshold, matched index, fingerprint) per entry."""
+        fps = self.fingerprints
+        for i in range(len(self.eval_ids)):
+            yield (
+                self.eval_ids[i],
+                self.versions[i],
+                self.scores[i],
+                bool(self.passed[i]),
+                self.thresholds[i],
+                self.matched[i],
+                fps[self.fp_index[i]],
+            )
+
+
+def _le(arr: array[Any]) -> bytes:
+    if sys.byteorder != "little":  # pragma: no cover - big-endian machines
+        arr = array(arr.typecode, arr)
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def pack_parts(
+    fingerprints: Sequence[str],
+    eval_ids: bytes,
+    versions: bytes,
+    scores: bytes,
+    thresholds: bytes,
+    matched: bytes,
+    passed: bytes,
+    fp_index: bytes,
+) -> bytes:
+    """The stored form from its columns, each already in its little-endian array form
+    (int64 ids, int32 versions, float64 scores and thresholds, int32 matched, uint8 passed and
+    fingerprint index): the capture's hot path builds them without a per-result object."""
+    n = len(passed)
+    head = [_PACK_HEAD.pack(PACK_VERSION, 0, len(fingerprints), n)]
+    for fp in fingerprints:
+        raw = fp.encode("ascii")
+        head.append(bytes((len(raw),)) + raw)
+    return b"".join((*head, eval_ids, versions, scores, thresholds, matched, passed, fp_index))
+
+
+def pack_results(rows: Iterable[tuple[int, int, float, bool, float, int, str]]) -> bytes:
+    """Pack (eval id, version, score, passed, threshold, matched index, fingerprint) rows.
+
+    >>> unpack_results(pack_results([(3, 1, 0.5, False, 0.8, 0, "abc")])).scores[0]
+    0.5
+    """
+    rows = list(rows)
+    fps: dict[str, int] = {}
+    for r in rows:
+        fps.setdefault(r[6], len(fps))
+    if len(fps) > 255:
+        raise InvalidInput("more than 255 scorer fingerprints in one capture")
+    return pack_parts(
+        list(fps),
+        _le(array("q", (r[0] for r in rows))),
+        _le(array("i", (r[1] for r in rows))),
+        _le(array("d", (r[2] for r in rows))),
+        _le(array("d", (r[4] for r in rows))),
+        _le(array("i", (r[5] for r in rows))),
+        bytes(bool(r[3]) for r in rows),
+        bytes(fps[r[6]] for r in rows),
+    )
+
+
+def unpack_results(blob: bytes | None) -> PackedResults:
+    """The columns of a packed capture (an empty set for ``None``)."""
+    if not blob:
+        return PackedResults((), (), (), (), (), b"", b"", ())
+    blob = bytes(blob)
+    version, _, nfp, n = _PACK_HEAD.unpack_from(blob)
+    if version != PACK_VERSION:
+        raise SimevalError(f"packed results of format {version}, unknown to this simeval")
+    at = _PACK_HEAD.size
+    fps = []
+    for _ in range(nfp):
+        size = blob[at]
+        fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
+        at += 1 + size
+    cols: list[Any] = []
+    for code, width in (("q", 8), ("i", 4), ("d", 8), ("d", 8), ("i", 4)):
+        arr = array(code)
+        arr.frombytes(blob[at : at + n * width])
+        if sys.byteorder != "little":  # pragma: no cover - big-endian machines
+            arr.byteswap()
+        cols.append(arr)
+        at += n * width
+    passed, fp_index = blob[at : at + n], blob[at + n : at + 2 * n]
+    ids, versions, scores, thresholds, matched = cols
+    return PackedResults(ids, versions, scores, thresholds, matched, passed, fp_index, tuple(fps))
 
 
 # -- dialect-specific SQL -------------------------------------------------------------------------
@@ -538,10 +733,10 @@ class Store:
                         upgrade(conn, "head")
                     return
                 except OperationalError as exc:
-                    if not _is_locked(exc) or attempt == _LOCK_RETRIES - 1:
+                    if not is_locked(exc) or attempt == _LOCK_RETRIES - 1:
                         raise
         except OperationalError as exc:
-            if _is_locked(exc):
+            if is_locked(exc):
                 raise DatabaseBusyError(
                     f"database {self._where()} is locked by another process"
                 ) from None
@@ -569,12 +764,45 @@ class Store:
             with Session(self.writer, expire_on_commit=False) as session, session.begin():
                 yield session
         except OperationalError as exc:
-            if _is_locked(exc):
+            if is_locked(exc):
                 raise DatabaseBusyError(
                     f"database {self._where()} stayed locked by another process for more than "
                     f"{BUSY_TIMEOUT_S:.0f} s; nothing was written"
                 ) from None
             raise
+
+    @contextmanager
+    def raw_write(self) -> Iterator[Any]:
+        """A driver cursor in a write transaction: the capture's hot path, where SQLAlchemy's
+        per-statement work cost more than the statements. Committed at the end, rolled back
+        on error. Waiting for the write lock is retried, then ``DatabaseBusyError``."""
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            if self.dialect == "sqlite":
+                for attempt in range(_LOCK_RETRIES):
+                    try:
+                        cur.execute("BEGIN IMMEDIATE")
+                        break
+                    except Exception as exc:
+                        if not _driver_locked(exc):
+                            raise
+                        if attempt == _LOCK_RETRIES - 1:
+                            raise DatabaseBusyError(
+                                f"database {self._where()} stayed locked by another process "
+                                f"for more than {BUSY_TIMEOUT_S:.0f} s; nothing was written"
+                            ) from None
+                        time.sleep(0.05 * (attempt + 1))
+            try:
+                yield cur
+                raw.commit()
+            except BaseException:
+                raw.rollback()
+                raise
+            finally:
+                cur.close()
+        finally:
+            raw.close()
 
     def run_write(self, fn: Callable[[Session], T]) -> T:
         """``fn(session)`` in a write transaction, retried when the lock could not be taken."""

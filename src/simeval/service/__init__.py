@@ -71,6 +71,7 @@ from simeval.service.evalfiles import (
     parse_evals_document,
 )
 from simeval.service.export import EXPORT_COLUMNS, ExportMixin
+from simeval.service.queries import RESULT_ID_PATTERN, parse_result_id
 from simeval.service.runs import RunsMixin
 from simeval.service.settings import SettingsMixin
 from simeval.service.trends import BUCKETS, TrendsMixin
@@ -111,6 +112,7 @@ __all__ = [
     "EVALS_FORMAT",
     "EXPORT_COLUMNS",
     "MAX_TEXT_CHARS",
+    "RESULT_ID_PATTERN",
     "RETENTION_CHOICES",
     "UNSET",
     "Service",
@@ -119,6 +121,7 @@ __all__ = [
     "check_capture_row",
     "open_service",
     "parse_evals_document",
+    "parse_result_id",
     "parse_time",
     "read_capture_lines",
     "scope_key",

@@ -3,87 +3,144 @@ against every active eval in scope, and reading captures back."""
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass, field
+import math
+import operator
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
-from pydantic import TypeAdapter
-from sqlalchemy import insert, select
+import pydantic_core
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
-from simeval.analyzer import scope_key
-from simeval.errors import InvalidInput, InvalidOption, InvalidType
+from simeval.evalset import EvalSet, EvalSpec
 from simeval.models import CaptureOut, CaptureResultOut
-from simeval.scorer import Scorer, _same_text, get_scorer
 from simeval.service.base import ServiceBase
-from simeval.service.checks import _check_page, _get, _now, _utc, check_capture
-from simeval.service.queries import _effective_passed, _review_out, _version_refs
+from simeval.service.checks import CheckedCapture, _check_page, _get, _now, _utc, check_capture
+from simeval.service.queries import (
+    _review_out,
+    _version_refs,
+    capture_result_id,
+    capture_reviews,
+    capture_rows,
+)
+from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
 from simeval.service.settings import _AUTO_KEY, _REV_KEY
-from simeval.store import Capture, Eval, Result, Review, Setting
+from simeval.store import Capture, Eval
 
 log = logging.getLogger("simeval.service")
 
-_CAPTURE_RESULTS = TypeAdapter(list[CaptureResultOut])
+
+@dataclass
+class _Columns:
+    """One scorer group's part of a capture's packed results, made once per revision: the
+    columns that do not depend on the output, for all of the group's evals."""
+
+    ids: bytes
+    versions: bytes
+    thresholds: array[float]
+    fp: int
+    members: int
 
 
 @dataclass
 class _Active:
-    id: int
-    name: str
-    version: int
-    threshold: float
-    references: list[str]
-    prepared: list[bytes]
+    """The active evals of one revision, prepared: the engine and the packing columns."""
+
+    evalset: EvalSet
+    names: list[str]  # by EvalSet position
+    fingerprints: list[str]
+    columns: dict[int, _Columns]  # by id() of the EvalSet group
+    # the JSON of each eval's result with its fixed fields filled in (by EvalSet position),
+    # and of each of its references: an answer is then a few string joins per result
+    json_fixed: list[tuple[str, str]]
+    json_refs: list[list[str]]
 
 
-@dataclass
-class _Group:
-    """The active evals that share one scorer configuration (one output vector for all)."""
-
-    scorer: Scorer
-    unscoped: list[_Active] = field(default_factory=list)
-    scoped: dict[str, list[_Active]] = field(default_factory=dict)
+def _prepare(evals: list[Eval]) -> _Active:
+    specs = [
+        EvalSpec(
+            ev.id,
+            ev.name,
+            ev.version,
+            tuple(ev.references),
+            ev.threshold,
+            ev.input_scope,
+            tuple(sorted(ev.options.items())),
+        )
+        for ev in evals
+    ]
+    es = EvalSet(specs, skip_broken=True)
+    for name, reason in es.skipped:
+        # one broken eval (e.g. its IDF table file was deleted) must not stop the others
+        # from scoring: it is skipped and said so in the log
+        log.warning("eval %r is skipped: %s", name, reason)
+    fps: list[str] = []
+    columns = {}
+    for group in es.groups:
+        fp = group.scorer.fingerprint
+        if fp not in fps:
+            fps.append(fp)
+        members = [es.evals[p] for p in group.positions]
+        columns[id(group)] = _Columns(
+            _le(array("q", (e.id or 0 for e in members))),
+            _le(array("i", (e.version for e in members))),
+            array("d", (e.threshold for e in members)),
+            fps.index(fp),
+            len(members),
+        )
+    fixed, refs = [], []
+    for group in es.groups:
+        for p in group.positions:
+            e = es.evals[p]
+            head = pydantic_core.to_json(
+                {
+                    "eval_id": e.id or 0,
+                    "eval_name": e.name,
+                    "eval_type": "similarity",
+                    "eval_version": e.version,
+                }
+            ).decode()
+            tail = pydantic_core.to_json(
+                {"threshold": e.threshold, "fingerprint": group.scorer.fingerprint}
+            ).decode()
+            fixed.append((p, (head[1:-1], tail[1:-1])))
+            refs.append((p, [pydantic_core.to_json(r).decode() for r in e.references]))
+    return _Active(
+        es,
+        [e.name for e in es.evals],
+        fps,
+        columns,
+        [f for _, f in sorted(fixed)],
+        [r for _, r in sorted(refs)],
+    )
 
 
 class CaptureMixin(ServiceBase):
     """Capture and the cache of prepared active evals it scores with."""
 
-    _active: tuple[int, list[_Group]] | None = None
+    _active: tuple[int, _Active] | None = None
 
-    def _groups(self, s: Session, revision: int) -> list[_Group]:
-        """The active evals by scorer configuration, prepared once per ``revision``."""
+    def _prepared(self, revision: int) -> _Active:
+        """The active evals, prepared once per ``revision``."""
         cached = self._active
         if cached is None or cached[0] != revision:
             with self._lock:
                 # another thread may have prepared this revision while this one waited
                 cached = self._active
                 if cached is None or cached[0] != revision:
-                    cached = self._active = (revision, self._prepare_active(s))
+                    with self.store.read() as s:
+                        evals = list(
+                            s.scalars(select(Eval).where(Eval.status == "active").order_by(Eval.id))
+                        )
+                    cached = self._active = (revision, _prepare(evals))
         return cached[1]
-
-    def _prepare_active(self, s: Session) -> list[_Group]:
-        groups: dict[str, _Group] = {}
-        for ev in s.scalars(select(Eval).where(Eval.status == "active").order_by(Eval.id)):
-            try:
-                scorer = get_scorer(**ev.options)
-                prepared = scorer.prepare(ev.references)
-            except (InvalidInput, InvalidOption, InvalidType) as exc:
-                # one broken eval (e.g. its IDF table file was deleted) must not stop the
-                # others from scoring: it is skipped and said so in the log
-                log.warning("eval %r is skipped: %s", ev.name, exc)
-                continue
-            group = groups.setdefault(
-                scorer.fingerprint + repr(sorted(ev.options.items())), _Group(scorer)
-            )
-            active = _Active(
-                ev.id, ev.name, ev.version, ev.threshold, list(ev.references), prepared
-            )
-            if ev.input_scope is None:
-                group.unscoped.append(active)
-            else:
-                group.scoped.setdefault(scope_key(ev.input_scope), []).append(active)
-        return list(groups.values())
 
     def capture(
         self,
@@ -103,134 +160,211 @@ class CaptureMixin(ServiceBase):
         always available later from ``get_result``). ``captured_at`` (a datetime or ISO
         text, default now) dates a capture taken from a log, and its results with it.
         Texts longer than ``MAX_TEXT_CHARS`` are refused (``InvalidInput``), nothing stored.
+
+        The results are scored by the eval-set engine (``simeval.evalset``) and stored packed
+        on the capture: one row written however many evals scored it.
         """
-        input, output, conversation_id, metadata, when = check_capture(
-            input, output, conversation_id, metadata, captured_at
+        checked = check_capture(input, output, conversation_id, metadata, captured_at)
+        return self.capture_checked([checked], explain=explain)[0]
+
+    def capture_checked(
+        self, items: Sequence[CheckedCapture], *, explain: bool = False
+    ) -> list[CaptureOut]:
+        """Store captures already checked by ``check_capture``, in one transaction (all or
+        none): what ``capture`` does for one, for a server that gathers the captures arriving
+        together into one commit."""
+        if not items:
+            return []
+        with self.store.raw_write() as cur:
+            cur.execute(_FLAGS_SQL)
+            flags: dict[str, Any] = dict(cur.fetchall())
+            auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
+            active = self._prepared(int(_json_flag(flags.get(_REV_KEY), 0) or 0)) if auto else None
+            outs = [self._capture(cur, active, *item, explain) for item in items]
+        upto = int(_json_flag(flags.get(ROLLUP_KEY), 0) or 0)
+        if outs[-1].id - upto >= ROLLUP_EVERY:
+            # a step of the rollup every few hundred captures, in its own transaction
+            self.store.run_write(lambda s: roll_up(s.connection()))
+        return outs
+
+    def _capture(
+        self,
+        cur: Any,
+        active: _Active | None,
+        input: str,
+        output: str,
+        conversation_id: str | None,
+        metadata: dict[str, Any] | None,
+        when: datetime | None,
+        explain: bool,
+    ) -> CaptureOut:
+        now = when or _now()
+        auto = active is not None
+        scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
+        blob = None
+        if active is not None:
+            ids, versions, scores, thresholds, matched, passed, fps = [], [], [], [], [], [], []
+            for group, members, sc, at in active.evalset.score_arrays(output, input):
+                cols = active.columns[id(group)]
+                scored.append((group, members, sc, at))
+                if len(members) == cols.members:
+                    ids.append(cols.ids)
+                    versions.append(cols.versions)
+                    thr: Sequence[float] = cols.thresholds
+                    scores.append(_f64(sc))
+                    matched.append(_i32(at))
+                else:
+                    ids.append(_pick(cols.ids, members, 8))
+                    versions.append(_pick(cols.versions, members, 4))
+                    thr = [cols.thresholds[m] for m in members]
+                    sc_m = [sc[m] for m in members]
+                    scores.append(_le(array("d", sc_m)))
+                    matched.append(_le(array("i", (at[m] for m in members))))
+                    sc = sc_m
+                thresholds.append(_le(array("d", thr)))
+                passed.append(bytes(map(operator.ge, sc, thr)))
+                fps.append(bytes((cols.fp,)) * len(members))
+            blob = store_mod.pack_parts(
+                active.fingerprints,
+                b"".join(ids),
+                b"".join(versions),
+                b"".join(scores),
+                b"".join(thresholds),
+                b"".join(matched),
+                b"".join(passed),
+                b"".join(fps),
+            )
+        capture_id = store_mod.insert_row(
+            cur,
+            self.store.engine.dialect,
+            store_mod.captures_table,
+            {
+                "input": input,
+                "output": output,
+                "conversation_id": conversation_id,
+                "metadata": metadata,
+                "captured_at": now,
+                "evaluated": auto,
+                "scores": blob,
+            },
         )
-        key = scope_key(input)
 
-        def work(s: Session) -> CaptureOut:
-            now = when or _now()
-            conn = s.connection()
-            flags: dict[str, Any] = dict(
-                conn.execute(
-                    select(Setting.key, Setting.value).where(Setting.key.in_((_REV_KEY, _AUTO_KEY)))
-                ).all()
-            )
-            auto = flags.get(_AUTO_KEY, True) is not False
-            groups = self._groups(s, int(flags.get(_REV_KEY) or 0)) if auto else []
-            capture_id = conn.execute(
-                insert(store_mod.captures_table).values(
-                    input=input,
-                    output=output,
-                    conversation_id=conversation_id,
-                    metadata=metadata,
-                    captured_at=now,
-                    evaluated=auto,
+        def results() -> list[dict[str, Any]]:
+            assert active is not None
+            return self._fresh_results(active, scored, capture_id, input, output, explain)
+
+        def results_json() -> bytes:
+            assert active is not None
+            return self._fresh_json(active, scored, capture_id)
+
+        out = CaptureOut.build(
+            results if auto else [],
+            results_json=results_json if auto and not explain else None,
+            id=capture_id,
+            input=input,
+            output=output,
+            conversation_id=conversation_id,
+            metadata=metadata,
+            captured_at=_utc(now),
+            evaluated=auto,
+        )
+        return out
+
+    @staticmethod
+    def _fresh_json(
+        active: _Active,
+        scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
+        capture_id: int,
+    ) -> bytes:
+        """The JSON of ``_fresh_results`` (without explanations), from the prepared pieces."""
+        parts = []
+        for group, members, sc, at in scored:
+            for m in members:
+                p = group.positions[m]
+                spec = active.evalset.evals[p]
+                score, i = sc[m], at[m]
+                head, mid = active.json_fixed[p]
+                parts.append(
+                    f'{{"id":"{capture_id}-{spec.id or 0}",{head},'
+                    f'"score":{_JSON_FLOAT(score)},'
+                    f'"passed":{"true" if score >= spec.threshold else "false"},{mid},'
+                    f'"matched_index":{i},"matched_reference":{active.json_refs[p][i]},'
+                    '"explanation":null,"review":null}'
                 )
-            ).inserted_primary_key[0]  # type: ignore[index]
-            rows: list[tuple[Any, ...]] = []
-            answers: list[dict[str, Any]] = []
-            for group in groups:
-                targets = group.unscoped + group.scoped.get(key, [])
-                if not targets:
-                    continue
-                scorer = group.scorer
-                fp = scorer.fingerprint
-                vec = scorer.vector(output)
-                best = scorer.best_vector
-                for ev in targets:
-                    score, at = best(vec, ev.prepared)
-                    if 0.9999 < score < 1.0 and _same_text(output, ev.references[at]):
-                        score = 1.0  # as `score` does: identical texts are exactly 1.0
-                    ok = score >= ev.threshold
-                    rows.append((ev.id, ev.version, score, ok, ev.threshold, at, fp))
-                    answers.append(
-                        {
-                            "eval_id": ev.id,
-                            "eval_name": ev.name,
-                            "eval_version": ev.version,
-                            "score": score,
-                            "passed": ok,
-                            "threshold": ev.threshold,
-                            "fingerprint": fp,
-                            "matched_index": at,
-                            "matched_reference": ev.references[at],
-                        }
-                    )
-                    if explain and not ok:
-                        answers[-1]["explanation"] = scorer.explain(
-                            output, ev.references, top=10
+        return ("[" + ",".join(parts) + "]").encode()
+
+    @staticmethod
+    def _fresh_results(
+        active: _Active,
+        scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
+        capture_id: int,
+        input: str,
+        output: str,
+        explain: bool,
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for group, members, sc, at in scored:
+            scorer = group.scorer
+            fp = scorer.fingerprint
+            for m in members:
+                spec = active.evalset.evals[group.positions[m]]
+                score = sc[m]
+                ok = score >= spec.threshold
+                rows.append(
+                    {
+                        "id": capture_result_id(capture_id, spec.id or 0),
+                        "eval_id": spec.id or 0,
+                        "eval_name": spec.name,
+                        "eval_type": "similarity",
+                        "eval_version": spec.version,
+                        "score": score,
+                        "passed": ok,
+                        "threshold": spec.threshold,
+                        "fingerprint": fp,
+                        "matched_index": at[m],
+                        "matched_reference": spec.references[at[m]],
+                        "explanation": scorer.explain(
+                            output, list(spec.references), top=10, input=input
                         ).to_dict()
-            if rows:
-                store_mod.bulk_insert(
-                    conn,
-                    store_mod.results_table,
-                    (
-                        "eval_id",
-                        "eval_version",
-                        "score",
-                        "passed",
-                        "threshold",
-                        "matched_index",
-                        "fingerprint",
-                    ),
-                    rows,
-                    {"capture_id": capture_id, "created_at": now},
+                        if explain and not ok
+                        else None,
+                        "review": None,
+                    }
                 )
-                ids = dict(
-                    conn.execute(
-                        select(Result.eval_id, Result.id).where(Result.capture_id == capture_id)
-                    ).all()
-                )
-                for a in answers:
-                    a["id"] = ids[a["eval_id"]]
-            # every field is set here from checked values: the results are validated once, in
-            # bulk, and the envelope not again (it would re-check each of 1,000 results)
-            return CaptureOut.model_construct(
-                id=capture_id,
-                input=input,
-                output=output,
-                conversation_id=conversation_id,
-                metadata=metadata,
-                captured_at=_utc(now),
-                evaluated=auto,
-                results=_CAPTURE_RESULTS.validate_python(answers),
-            )
-
-        return self._write(work)
+        return rows
 
     def _capture_out(self, s: Session, cap: Capture) -> CaptureOut:
-        rows = s.execute(
-            select(Result, Eval.name, Review)
-            .join(Eval, Eval.id == Result.eval_id)
-            .outerjoin(Review, Review.result_id == Result.id)
-            .where(Result.capture_id == cap.id)
-            .order_by(Result.id)
-        ).all()
-        refs = _version_refs(s, {(r.eval_id, r.eval_version) for r, _, _ in rows})
+        rows = capture_rows(s, cap, capture_reviews(s, [cap.id]))
+        refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
+        names: dict[int, str] = {
+            i: n
+            for i, n in s.execute(
+                select(Eval.id, Eval.name).where(Eval.id.in_({r.eval_id for r in rows}))
+            )
+        }
         results = []
-        for r, name, review in rows:
+        for r in rows:
             eval_id, version = cast(int, r.eval_id), cast(int, r.eval_version)
             ref_list = refs.get((eval_id, version), [])
             results.append(
                 CaptureResultOut(
                     id=r.id,
                     eval_id=eval_id,
-                    eval_name=name,
+                    eval_name=names.get(eval_id, ""),
                     eval_version=version,
                     score=r.score,
-                    passed=_effective_passed(r, review),
+                    passed=r.passed,
                     threshold=r.threshold,
                     fingerprint=r.fingerprint,
                     matched_index=r.matched_index,
                     matched_reference=ref_list[r.matched_index]
                     if r.matched_index < len(ref_list)
                     else "",
-                    review=_review_out(review),
+                    review=_review_out(r.review),
                 )
             )
-        return CaptureOut(
+        return CaptureOut.build(
+            results,
             id=cap.id,
             input=cap.input,
             output=cap.output,
@@ -238,7 +372,6 @@ class CaptureMixin(ServiceBase):
             metadata=cap.meta,
             captured_at=_utc(cap.captured_at),
             evaluated=cap.evaluated,
-            results=results,
         )
 
     def get_capture(self, capture_id: int) -> CaptureOut:
@@ -256,3 +389,48 @@ class CaptureMixin(ServiceBase):
             if conversation_id is not None:
                 q = q.where(Capture.conversation_id == str(conversation_id))
             return [self._capture_out(s, c) for c in s.scalars(q.limit(limit).offset(offset))]
+
+
+_FLAGS_SQL = (
+    f"SELECT key, value FROM settings WHERE key IN ('{_REV_KEY}', '{_AUTO_KEY}', '{ROLLUP_KEY}')"
+)
+
+
+def _json_flag(raw: Any, default: Any) -> Any:
+    """A setting's value as read through the driver (JSON text on SQLite)."""
+    if raw is None:
+        return default
+    if isinstance(raw, str | bytes):
+        return json.loads(raw)
+    return raw
+
+
+def _f64(values: Sequence[float]) -> bytes:
+    if isinstance(values, memoryview) and _LITTLE:
+        return values.tobytes()
+    return _le(array("d", values))
+
+
+def _i32(values: Sequence[int]) -> bytes:
+    if isinstance(values, memoryview) and _LITTLE:
+        return values.tobytes()
+    return _le(array("i", values))
+
+
+def _pick(column: bytes, members: list[int], width: int) -> bytes:
+    return b"".join(column[m * width : (m + 1) * width] for m in members)
+
+
+def _le(values: array[Any]) -> bytes:
+    if not _LITTLE:  # pragma: no cover - big-endian machines
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+_LITTLE = sys.byteorder == "little"
+
+
+def _JSON_FLOAT(x: float) -> str:  # noqa: N802 - a constant-like helper
+    # scores are finite (the engine clamps them to [0, 1]); repr is the shortest exact form
+    return repr(x) if math.isfinite(x) else "null"

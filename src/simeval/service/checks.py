@@ -135,13 +135,16 @@ def _check_texts(input: Any, output: Any) -> None:
     _check_text_size(output, "output")
 
 
+CheckedCapture = tuple[str, str, str | None, dict[str, Any] | None, datetime | None]
+
+
 def check_capture(
     input: Any,
     output: Any,
     conversation_id: Any = None,
     metadata: Any = None,
     captured_at: Any = None,
-) -> tuple[str, str, str | None, dict[str, Any] | None, datetime | None]:
+) -> CheckedCapture:
     """The arguments of ``Service.capture`` checked, as it stores them: ``InvalidInput`` or
     ``InvalidType`` naming the problem. Lets a caller check a whole batch before storing any.
 

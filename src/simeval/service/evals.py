@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, select, true
+from sqlalchemy import and_, func, select, true
 from sqlalchemy.orm import Session
 
 from simeval.analyzer import scope_key
 from simeval.errors import Conflict, InvalidInput
+from simeval.evalset import EvalSet, EvalSpec
 from simeval.models import EvalOut, EvalStats, EvalVersionOut, TestOut
 from simeval.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scorer import check_references, get_scorer
@@ -25,9 +26,9 @@ from simeval.service.checks import (
     _Unset,
     _utc,
 )
-from simeval.service.queries import _effective_pass
+from simeval.service.rollup import tally_range
 from simeval.service.settings import _REV_KEY
-from simeval.store import Eval, EvalTest, EvalVersion, Result, Review, Setting
+from simeval.store import Eval, EvalTest, EvalVersion, Setting
 
 
 def _version_row(ev: Eval, changes: dict[str, Any]) -> EvalVersion:
@@ -97,24 +98,18 @@ class EvalsMixin(ServiceBase):
     def _stats(self, s: Session, eval_ids: Sequence[int]) -> dict[int, EvalStats]:
         if not eval_ids:
             return {}
-        q = (
-            select(
-                Result.eval_id,
-                func.count(Result.id),
-                func.avg(func.coalesce(Review.score, Result.score)),
-                func.sum(case((_effective_pass(), 1), else_=0)),
-            )
-            .outerjoin(Review, Review.result_id == Result.id)
-            .where(Result.eval_id.in_(eval_ids), Result.capture_id.is_not(None))
-            .group_by(Result.eval_id)
-        )
+        per_eval: dict[int, list[float]] = {}
+        for (_, eval_id, _, _), sums in tally_range(s, eval_ids).items():
+            acc = per_eval.setdefault(eval_id, [0, 0.0, 0])
+            acc[0] += sums.count
+            acc[1] += sums.total
+            acc[2] += sums.passes
         out = {}
-        for eval_id, count, mean, passes in s.execute(q):
-            out[eval_id] = EvalStats(
-                results=count,
-                pass_rate=(passes or 0) / count if count else None,
-                mean_score=float(mean) if mean is not None else None,
-            )
+        for eval_id, (count, total, passes) in per_eval.items():
+            if count:
+                out[eval_id] = EvalStats(
+                    results=int(count), pass_rate=passes / count, mean_score=total / count
+                )
         return out
 
     def _eval_out(
@@ -361,18 +356,22 @@ class EvalsMixin(ServiceBase):
         return self._write(work)
 
     def _test(self, s: Session, ev: Eval, input: str, output: str) -> TestOut:
+        spec = EvalSpec(ev.id, ev.name, ev.version, tuple(ev.references), ev.threshold, None,
+                        tuple(sorted(ev.options.items())))  # fmt: skip
+        # scored as captures are (the eval-set engine, with the input), explained beside it
+        (scored,) = EvalSet([spec]).score(output, input=input)
         scorer = get_scorer(**ev.options)
-        exp = scorer.explain(output, ev.references, top=10)
+        exp = scorer.explain(output, ev.references, top=10, input=input)
         in_scope = ev.input_scope is None or scope_key(input) == scope_key(ev.input_scope)
         test = EvalTest(
             eval_id=ev.id,
             version=ev.version,
             input=input,
             output=output,
-            score=exp.score,
-            passed=exp.score >= ev.threshold,
+            score=scored.score,
+            passed=scored.passed,
             threshold=ev.threshold,
-            matched_index=exp.matched_reference,
+            matched_index=scored.matched_index,
             explanation=exp.to_dict(),
             fingerprint=scorer.fingerprint,
             in_scope=in_scope,

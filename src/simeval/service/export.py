@@ -6,13 +6,12 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import IO, Any
 
-from sqlalchemy import select
-
 from simeval.errors import InvalidInput
+from simeval.service.queries import iter_rows
 from simeval.service.results import ResultsMixin
-from simeval.store import EvalVersion, Result
 
 EXPORT_COLUMNS = (
     "result_id",
@@ -60,37 +59,31 @@ class ExportMixin(ResultsMixin):
         """Results as flat rows (``EXPORT_COLUMNS``), oldest first, streamed: ``score`` is the
         automated score, ``pass`` the effective verdict, ``human_override_*`` the review."""
         with self.store.read() as s:
-            refs = {
-                (e, v): list(r)
-                for e, v, r in s.execute(
-                    select(EvalVersion.eval_id, EvalVersion.version, EvalVersion.references)
-                )
-            }
-            q = self._results_query(s, eval_name, passed, since, until, reviewed, run_id)
-            q = q.order_by(Result.created_at, Result.id).execution_options(yield_per=2000)
-            for r, cap, name, etype, review in s.execute(q):
-                out = self._result_out(r, cap, name, etype, review, refs, explain=False)
-                yield {
-                    "result_id": out.id,
-                    "capture_id": out.capture_id,
-                    "run_id": out.run_id,
-                    "conversation_id": out.conversation_id,
-                    "captured_at": out.captured_at.isoformat(),
-                    "eval_name": out.eval_name,
-                    "eval_type": out.eval_type,
-                    "eval_version": out.eval_version,
-                    "input": out.input,
-                    "output": out.output,
-                    "score": out.score,
-                    "pass": out.passed,
-                    "automated_pass": out.automated_passed,
-                    "threshold": out.threshold,
-                    "human_override_score": out.review.score if out.review else None,
-                    "human_override_note": out.review.note if out.review else None,
-                    "reviewed_at": out.review.created_at.isoformat() if out.review else None,
-                    "fingerprint": out.fingerprint,
-                    "matched_reference": out.matched_reference,
-                }
+            f = self._filter(s, eval_name, passed, since, until, reviewed, run_id)
+            rows = iter_rows(s, f, newest=False)
+            while chunk := list(islice(rows, 1000)):
+                for out in self._results_out(s, chunk, explain=False):
+                    yield {
+                        "result_id": out.id,
+                        "capture_id": out.capture_id,
+                        "run_id": out.run_id,
+                        "conversation_id": out.conversation_id,
+                        "captured_at": out.captured_at.isoformat(),
+                        "eval_name": out.eval_name,
+                        "eval_type": out.eval_type,
+                        "eval_version": out.eval_version,
+                        "input": out.input,
+                        "output": out.output,
+                        "score": out.score,
+                        "pass": out.passed,
+                        "automated_pass": out.automated_passed,
+                        "threshold": out.threshold,
+                        "human_override_score": out.review.score if out.review else None,
+                        "human_override_note": out.review.note if out.review else None,
+                        "reviewed_at": out.review.created_at.isoformat() if out.review else None,
+                        "fingerprint": out.fingerprint,
+                        "matched_reference": out.matched_reference,
+                    }
 
     def write_export(
         self,

@@ -1,23 +1,99 @@
-"""The results query and its filters: the effective verdict (a review wins), the created-at
-range, and the eval versions' references a result names."""
+"""Results as one stream over two stores, with one set of filters.
+
+A captured result lives packed on its capture (``Capture.scores``); a data-set run's row is a
+row of ``results``. ``iter_rows`` walks both in time order (newest or oldest first) as
+``Row``s, filtered by eval, effective verdict (a review wins), time range, review and run;
+``count_rows`` counts the same set without walking captured results one by one (through the
+rollup, ``simeval.service.rollup``). A result's id says where it lives: "<capture>-<eval>" or
+"r<row>" (``parse_result_id``).
+"""
 
 from __future__ import annotations
 
+import heapq
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, false, or_, select, true
+from sqlalchemy import and_, false, func, or_, select, true, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from simeval.errors import InvalidInput
 from simeval.models import ReviewOut
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _check_id, _utc, parse_time
-from simeval.store import Capture, Eval, EvalVersion, Result, Review
+from simeval.service.rollup import tally_range
+from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
+
+_CHUNK = 200  # captures read per step of a listing
+_ID = re.compile(r"^\s*(?:(\d{1,18})-(\d{1,18})|r?(\d{1,18}))\s*$")
+RESULT_ID_PATTERN = r"^(\d+-\d+|r?\d+)$"  # for routes: another form is a 422
+
+
+def parse_result_id(value: Any) -> tuple[int, int] | int:
+    """(capture id, eval id) for a captured result, the row id for a run's row ("r7", or
+    "7" as run rows were numbered before captured results were packed).
+
+    >>> parse_result_id("12-3"), parse_result_id("r7")
+    ((12, 3), 7)
+    """
+    m = _ID.match(str(value)) if isinstance(value, str | int) else None
+    if m is None:
+        raise InvalidInput(
+            f"result id must look like 12-3 (capture-eval) or r7 (a run's row), not {value!r}"
+        )
+    if m.group(3) is not None:
+        return int(m.group(3))
+    return int(m.group(1)), int(m.group(2))
+
+
+def capture_result_id(capture_id: int, eval_id: int) -> str:
+    return f"{capture_id}-{eval_id}"
+
+
+@dataclass(frozen=True)
+class ResultFilter:
+    """The filters every listing, count and export of results takes."""
+
+    eval_id: int | None = None
+    passed: bool | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    reviewed: bool | None = None
+    run_id: int | None = None
+
+
+@dataclass
+class Row:
+    """One result from either store."""
+
+    id: str
+    capture: Capture | None
+    run_row: Result | None
+    eval_id: int | None
+    eval_version: int | None
+    score: float
+    automated_passed: bool
+    threshold: float
+    matched_index: int
+    fingerprint: str
+    created_at: datetime
+    review: Review | None
+    order: tuple[Any, ...]  # the sort key within one created_at
+
+    @property
+    def passed(self) -> bool:
+        """The effective verdict: a review's score decides when there is one."""
+        if self.review is not None:
+            return self.review.score >= self.threshold
+        return self.automated_passed
 
 
 def _effective_pass() -> ColumnElement[bool]:
-    """SQL: the result passes, a review's score deciding when there is one."""
+    """SQL on run rows: the row passes, a review's score deciding when there is one."""
     return or_(
         and_(Review.score.is_not(None), Review.score >= Result.threshold),
         and_(Review.score.is_(None), Result.passed == true()),
@@ -29,20 +105,6 @@ def _effective_fail() -> ColumnElement[bool]:
         and_(Review.score.is_not(None), Review.score < Result.threshold),
         and_(Review.score.is_(None), Result.passed == false()),
     )
-
-
-def _in_range(q: Any, start: datetime | None, end: datetime | None) -> Any:
-    """``q`` limited to results created in [start, end) (either end may be open)."""
-    if start is not None:
-        q = q.where(Result.created_at >= start)
-    if end is not None:
-        q = q.where(Result.created_at < end)
-    return q
-
-
-def _effective_passed(r: Result, review: Review | None) -> bool:
-    """A result's verdict, a review's score deciding when there is one (``_effective_pass``)."""
-    return review.score >= r.threshold if review else r.passed
 
 
 def _review_out(review: Review | None) -> ReviewOut | None:
@@ -61,10 +123,161 @@ def _version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, in
     return {(e, v): list(refs) for e, v, refs in s.execute(q) if (e, v) in pairs}
 
 
-class QueriesMixin(ServiceBase):
-    """The results query with its filters (eval, verdict, time, review, run)."""
+def _keep(row: Row, f: ResultFilter) -> bool:
+    if f.reviewed is not None and (row.review is not None) != f.reviewed:
+        return False
+    return f.passed is None or row.passed == f.passed
 
-    def _results_query(
+
+def capture_rows(s: Session, cap: Capture, reviews: dict[tuple[int, int], Review]) -> list[Row]:
+    """The results of one capture, in the order they were scored."""
+    packed = unpack_results(cap.scores)
+    out = []
+    for i, (eval_id, version, score, ok, threshold, at, fp) in enumerate(packed.rows()):
+        out.append(
+            Row(
+                capture_result_id(cap.id, eval_id),
+                cap,
+                None,
+                eval_id,
+                version,
+                score,
+                ok,
+                threshold,
+                at,
+                fp,
+                cap.captured_at,
+                reviews.get((cap.id, eval_id)),
+                (1, cap.id, i),
+            )
+        )
+    return out
+
+
+def capture_reviews(s: Session, capture_ids: list[int]) -> dict[tuple[int, int], Review]:
+    if not capture_ids:
+        return {}
+    q = select(Review).where(Review.capture_id.in_(capture_ids))
+    return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
+
+
+def _iter_captured(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
+    q = select(Capture).where(Capture.scores.is_not(None))
+    if f.start is not None:
+        q = q.where(Capture.captured_at >= f.start)
+    if f.end is not None:
+        q = q.where(Capture.captured_at < f.end)
+    if f.reviewed:  # only reviewed results: start from the reviews, not every capture
+        q = q.where(Capture.id.in_(select(Review.capture_id).where(Review.capture_id.is_not(None))))
+    if newest:
+        q = q.order_by(Capture.captured_at.desc(), Capture.id.desc())
+    else:
+        q = q.order_by(Capture.captured_at, Capture.id)
+    last: tuple[datetime, int] | None = None
+    key = tuple_(Capture.captured_at, Capture.id)
+    while True:
+        step = (
+            q if last is None else q.where(key < tuple_(*last) if newest else key > tuple_(*last))
+        )
+        caps = list(s.scalars(step.limit(_CHUNK)))
+        if not caps:
+            return
+        reviews = capture_reviews(s, [c.id for c in caps])
+        for cap in caps:
+            rows = capture_rows(s, cap, reviews)
+            if f.eval_id is not None:
+                rows = [r for r in rows if r.eval_id == f.eval_id]
+            for row in reversed(rows) if newest else rows:
+                if _keep(row, f):
+                    yield row
+        last = (caps[-1].captured_at, caps[-1].id)
+
+
+def _run_query(f: ResultFilter) -> Any:
+    q = (
+        select(Result, Review)
+        .outerjoin(Review, Review.result_id == Result.id)
+        .where(Result.capture_id.is_(None))
+    )
+    if f.eval_id is not None:
+        q = q.where(Result.eval_id == f.eval_id)
+    if f.passed is not None:
+        q = q.where(_effective_pass() if f.passed else _effective_fail())
+    if f.start is not None:
+        q = q.where(Result.created_at >= f.start)
+    if f.end is not None:
+        q = q.where(Result.created_at < f.end)
+    if f.reviewed is not None:
+        q = q.where(Review.id.is_not(None) if f.reviewed else Review.id.is_(None))
+    if f.run_id is not None:
+        q = q.where(Result.run_id == f.run_id)
+    return q
+
+
+def run_row(r: Result, review: Review | None) -> Row:
+    return Row(
+        f"r{r.id}",
+        None,
+        r,
+        r.eval_id,
+        r.eval_version,
+        r.score,
+        r.passed,
+        r.threshold,
+        r.matched_index,
+        r.fingerprint,
+        r.created_at,
+        review,
+        (0, r.id, 0),
+    )
+
+
+def _iter_run_rows(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
+    q = _run_query(f)
+    if newest:
+        q = q.order_by(Result.created_at.desc(), Result.id.desc())
+    else:
+        q = q.order_by(Result.created_at, Result.id)
+    for r, review in s.execute(q.execution_options(yield_per=1000)):
+        yield run_row(r, review)
+
+
+def iter_rows(s: Session, f: ResultFilter, newest: bool = True) -> Iterator[Row]:
+    """Every result matching ``f``, newest (or oldest) first, from both stores."""
+    runs = _iter_run_rows(s, f, newest)
+    if f.run_id is not None:
+        yield from runs
+        return
+    yield from heapq.merge(
+        _iter_captured(s, f, newest),
+        runs,
+        key=lambda r: (r.created_at, r.order),
+        reverse=newest,
+    )
+
+
+def count_rows(s: Session, f: ResultFilter) -> int:
+    """How many results ``iter_rows`` gives, without walking the captured ones."""
+    runs = int(s.scalar(select(func.count()).select_from(_run_query(f).subquery())) or 0)
+    if f.run_id is not None:
+        return runs
+    sums = tally_range(s, None if f.eval_id is None else [f.eval_id], f.start, f.end).values()
+    n = sum(x.count for x in sums)
+    p = sum(x.passes for x in sums)
+    r = sum(x.reviewed for x in sums)
+    rp = sum(x.reviewed_passes for x in sums)
+    if f.reviewed is True:
+        n, p = r, rp
+    elif f.reviewed is False:
+        n, p = n - r, p - rp
+    captured = n if f.passed is None else (p if f.passed else n - p)
+    return runs + captured
+
+
+class QueriesMixin(ServiceBase):
+    """The filters of results listings as the service's callers give them."""
+
+    def _filter(
         self,
         s: Session,
         eval_name: str | int | None = None,
@@ -73,20 +286,12 @@ class QueriesMixin(ServiceBase):
         until: Any = None,
         reviewed: bool | None = None,
         run_id: int | None = None,
-    ) -> Any:
-        q = (
-            select(Result, Capture, Eval.name, Eval.type, Review)
-            .outerjoin(Capture, Capture.id == Result.capture_id)
-            .outerjoin(Eval, Eval.id == Result.eval_id)
-            .outerjoin(Review, Review.result_id == Result.id)
+    ) -> ResultFilter:
+        return ResultFilter(
+            eval_id=None if eval_name is None else self._find_eval(s, eval_name).id,
+            passed=passed,
+            start=parse_time(since, "since"),
+            end=parse_time(until, "until"),
+            reviewed=reviewed,
+            run_id=None if run_id is None else _check_id(run_id, "run"),
         )
-        if eval_name is not None:
-            q = q.where(Result.eval_id == self._find_eval(s, eval_name).id)
-        if passed is not None:
-            q = q.where(_effective_pass() if passed else _effective_fail())
-        q = _in_range(q, parse_time(since, "since"), parse_time(until, "until"))
-        if reviewed is not None:
-            q = q.where(Review.id.is_not(None) if reviewed else Review.id.is_(None))
-        if run_id is not None:
-            q = q.where(Result.run_id == _check_id(run_id, "run"))
-        return q

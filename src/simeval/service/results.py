@@ -1,76 +1,94 @@
 """Results: listing, counting, one result with its explanation, reviews, and the labelled
-examples calibration learns from."""
+examples calibration learns from. Where results live and how they are filtered is in
+``simeval.service.queries``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound
+from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.models import ResultOut
 from simeval.options import check_unit
 from simeval.scorer import get_scorer
-from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
-from simeval.service.queries import QueriesMixin, _effective_passed, _review_out, _version_refs
-from simeval.store import Capture, EvalVersion, Result, Review
+from simeval.service.checks import _check_page, _now, _utc
+from simeval.service.queries import (
+    QueriesMixin,
+    Row,
+    _review_out,
+    _version_refs,
+    capture_reviews,
+    capture_rows,
+    count_rows,
+    iter_rows,
+    parse_result_id,
+    run_row,
+)
+from simeval.store import Capture, Eval, EvalVersion, Result, Review
 
 
 class ResultsMixin(QueriesMixin):
     """Results: list, count, show, review, labelled examples."""
 
+    def _results_out(self, s: Session, rows: Iterable[Row], explain: bool) -> list[ResultOut]:
+        rows = list(rows)
+        ids = {r.eval_id for r in rows if r.eval_id is not None}
+        names = {
+            i: (n, t)
+            for i, n, t in s.execute(select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids)))
+        }
+        refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
+        return [self._result_out(r, names, refs, explain) for r in rows]
+
     def _result_out(
         self,
-        r: Result,
-        cap: Capture | None,
-        name: str | None,
-        etype: str | None,
-        review: Review | None,
+        r: Row,
+        names: dict[int, tuple[str, str]],
         refs: dict[tuple[int, int], list[str]],
         explain: bool,
     ) -> ResultOut:
+        cap, run = r.capture, r.run_row
+        explanation = None
         if cap is not None:
-            input_, output, conv, when = cap.input, cap.output, cap.conversation_id, cap.captured_at
+            input_, output, conv = cap.input, cap.output, cap.conversation_id
+            ref_list = refs.get((r.eval_id, r.eval_version), [])  # type: ignore[arg-type]
+            matched = ref_list[r.matched_index] if r.matched_index < len(ref_list) else None
+            if explain and ref_list:
+                explanation = self._explain(r, input_, output, ref_list)
         else:
-            input_, output, conv, when = r.input or "", r.output or "", None, r.created_at
-        ref_list: list[str] = []
-        if r.eval_id is not None and r.eval_version is not None:
-            ref_list = refs.get((r.eval_id, r.eval_version), [])
-        if r.reference is not None:
-            matched: str | None = r.reference
-        elif r.matched_index < len(ref_list):
-            matched = ref_list[r.matched_index]
-        else:
-            matched = None
-        explanation = r.explanation
-        if explanation is None and explain and cap is not None and ref_list:
-            explanation = self._explain(r, output, ref_list)
+            assert run is not None
+            input_, output, conv = run.input or "", run.output or "", None
+            matched, explanation = run.reference, run.explanation
+        name, etype = names.get(r.eval_id, (None, None)) if r.eval_id is not None else (None, None)
         return ResultOut(
             id=r.id,
-            capture_id=r.capture_id,
-            run_id=r.run_id,
+            capture_id=cap.id if cap is not None else None,
+            run_id=run.run_id if run is not None else None,
             eval_id=r.eval_id,
-            eval_name=name if name is not None else r.eval_name,
+            eval_name=name if name is not None else (run.eval_name if run else None),
             eval_type=etype or "similarity",
             eval_version=r.eval_version,
             input=input_,
             output=output,
             conversation_id=conv,
-            captured_at=_utc(when),
+            captured_at=_utc(r.created_at),
             score=r.score,
-            passed=_effective_passed(r, review),
-            automated_passed=r.passed,
+            passed=r.passed,
+            automated_passed=r.automated_passed,
             threshold=r.threshold,
             fingerprint=r.fingerprint,
             matched_reference=matched,
             matched_index=r.matched_index,
             explanation=explanation,
-            review=_review_out(review),
+            review=_review_out(r.review),
             created_at=_utc(r.created_at),
         )
 
-    def _explain(self, r: Result, output: str, references: list[str]) -> dict[str, Any]:
+    def _explain(self, r: Row, input: str, output: str, references: list[str]) -> dict[str, Any]:
         with self.store.read() as s:
             version = s.scalar(
                 select(EvalVersion).where(
@@ -80,9 +98,9 @@ class ResultsMixin(QueriesMixin):
         options = dict(version.options) if version else {}
         try:
             scorer = get_scorer(**options)
-        except (InvalidInput, InvalidOption) as exc:
+        except SimevalError as exc:
             return {"note": f"cannot explain: the eval's scorer cannot be built now ({exc})"}
-        data = scorer.explain(output, references, top=10).to_dict()
+        data = scorer.explain(output, references, top=10, input=input).to_dict()
         if scorer.fingerprint != r.fingerprint:
             data["note"] = (
                 f"explained with scorer {scorer.fingerprint}; the result was scored with "
@@ -108,11 +126,9 @@ class ResultsMixin(QueriesMixin):
         explanations (they are computed on display for captured results)."""
         limit, offset = _check_page(limit, offset)
         with self.store.read() as s:
-            q = self._results_query(s, eval_name, passed, since, until, reviewed, run_id)
-            q = q.order_by(Result.created_at.desc(), Result.id.desc()).limit(limit).offset(offset)
-            rows = s.execute(q).all()
-            refs = _version_refs(s, {(r.eval_id, r.eval_version) for r, *_ in rows})
-        return [self._result_out(r, c, n, t, v, refs, explain) for r, c, n, t, v in rows]
+            f = self._filter(s, eval_name, passed, since, until, reviewed, run_id)
+            rows = list(islice(iter_rows(s, f), offset, offset + limit))
+            return self._results_out(s, rows, explain)
 
     def count_results(
         self,
@@ -125,50 +141,85 @@ class ResultsMixin(QueriesMixin):
     ) -> int:
         """How many results ``list_results`` would give with these filters and no limit."""
         with self.store.read() as s:
-            q = self._results_query(s, eval_name, passed, since, until, reviewed, run_id)
-            return int(s.scalar(select(func.count()).select_from(q.subquery())) or 0)
+            return count_rows(s, self._filter(s, eval_name, passed, since, until, reviewed, run_id))
 
-    def get_result(self, result_id: int) -> ResultOut:
-        """One result, with its explanation."""
-        rid = _check_id(result_id, "result")
-        with self.store.read() as s:
-            row = s.execute(self._results_query(s).where(Result.id == rid)).first()
-            if row is None:
+    def _row(self, s: Session, result_id: Any) -> Row:
+        where = parse_result_id(result_id)
+        if isinstance(where, int):
+            found = s.execute(
+                select(Result, Review)
+                .outerjoin(Review, Review.result_id == Result.id)
+                .where(Result.id == where, Result.capture_id.is_(None))
+            ).first()
+            if found is None:
                 raise NotFound(f"no result with id {result_id}")
-            refs = _version_refs(s, {(row[0].eval_id, row[0].eval_version)})
-        r, c, n, t, v = row
-        return self._result_out(r, c, n, t, v, refs, True)
+            return run_row(*found)
+        capture_id, eval_id = where
+        cap = s.get(Capture, capture_id)
+        if cap is not None:
+            for row in capture_rows(s, cap, capture_reviews(s, [capture_id])):
+                if row.eval_id == eval_id:
+                    return row
+        raise NotFound(f"no result with id {result_id}")
 
-    def review_result(self, result_id: int, score: float, note: str = "") -> ResultOut:
+    def get_result(self, result_id: str) -> ResultOut:
+        """One result, with its explanation."""
+        with self.store.read() as s:
+            row = self._row(s, result_id)
+            return self._results_out(s, [row], True)[0]
+
+    def review_result(self, result_id: str, score: float, note: str = "") -> ResultOut:
         """Override a result's score (in [0, 1]) with a note; it decides pass/fail from now on.
         A second review replaces the first."""
-        rid = _check_id(result_id, "result")
         value = check_unit(score, "review score")
         if not isinstance(note, str):
             raise InvalidType(f"review note must be a string, not {type(note).__name__}")
         if len(note) > 10_000:
             raise InvalidInput("review note is longer than 10,000 characters")
 
-        def work(s: Session) -> None:
-            _get(s, Result, result_id, "result")
-            existing = s.scalar(select(Review).where(Review.result_id == rid))
+        def work(s: Session) -> str:
+            row = self._row(s, result_id)
+            existing = s.scalar(select(Review).where(Review.result_key == row.id))
             if existing is None:
-                s.add(Review(result_id=rid, score=value, note=note, created_at=_now()))
+                s.add(
+                    Review(
+                        result_key=row.id,
+                        result_id=row.run_row.id if row.run_row is not None else None,
+                        capture_id=row.capture.id if row.capture is not None else None,
+                        eval_id=row.eval_id if row.capture is not None else None,
+                        score=value,
+                        note=note,
+                        created_at=_now(),
+                    )
+                )
             else:
                 existing.score, existing.note, existing.created_at = value, note, _now()
+            return row.id
 
-        self._write(work)
-        return self.get_result(rid)
+        key: str = self._write(work)
+        return self.get_result(key)
 
     def labelled_results(self, eval_name: str | int) -> list[tuple[float, bool]]:
         """(automated score, the reviewer's verdict) of every reviewed result of an eval: the
         labelled examples ``simeval calibrate --eval`` learns a threshold from."""
+        out: list[tuple[float, bool]] = []
         with self.store.read() as s:
             ev = self._find_eval(s, eval_name)
             q = (
+                select(Review, Capture)
+                .join(Capture, Capture.id == Review.capture_id)
+                .where(Review.eval_id == ev.id)
+                .order_by(Capture.id)
+            )
+            for review, cap in s.execute(q):
+                for row in capture_rows(s, cap, {}):
+                    if row.eval_id == ev.id:
+                        out.append((float(row.score), bool(review.score >= row.threshold)))
+            q2 = (
                 select(Result.score, Review.score >= Result.threshold)
                 .join(Review, Review.result_id == Result.id)
                 .where(Result.eval_id == ev.id)
                 .order_by(Result.id)
             )
-            return [(float(sc), bool(ok)) for sc, ok in s.execute(q)]
+            out += [(float(sc), bool(ok)) for sc, ok in s.execute(q2)]
+        return out

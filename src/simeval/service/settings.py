@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, select
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
@@ -14,7 +14,8 @@ from simeval.models import CleanupOut, SettingsOut
 from simeval.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.base import ServiceBase
 from simeval.service.checks import UNSET, _now, _Unset, _utc, parse_time
-from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting
+from simeval.service.rollup import HOUR, Tally, add_sums, hour_of, roll_up
+from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting, TrendRollup, unpack_results
 
 _REV_KEY, _AUTO_KEY, _RETENTION_KEY = "evals_revision", "auto_evaluate", "retention_days"
 
@@ -79,16 +80,27 @@ class SettingsMixin(ServiceBase):
         cutoff = (parse_time(now, "now") or _now()) - timedelta(days=days)
 
         def work(s: Session) -> CleanupOut:
-            old_captures = select(Capture.id).where(Capture.captured_at < cutoff)
+            conn = s.connection()
+            # the rollup first takes in every capture, then loses the deleted ones: whole hours
+            # go, the hour the cutoff falls in is summed again from the captures it keeps
+            roll_up(conn)
+            results = 0
+            for (blob,) in s.execute(select(Capture.scores).where(Capture.captured_at < cutoff)):
+                results += len(unpack_results(blob))
             old_runs = select(Run.id).where(Run.created_at < cutoff)
-            results = _deleted(
-                s,
-                delete(Result).where(
-                    or_(Result.capture_id.in_(old_captures), Result.run_id.in_(old_runs))
-                ),
-            )
+            results += _deleted(s, delete(Result).where(Result.run_id.in_(old_runs)))
             captures = _deleted(s, delete(Capture).where(Capture.captured_at < cutoff))
             runs = _deleted(s, delete(Run).where(Run.created_at < cutoff))
+            edge = hour_of(cutoff)
+            s.execute(delete(TrendRollup).where(TrendRollup.bucket <= edge))
+            if edge < cutoff:
+                tally = Tally()
+                kept = select(Capture.captured_at, Capture.scores).where(
+                    Capture.captured_at >= edge, Capture.captured_at < edge + HOUR
+                )
+                for when, blob in s.execute(kept):
+                    tally.add(when, blob)
+                add_sums(conn, tally.sums())
             current = select(Eval.version).where(Eval.id == EvalTest.eval_id).scalar_subquery()
             tests = _deleted(
                 s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)

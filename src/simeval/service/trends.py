@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select
-
-from simeval import store as store_mod
 from simeval.errors import InvalidInput
 from simeval.models import TrendBucket, TrendOut
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _utc, parse_time
-from simeval.service.queries import _effective_pass, _in_range
-from simeval.store import Result, Review
+from simeval.service.rollup import tally_range
 
 BUCKETS = ("hour", "day", "week")
+
+
+def bucket_of(hour: datetime, bucket: str) -> datetime:
+    """The start of the UTC hour, day or week (Monday) an hour falls in."""
+    if bucket == "hour":
+        return hour
+    day = hour.replace(hour=0)
+    return day if bucket == "day" else day - timedelta(days=day.weekday())
 
 
 class TrendsMixin(ServiceBase):
@@ -33,28 +37,15 @@ class TrendsMixin(ServiceBase):
         start, end = parse_time(since, "since"), parse_time(until, "until")
         with self.store.read() as s:
             ev = self._find_eval(s, eval_name)
-            b = store_mod.bucket_start(self.store.dialect, bucket, Result.created_at).label("b")
-            q = (
-                select(
-                    b,
-                    Result.eval_version,
-                    Result.fingerprint,
-                    func.count(Result.id),
-                    func.sum(func.coalesce(Review.score, Result.score)),
-                    func.sum(case((_effective_pass(), 1), else_=0)),
-                    func.count(Review.id),
-                )
-                .outerjoin(Review, Review.result_id == Result.id)
-                .where(Result.eval_id == ev.id, Result.capture_id.is_not(None))
-                .group_by(b, Result.eval_version, Result.fingerprint)
-                .order_by(b)
-            )
-            rows = s.execute(_in_range(q, start, end)).all()
+            sums = tally_range(s, [ev.id], start, end)
             name, threshold = ev.name, ev.threshold
         merged: dict[datetime, dict[str, Any]] = {}
-        for when, version, fp, count, total, passes, reviewed in rows:
+        for (hour, _, version, fp), sum_ in sums.items():
+            if not sum_.count:
+                continue
+            count, total, passes, reviewed = sum_.count, sum_.total, sum_.passes, sum_.reviewed
             slot = merged.setdefault(
-                store_mod.parse_bucket(when),
+                bucket_of(hour, bucket),
                 {
                     "count": 0,
                     "total": 0.0,

@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simeval import __version__
 from simeval.models import (
@@ -26,7 +27,7 @@ from simeval.models import (
     TrendOut,
 )
 from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
-from simeval.service import Service
+from simeval.service import RESULT_ID_PATTERN, Service, check_capture
 
 router = APIRouter(prefix="/api")
 
@@ -38,6 +39,11 @@ async def get_service(request: Request) -> Service:
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+ResultId = Annotated[
+    str, Path(pattern=RESULT_ID_PATTERN, description='"<capture>-<eval>" or "r<row>"')
+]
 
 
 def _json(model: BaseModel | list[Any], status_code: int = 200) -> JSONResponse:
@@ -157,6 +163,56 @@ class ResultFilters:
 FiltersDep = Annotated[ResultFilters, Depends()]
 
 
+@router.post("/capture", response_model=CaptureOut, status_code=201, tags=["captures"])
+async def capture(body: CaptureIn, request: Request) -> Response:
+    """Store an engine output and score it with every active eval in scope.
+
+    Example:
+
+        curl -X POST http://127.0.0.1:8000/api/capture -H 'Content-Type: application/json' \\
+             -d '{"input": "Capital of France?", "output": "Paris is the capital."}'
+    """
+    return await _captured(request, body)
+
+
+async def _captured(request: Request, body: CaptureIn) -> Response:
+    # checked here (a mistake answers at once), stored by the app's one capture writer, which
+    # gathers the captures arriving together into one transaction (simeval.web.writer)
+    item = check_capture(body.input, body.output, body.conversation_id, body.metadata)
+    out = await request.app.state.writer.capture(item)
+    return Response(out.dump_json(), status_code=201, media_type="application/json")
+
+
+async def capture_fast(request: Request) -> Response:
+    """``POST /api/capture`` as a plain route, placed before the router's: the same body model
+    (``CaptureIn``), the same answers and errors, without the framework's per-request
+    dependency and body machinery, which cost more than the capture itself
+    (benchmarks/bench_serve.py). The route above documents it in the OpenAPI schema."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    raw = await request.body()
+    if media != "application/json" and not (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        # as the framework answers a body it will not read as JSON
+        raise RequestValidationError(
+            [
+                {
+                    "type": "model_attributes_type",
+                    "loc": ("body",),
+                    "msg": "Input should be a valid dictionary or object to extract fields from "
+                    "(send Content-Type: application/json)",
+                    "input": None,
+                }
+            ]
+        )
+    try:
+        body = CaptureIn.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors()]
+        raise RequestValidationError(errors) from None
+    return await _captured(request, body)
+
+
 @router.get("/health", response_model=Health, tags=["meta"])
 async def health() -> dict[str, str]:
     """The server is up."""
@@ -256,23 +312,6 @@ def eval_trend(
 
 
 # -- captures and results ------------------------------------------------------------------
-@router.post("/capture", response_model=CaptureOut, status_code=201, tags=["captures"])
-async def capture(body: CaptureIn, service: ServiceDep) -> JSONResponse:
-    # Runs in the event loop on purpose (~1 ms of work): captures are then written one at a
-    # time from one thread. From the thread pool, concurrent captures contend for SQLite's
-    # write lock and back off in its busy handler: p99 ~500 ms instead of ~50 ms, and ~25% fewer
-    # captures/s (benchmarks/bench_serve.py).
-    """Store an engine output and score it with every active eval in scope.
-
-    Example:
-
-        curl -X POST http://127.0.0.1:8000/api/capture -H 'Content-Type: application/json' \\
-             -d '{"input": "Capital of France?", "output": "Paris is the capital."}'
-    """
-    out = service.capture(
-        body.input, body.output, conversation_id=body.conversation_id, metadata=body.metadata
-    )
-    return _json(out, 201)
 
 
 @router.get("/results", response_model=ResultPage, tags=["results"])
@@ -316,13 +355,13 @@ def export_results(
 
 
 @router.get("/results/{result_id}", response_model=ResultOut, tags=["results"])
-def get_result(result_id: int, service: ServiceDep) -> JSONResponse:
+def get_result(result_id: ResultId, service: ServiceDep) -> JSONResponse:
     """One result with its explanation and review."""
     return _json(service.get_result(result_id))
 
 
 @router.post("/results/{result_id}/review", response_model=ResultOut, tags=["results"])
-def review_result(result_id: int, body: ReviewIn, service: ServiceDep) -> JSONResponse:
+def review_result(result_id: ResultId, body: ReviewIn, service: ServiceDep) -> JSONResponse:
     """Override a result's score; the review decides pass/fail from now on."""
     return _json(service.review_result(result_id, body.score, body.note))
 

@@ -20,12 +20,14 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
+from starlette.routing import Route
 
 from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
 from simeval.web import api, pages
 from simeval.web.security import BodyLimitMiddleware, GuardMiddleware, is_api_path
+from simeval.web.writer import CaptureWriter
 
 HERE = Path(__file__).parent
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
@@ -76,6 +78,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        writer.close()
         if own:
             svc.close()
 
@@ -90,6 +93,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = svc
+    writer = app.state.writer = CaptureWriter(svc)
     app.state.token = token or None
 
     @app.exception_handler(SimevalError)
@@ -126,6 +130,8 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(api.router)
+    # the capture hot path, matched before every other route (see api.capture_fast)
+    app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
     app.include_router(pages.router)
     # Added last = runs first: the size limit, then host/origin/token checks.
     app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)

@@ -703,13 +703,13 @@ def _result_page(
 
 
 @router.get("/results/{result_id}")
-def result_page(request: Request, result_id: int) -> Response:
+def result_page(request: Request, result_id: str) -> Response:
     """One result: scores, explanation with highlighted terms, and the review form."""
     return _result_page(request, _service(request).get_result(result_id))
 
 
 @router.post("/results/{result_id}/review")
-async def review_result(request: Request, result_id: int) -> Response:
+async def review_result(request: Request, result_id: str) -> Response:
     """Save a review: the reviewed score decides pass/fail from now on."""
     form = await checked_form(request)
     service = _service(request)

@@ -1,0 +1,338 @@
+"""Counts, pass rates and mean scores of captured results without reading every result.
+
+A capture's results are packed on the capture (``simeval.store.pack_results``). Summing them
+for a trend or an eval's stats goes through a rollup: ``trend_rollup`` holds, per UTC hour,
+eval, eval version and scorer fingerprint, the count, the sum of scores and the passes of every
+capture up to a watermark (the setting ``rollup_upto``, a capture id). The capture path moves
+the watermark every ``ROLLUP_EVERY`` captures, in its own transaction (``roll_up``), so a
+capture never updates one row per eval; a read adds the few captures past the watermark on the
+fly (``tally_range``), so it is always exact. Reviews are applied on read: they are few, and
+a review changes a result's effective score and verdict after the fact.
+
+A time range that does not start or end on the hour is exact too: the partial hours at either
+end are summed from their captures, the whole hours between from the rollup.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import numpy as np
+from sqlalchemy import Table, and_, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from simeval.store import (
+    PACK_VERSION,
+    Capture,
+    Review,
+    Setting,
+    TrendRollup,
+    unpack_results,
+)
+
+rollup_table = cast(Table, TrendRollup.__table__)
+ROLLUP_KEY = "rollup_upto"
+ROLLUP_EVERY = 256  # captures past the watermark before the capture path rolls them up
+_HEAD = struct.Struct("<BBHI")
+_CHUNK = 1000
+HOUR = timedelta(hours=1)
+
+Key = tuple[datetime, int, int, str]  # (hour, eval id, eval version, fingerprint)
+
+
+def hour_of(when: datetime) -> datetime:
+    """The start of the UTC hour ``when`` falls in (naive, as stored)."""
+    return when.replace(minute=0, second=0, microsecond=0, tzinfo=None)
+
+
+@dataclass
+class _Layout:
+    ids: list[int]
+    versions: list[int]
+    fps: list[str]  # per entry
+    keep: list[int]  # entries counted (all, or those of the evals asked for)
+
+
+@dataclass
+class Sums:
+    """Summed results of one key: count, sum of scores, passes (effective once reviews are
+    applied), and how many were reviewed (with their effective passes)."""
+
+    count: int = 0
+    total: float = 0.0
+    passes: int = 0
+    reviewed: int = 0
+    reviewed_passes: int = 0
+
+
+@dataclass
+class Tally:
+    """Sums of packed capture results per (hour, eval, version, fingerprint).
+
+    Captures scored by the same evals share a layout (the same eval ids, versions and
+    fingerprints in the same order); their score and pass columns are added as arrays, so the
+    cost per capture does not depend on how many evals scored it.
+    """
+
+    eval_ids: frozenset[int] | None = None
+    _layouts: dict[bytes, _Layout] = field(default_factory=dict)
+    _acc: dict[tuple[datetime, bytes], list[Any]] = field(default_factory=dict)
+
+    def add(self, when: datetime, blob: bytes | None) -> None:
+        if not blob:
+            return
+        blob = bytes(blob)
+        version, _, nfp, n = _HEAD.unpack_from(blob)
+        if version != PACK_VERSION or n == 0:
+            return
+        at = _HEAD.size
+        fps = []
+        for _ in range(nfp):
+            size = blob[at]
+            fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
+            at += 1 + size
+        ids_at, scores_at = at, at + 12 * n
+        passed_at = scores_at + 8 * n + 8 * n + 4 * n
+        layout_key = blob[:scores_at] + blob[passed_at + n : passed_at + 2 * n]
+        layout = self._layouts.get(layout_key)
+        if layout is None:
+            ids = np.frombuffer(blob, "<i8", n, ids_at).tolist()
+            versions = np.frombuffer(blob, "<i4", n, ids_at + 8 * n).tolist()
+            fp_index = blob[passed_at + n : passed_at + 2 * n]
+            wanted = self.eval_ids
+            keep = [i for i, e in enumerate(ids) if wanted is None or e in wanted]
+            layout = _Layout(ids, versions, [fps[i] for i in fp_index], keep)
+            self._layouts[layout_key] = layout
+        if not layout.keep:
+            return
+        scores = np.frombuffer(blob, "<f8", n, scores_at)
+        passed = np.frombuffer(blob, "u1", n, passed_at)
+        slot = self._acc.get((hour_of(when), layout_key))
+        if slot is None:
+            self._acc[(hour_of(when), layout_key)] = [1, scores.copy(), passed.astype(np.int64)]
+        else:
+            slot[0] += 1
+            slot[1] += scores
+            slot[2] += passed
+
+    def sums(self) -> dict[Key, Sums]:
+        out: dict[Key, Sums] = {}
+        for (hour, layout_key), (count, scores, passes) in self._acc.items():
+            layout = self._layouts[layout_key]
+            totals, passed = scores.tolist(), passes.tolist()
+            for i in layout.keep:
+                key = (hour, layout.ids[i], layout.versions[i], layout.fps[i])
+                s = out.get(key)
+                if s is None:
+                    s = out[key] = Sums()
+                s.count += count
+                s.total += totals[i]
+                s.passes += passed[i]
+        return out
+
+
+def watermark(conn: Connection | Session) -> int:
+    value = conn.execute(select(Setting.value).where(Setting.key == ROLLUP_KEY)).scalar()
+    return int(value or 0)
+
+
+def roll_up(conn: Connection, upto: int | None = None) -> int:
+    """Add the captures past the watermark to ``trend_rollup`` and move the watermark; in the
+    caller's write transaction. Returns the new watermark."""
+    start = watermark(conn) if upto is None else upto
+    tally = Tally()
+    last = start
+    while True:
+        rows = conn.execute(
+            select(Capture.id, Capture.captured_at, Capture.scores)
+            .where(Capture.id > last)
+            .order_by(Capture.id)
+            .limit(_CHUNK)
+        ).all()
+        if not rows:
+            break
+        for _, when, blob in rows:
+            tally.add(when, blob)
+        last = rows[-1][0]
+    if last == start:
+        return start
+    add_sums(conn, tally.sums())
+    set_watermark(conn, last)
+    return last
+
+
+def add_sums(conn: Connection, sums: dict[Key, Sums]) -> None:
+    """Add ``sums`` to the rollup rows of their keys (created when missing)."""
+    if not sums:
+        return
+    t = rollup_table
+    existing = {
+        (hour_of(b), e, v, f): (c, tot, p)
+        for b, e, v, f, c, tot, p in conn.execute(
+            select(
+                t.c.bucket,
+                t.c.eval_id,
+                t.c.eval_version,
+                t.c.fingerprint,
+                t.c.count,
+                t.c.total,
+                t.c.passes,
+            ).where(t.c.bucket.in_({k[0] for k in sums}))
+        )
+    }
+    fresh = []
+    for key, s in sums.items():
+        old = existing.get(key)
+        if old is None:
+            fresh.append(
+                {
+                    "bucket": key[0],
+                    "eval_id": key[1],
+                    "eval_version": key[2],
+                    "fingerprint": key[3],
+                    "count": s.count,
+                    "total": s.total,
+                    "passes": s.passes,
+                }
+            )
+        else:
+            conn.execute(
+                update(t)
+                .where(
+                    and_(
+                        t.c.bucket == key[0],
+                        t.c.eval_id == key[1],
+                        t.c.eval_version == key[2],
+                        t.c.fingerprint == key[3],
+                    )
+                )
+                .values(count=old[0] + s.count, total=old[1] + s.total, passes=old[2] + s.passes)
+            )
+    if fresh:
+        conn.execute(t.insert(), fresh)
+
+
+def set_watermark(conn: Connection, value: int) -> None:
+    t = cast(Table, Setting.__table__)
+    done = conn.execute(update(t).where(t.c.key == ROLLUP_KEY).values(value=value)).rowcount
+    if not done:
+        conn.execute(t.insert().values(key=ROLLUP_KEY, value=value))
+
+
+def _captures(
+    s: Session | Connection,
+    start: datetime | None,
+    end: datetime | None,
+    after: int | None = None,
+) -> Iterator[tuple[datetime, bytes | None]]:
+    q = select(Capture.id, Capture.captured_at, Capture.scores).where(Capture.scores.is_not(None))
+    if start is not None:
+        q = q.where(Capture.captured_at >= start)
+    if end is not None:
+        q = q.where(Capture.captured_at < end)
+    last = after if after is not None else 0
+    while True:
+        rows = s.execute(q.where(Capture.id > last).order_by(Capture.id).limit(_CHUNK)).all()
+        if not rows:
+            return
+        for _, when, blob in rows:
+            yield when, blob
+        last = rows[-1][0]
+
+
+def tally_range(
+    s: Session,
+    eval_ids: Iterable[int] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> dict[Key, Sums]:
+    """Exact sums of captured results in [start, end) per key, reviews applied."""
+    wanted = None if eval_ids is None else frozenset(eval_ids)
+    upto = watermark(s)
+    tally = Tally(wanted)
+    # whole hours from the rollup, partial hours at the ends from their captures
+    h1 = None if start is None else (start if start == hour_of(start) else hour_of(start) + HOUR)
+    h2 = None if end is None else hour_of(end)
+    if h1 is not None and h2 is not None and h1 >= h2:
+        for when, blob in _captures(s, start, end):
+            tally.add(when, blob)
+        body: dict[Key, Sums] = {}
+    else:
+        if start is not None and h1 is not None and start < h1:
+            for when, blob in _captures(s, start, h1):
+                tally.add(when, blob)
+        if end is not None and h2 is not None and h2 < end:
+            for when, blob in _captures(s, h2, end):
+                tally.add(when, blob)
+        for when, blob in _captures(s, h1, h2, after=upto):
+            tally.add(when, blob)
+        body = {}
+        q = select(
+            TrendRollup.bucket,
+            TrendRollup.eval_id,
+            TrendRollup.eval_version,
+            TrendRollup.fingerprint,
+            TrendRollup.count,
+            TrendRollup.total,
+            TrendRollup.passes,
+        )
+        if wanted is not None:
+            q = q.where(TrendRollup.eval_id.in_(wanted))
+        if h1 is not None:
+            q = q.where(TrendRollup.bucket >= h1)
+        if h2 is not None:
+            q = q.where(TrendRollup.bucket < h2)
+        for b, e, v, f, c, tot, p in s.execute(q):
+            body[(hour_of(b), e, v, f)] = Sums(c, tot, p)
+    out = tally.sums()
+    for key, extra in body.items():
+        mine = out.get(key)
+        if mine is None:
+            out[key] = extra
+        else:
+            mine.count += extra.count
+            mine.total += extra.total
+            mine.passes += extra.passes
+    _apply_reviews(s, out, wanted, start, end)
+    return out
+
+
+def _apply_reviews(
+    s: Session,
+    out: dict[Key, Sums],
+    wanted: frozenset[int] | None,
+    start: datetime | None,
+    end: datetime | None,
+) -> None:
+    q = (
+        select(Review.eval_id, Review.score, Capture.captured_at, Capture.scores)
+        .join(Capture, Capture.id == Review.capture_id)
+        .where(Review.capture_id.is_not(None))
+    )
+    if wanted is not None:
+        q = q.where(Review.eval_id.in_(wanted))
+    if start is not None:
+        q = q.where(Capture.captured_at >= start)
+    if end is not None:
+        q = q.where(Capture.captured_at < end)
+    for eval_id, reviewed, when, blob in s.execute(q):
+        if eval_id is None:
+            continue
+        packed = unpack_results(blob)
+        i = packed.position(eval_id)
+        if i < 0:
+            continue
+        key = (hour_of(when), eval_id, packed.versions[i], packed.fingerprints[packed.fp_index[i]])
+        slot = out.get(key)
+        if slot is None:
+            continue
+        ok = reviewed >= packed.thresholds[i]
+        slot.total += reviewed - packed.scores[i]
+        slot.passes += int(ok) - packed.passed[i]
+        slot.reviewed += 1
+        slot.reviewed_passes += int(ok)

@@ -1,0 +1,86 @@
+"""The server's capture writer: captures that arrive together are stored together.
+
+Each ``POST /api/capture`` hands its checked capture to the writer and waits. One thread
+(never the event loop) stores what has gathered in one transaction, ``Service.capture_checked``,
+and answers every waiting request; requests that arrive meanwhile form the next batch. Under
+load a commit then serves many captures instead of one, and while another process holds the
+database's write lock the event loop keeps answering health checks and pages. A capture is
+acknowledged only after the transaction that stored it has committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from typing import Any
+
+from simeval.models import CaptureOut
+from simeval.service import Service
+from simeval.service.checks import CheckedCapture
+
+MAX_BATCH = 256  # captures per transaction at most
+
+
+class CaptureWriter:
+    """Batches checked captures into transactions on one writer thread (see the module doc)."""
+
+    def __init__(self, service: Service):
+        self.service = service
+        self._pending: list[tuple[CheckedCapture, asyncio.Future[CaptureOut]]] = []
+        self._flushing = False
+        self._task: asyncio.Task[None] | None = None
+        self._thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="simeval-capture"
+        )
+
+    async def capture(self, item: CheckedCapture) -> CaptureOut:
+        """Store one capture with the others waiting; its answer once committed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[CaptureOut] = loop.create_future()
+        self._pending.append((item, future))
+        if not self._flushing:
+            self._flushing = True
+            self._task = loop.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending:
+                batch = self._pending[:MAX_BATCH]
+                del self._pending[:MAX_BATCH]
+                try:
+                    outs: list[Any] = await loop.run_in_executor(
+                        self._thread, self.service.capture_checked, [item for item, _ in batch]
+                    )
+                except Exception as exc:
+                    if len(batch) == 1:
+                        _settle(batch[0][1], exc)
+                        continue
+                    # nothing of the batch was stored: each capture alone, so that one the
+                    # database refuses does not fail the others
+                    outs = []
+                    for item, _ in batch:
+                        try:
+                            outs += await loop.run_in_executor(
+                                self._thread, self.service.capture_checked, [item]
+                            )
+                        except Exception as one:
+                            outs.append(one)
+                for (_, future), out in zip(batch, outs, strict=True):
+                    _settle(future, out)
+        finally:
+            self._flushing = False
+
+    def close(self) -> None:
+        """Finish what was handed over and stop the thread."""
+        self._thread.shutdown(wait=True)
+
+
+def _settle(future: asyncio.Future[CaptureOut], outcome: Any) -> None:
+    if future.done():  # the client went away
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
