@@ -60,8 +60,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def expected(row: dict[str, Any]) -> tuple[float, int]:
+    # a row's input is the question: its terms count at input_weight, as in `simeval score`
     refs = row["reference"] if isinstance(row["reference"], list) else [row["reference"]]
-    return simeval.get_scorer().score_detail(row["output"], refs)
+    return simeval.get_scorer().score_detail(row["output"], refs, row.get("input"))
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -652,14 +653,20 @@ def test_evals_file_matches_rows_by_input_or_id(tmp_path: Path) -> None:
     japan = simeval.get_scorer().score_detail(
         "Tokyo is Japan's capital.",
         ["Tokyo is the capital of Japan.", "Japan's capital city is Tokyo."],
+        rows[0]["input"],
     )
     assert (out[0]["score"], out[0]["matched_index"]) == japan
     assert out[0]["threshold"] == 0.7 and out[0]["pass"] is (japan[0] >= 0.7)
-    eiffel = simeval.score("The Eiffel Tower is in Paris.", "The Eiffel Tower stands in Paris.")
+    eiffel = simeval.score(
+        "The Eiffel Tower is in Paris.", "The Eiffel Tower stands in Paris.", rows[1]["input"]
+    )
     assert out[1]["score"] == eiffel and out[1]["pass"] is (eiffel >= 0.9)
     # each eval's own scorer options apply
     water = simeval.score(
-        "Water is hydrogen and oxygen.", "Water is made of hydrogen and oxygen.", stemming=False
+        "Water is hydrogen and oxygen.",
+        "Water is made of hydrogen and oxygen.",
+        rows[2]["input"],
+        stemming=False,
     )
     assert out[2]["score"] == water
     assert out[2]["fingerprint"] == simeval.get_scorer(stemming=False).fingerprint

@@ -42,7 +42,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from simeval.analyzer import TOKEN_PATTERN, normalize
+from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.options import check_unit, yes_no
@@ -235,12 +235,14 @@ class _Ref:
     needed, its JSON text, its terms ranked for missing terms (from its second failing row: a
     reference seen once costs no more than before) and its side of an explanation."""
 
-    __slots__ = ("json", "ranked", "side", "text", "uses", "vec")
+    __slots__ = ("hset", "json", "negator", "ranked", "side", "text", "uses", "vec")
 
     def __init__(self, text: str, vec: bytes):
         self.text = text
         self.vec = vec
         self.uses = 0
+        self.hset: frozenset[int] | None = None
+        self.negator: bool | None = None
         self.ranked: list[tuple[int, str]] | None = None
         self.side: tuple[dict[int, float], float, list[Any], str] | None = None
         self.json: str | None = None
@@ -251,6 +253,32 @@ class _Ref:
             j = self.json = _ENCODE(self.text)
         return j
 
+    def asked(self, terms: bytes) -> bool:
+        """Whether the input's terms (``Scorer.input_terms``) include one of this reference's:
+        its weights in an explanation are then not its own."""
+        if not terms:
+            return False
+        hset = self.hset
+        if hset is None:
+            hset = self.hset = frozenset(_hash_array(self.vec))
+        return not hset.isdisjoint(array("Q", terms))
+
+    def has_negator(self, scorer: Scorer) -> bool:
+        neg = self.negator
+        if neg is None:
+            neg = self.negator = scorer.has_negator(self.vec)
+        return neg
+
+
+def _asked(vec_hashes: Sequence[int], terms: bytes) -> bool:
+    """Whether an output (its sorted term hashes) has a term of the input (``terms``)."""
+    n = len(vec_hashes)
+    for h in array("Q", terms):
+        i = bisect_left(vec_hashes, h)
+        if i < n and vec_hashes[i] == h:
+            return True
+    return False
+
 
 class _Terms:
     """Surface words of the terms of texts, for one single-word, non-pair scorer."""
@@ -258,12 +286,13 @@ class _Terms:
     def __init__(self, scorer: Scorer):
         self.scorer = scorer
         self.analyzer = scorer.analyzer
+        self.tokenizer = scorer.analyzer.tokenizer
         self.parts: dict[str, _Part] = {}
         self.fingerprint_json: str | None = None
 
     def _part(self, part: str) -> _Part:
         out = []
-        for token in TOKEN_PATTERN.findall(part):
+        for token in split_tokens(part, self.tokenizer):
             term = self.analyzer.term(token)
             if term is not None:
                 out.append((_term_hash(term), token))
@@ -359,12 +388,37 @@ class _Terms:
         return side
 
     def explain_json(
-        self, output: str, vec: bytes, ref: _Ref, score: float, at: int, origin: str
+        self,
+        output: str,
+        vec: bytes,
+        refs: Sequence[str],
+        ref: _Ref,
+        score: float,
+        at: int,
+        origin: str,
+        input: str | None = None,
+        terms: bytes = b"",
     ) -> str:
-        """``_ENCODE_ASCII({**self.explain(output, vec, refs, ref.vec, score, at), "case":
-        ...})`` (``origin``: the JSON of the "case" entry), the text a stored row keeps, with
-        the reference's side made once per reference: per row only the output's terms are
-        looked at."""
+        """``_ENCODE_ASCII({**scorer.explain(output, refs, 10, input).to_dict(), "case":
+        ...})`` (``origin``: the JSON of the "case" entry) for a row already scored (``score``,
+        ``at``, the output's vector ``vec``, ``ref`` the matched reference, ``terms`` the
+        input's), the text a stored row keeps. The reference's side is made once per
+        reference, per row only the output's terms are looked at; a row whose input shares a
+        term with either text, or where only one text negates, goes through ``explain``."""
+        scorer = self.scorer
+        if (
+            not output.strip()
+            or (terms and (ref.asked(terms) or _asked(_hash_array(vec), terms)))
+            or (
+                score > 0.0
+                and vec
+                and ref.vec
+                and vec != ref.vec
+                and scorer.has_negator(vec) != ref.has_negator(scorer)
+            )
+        ):
+            exp = scorer.explain(output, list(refs), top=10, input=input).to_dict()
+            return _ENCODE_ASCII(exp)[:-1] + f', "case": {origin}}}'
         wr, nr, entries, ref_json = self._side(ref)
         otok = self.tokens(output)
         so = dict(reversed(otok))
@@ -373,7 +427,8 @@ class _Terms:
         no = math.sqrt(sum(map(operator.mul, ow, ow))) or 1.0
         d = no * nr
         # explain's keys, the same float operations in the same order, mapped in C:
-        # shared -(wo * wr / (no * nr)), extra -((wo / no) ** 2), each with its first word
+        # shared wo * wr / (no * nr) (times a negation factor of 1.0: exact), extra
+        # (wo / no) ** 2, each with its first word
         common = list(wo.keys() & wr.keys())
         only = list(wo.keys() - wr.keys())
         get_o, get_w = wo.__getitem__, so.__getitem__
@@ -397,61 +452,15 @@ class _Terms:
             reason = '"output and reference share no terms"'
         fingerprint = self.fingerprint_json
         if fingerprint is None:
-            fingerprint = self.fingerprint_json = _ENCODE_ASCII(self.scorer.fingerprint)
+            fingerprint = self.fingerprint_json = _ENCODE_ASCII(scorer.fingerprint)
         score_json = repr(score) if score.__class__ is float else _ENCODE_ASCII(score)
         return (
             f'{{"score": {score_json}, "matched_reference": {at}, '
             f'"reference": {ref_json}, "shared": {_terms_json(shared)}, '
             f'"missing": [{", ".join(missing)}], "extra": {_terms_json(extra)}, '
-            f'"reason": {reason}, "fingerprint": {fingerprint}, "case": {origin}}}'
+            f'"reason": {reason}, "fingerprint": {fingerprint}, "demoted": [], '
+            f'"negation": 1.0, "case": {origin}}}'
         )
-
-    def explain(
-        self,
-        output: str,
-        vec: bytes,
-        references: Sequence[str],
-        rvec: bytes,
-        score: float,
-        at: int,
-        top: int = 10,
-    ) -> dict[str, Any]:
-        """``scorer.explain(output, references, top).to_dict()`` for a row already scored
-        (``score``, ``at``, the output's vector ``vec`` and the matched reference's ``rvec``)."""
-        if not output.strip():
-            return self.scorer.explain(output, list(references), top=top).to_dict()
-        ref = references[at]
-        otok, rtok = self.tokens(output), self.tokens(ref)
-        so, sr = dict(reversed(otok)), dict(reversed(rtok))
-        wo = dict(zip(*_records(vec), strict=True))
-        wr = dict(zip(*_records(rvec), strict=True))
-        # the norms summed in the order explain sums them: terms by first use
-        ow = list(map(wo.__getitem__, dict.fromkeys(map(_first, otok))))
-        rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
-        no = math.sqrt(sum(map(operator.mul, ow, ow))) or 1.0
-        nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
-        shared = [(-(wo[h] * wr[h] / (no * nr)), so[h]) for h in wo if h in wr]
-        missing = [(-((w / nr) ** 2), sr[h]) for h, w in wr.items() if h not in wo]
-        extra = [(-((w / no) ** 2), so[h]) for h, w in wo.items() if h not in wr]
-        reason = None
-        if not wo:
-            reason = "output has no scorable terms"
-        elif not shared and score < 1.0:
-            reason = "output and reference share no terms"
-        return {
-            "score": score,
-            "matched_reference": at,
-            "reference": ref,
-            "shared": _top_terms(shared, top),
-            "missing": _top_terms(missing, top),
-            "extra": _top_terms(extra, top),
-            "reason": reason,
-            "fingerprint": self.scorer.fingerprint,
-        }
-
-
-def _top_terms(items: list[tuple[float, str]], top: int) -> list[dict[str, Any]]:
-    return [{"term": s, "weight": round(-w, 6)} for w, s in heapq.nsmallest(top, items)]
 
 
 def _smallest(
@@ -472,13 +481,15 @@ def _smallest(
 def _term_json(w: float, s: str) -> str:
     """``_ENCODE_ASCII({"term": s, "weight": round(-w, 6)})``."""
     weight = round(-w, 6)
-    return f'{{"term": {_STR_ASCII(s)}, "weight": {_FLOAT_JSON(weight)}}}'
+    return f'{{"term": {_STR_ASCII(s)}, "weight": {_FLOAT_JSON(weight)}, "demoted": false}}'
 
 
 def _terms_json(items: list[tuple[float, str]]) -> str:
     """``_ENCODE_ASCII`` of ``_top_terms(items)`` (``items`` sorted and cut already)."""
     text, num = _STR_ASCII, _FLOAT_JSON
-    terms = [f'{{"term": {text(s)}, "weight": {num(round(-w, 6))}}}' for w, s in items]
+    terms = [
+        f'{{"term": {text(s)}, "weight": {num(round(-w, 6))}, "demoted": false}}' for w, s in items
+    ]
     return "[" + ", ".join(terms) + "]"
 
 
@@ -504,27 +515,46 @@ def _terms(scorer: Scorer) -> _Terms | None:
     return t
 
 
-def missing_terms(scorer: Scorer, output: str, reference: str, top: int = TOP_MISSING) -> list[str]:
+def missing_terms(
+    scorer: Scorer,
+    output: str,
+    reference: str,
+    top: int = TOP_MISSING,
+    input: str | None = None,
+) -> list[str]:
     """The reference's most important terms (by tf-idf weight) that the output lacks.
 
-    The same terms, in the same order, as ``scorer.explain(output, reference).missing``, but
-    several times faster for single-word terms. N-gram and ``pair`` scorers use ``explain``.
+    The same terms, in the same order, as ``scorer.explain(output, reference, top,
+    input).missing``, but several times faster for single-word terms. N-gram and ``pair``
+    scorers, and an input sharing a term with the reference, use ``explain``.
     """
     t = _terms(scorer)
-    if t is None:
-        return [m.term for m in scorer.explain(output, reference, top=top).missing]
-    return t.missing(_hashes(scorer.vector(output)), reference, scorer.vector(reference), top)
+    rvec = scorer.vector(reference)
+    if t is None or _Ref(reference, rvec).asked(scorer.input_terms(input)):
+        return [m.term for m in scorer.explain(output, reference, top=top, input=input).missing]
+    return t.missing(_hashes(scorer.vector(output)), reference, rvec, top)
 
 
 def explanation(
-    scorer: Scorer, output: str, references: Sequence[str], score: float, at: int, top: int = 10
+    scorer: Scorer,
+    output: str,
+    references: Sequence[str],
+    score: float,
+    at: int,
+    top: int = 10,
+    input: str | None = None,
 ) -> dict[str, Any]:
-    """``scorer.explain(output, references, top).to_dict()`` of a scored row, faster."""
+    """``scorer.explain(output, references, top, input).to_dict()`` of a scored row, faster."""
     t = _terms(scorer)
-    if t is None:
-        return scorer.explain(output, list(references), top=top).to_dict()
-    vec, rvec = scorer.vector(output), scorer.vector(references[at])
-    return t.explain(output, vec, references, rvec, score, at, top)
+    if t is None or top != 10:
+        return scorer.explain(output, list(references), top=top, input=input).to_dict()
+    vec = scorer.vector(output)
+    ref = _Ref(references[at], scorer.vector(references[at]))
+    terms = scorer.input_terms(input)
+    text = t.explain_json(output, vec, references, ref, score, at, "null", input, terms)
+    explained: dict[str, Any] = json.loads(text)
+    del explained["case"]
+    return explained
 
 
 def _missing(ranked: list[tuple[int, str]], have: set[int], top: int) -> list[str]:
@@ -728,6 +758,7 @@ class _State:
     by_name: dict[str, int]
     singles: dict[int, EvalSet] = field(default_factory=dict)
     refs: dict[Any, _Ref] = field(default_factory=dict)
+    inputs: dict[tuple[int, str], bytes] = field(default_factory=dict)
 
     def ref(self, text: str) -> _Ref:
         """A plain run's reference answer, vectorised once while it stays in the cache."""
@@ -776,15 +807,35 @@ class _State:
         return got
 
     def missing(
-        self, pos: int, scorer: Scorer, output: str, at: int, rows: dict[int, Any], top: int
+        self,
+        pos: int,
+        scorer: Scorer,
+        output: str,
+        at: int,
+        rows: dict[int, Any],
+        top: int,
+        input: str | None = None,
     ) -> list[str]:
         """``missing_terms`` of eval ``pos``'s reference ``at``: its terms ranked once per
         run, the output's terms once per row and scorer (``rows``)."""
         terms = _terms(scorer)
-        if terms is None or top <= 0:
-            return missing_terms(scorer, output, self.evals[pos].references[at], top)
+        ref = self.eval_ref(pos, at, scorer)
+        if terms is None or top <= 0 or ref.asked(self.input_terms(scorer, input)):
+            return missing_terms(scorer, output, ref.text, top, input)
         _, have = self._row(scorer, output, rows)
-        return terms.missing_in(self.eval_ref(pos, at, scorer), have, top)
+        return terms.missing_in(ref, have, top)
+
+    def input_terms(self, scorer: Scorer, input: str | None) -> bytes:
+        """``scorer.input_terms(input)``, kept per input text while it stays in the cache."""
+        if input is None:
+            return b""
+        key = (id(scorer), input)
+        got = self.inputs.get(key)
+        if got is None:
+            if len(self.inputs) >= _REF_CACHE_LIMIT:
+                self.inputs.clear()
+            got = self.inputs[key] = scorer.input_terms(input)
+        return got
 
     def explain_json(
         self,
@@ -795,15 +846,19 @@ class _State:
         score: float,
         rows: dict[int, Any],
         origin: str,
+        input: str | None = None,
     ) -> str:
         """The stored explanation (JSON text) of eval ``pos``'s result for a row (``origin``:
         the JSON of its "case" entry)."""
         terms = _terms(scorer)
-        if terms is None or not output.strip():
-            explained = explanation(scorer, output, self.evals[pos].references, score, at)
+        refs = self.evals[pos].references
+        if terms is None:
+            explained = scorer.explain(output, list(refs), top=10, input=input).to_dict()
             return _ENCODE_ASCII(explained)[:-1] + f', "case": {origin}}}'
         vec, _ = self._row(scorer, output, rows)
-        return terms.explain_json(output, vec, self.eval_ref(pos, at, scorer), score, at, origin)
+        ref = self.eval_ref(pos, at, scorer)
+        terms_in = self.input_terms(scorer, input)
+        return terms.explain_json(output, vec, refs, ref, score, at, origin, input, terms_in)
 
 
 _STATES: dict[str, _State] = {}
@@ -970,7 +1025,7 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     plain_terms = _terms(scorer) if scorer is not None else None
     classnames: dict[str | None, str] = {None: _xml_attr(cfg.source)}
     classnames.update({e.name: _xml_attr(f"{cfg.source} [{e.name}]") for e in evals})
-    missing_tally = out.missing
+    missing_words: list[str] = []  # tallied once per chunk, in the same order
     per_eval = out.per_eval
     store_rows = out.store_rows
     rowvecs: dict[int, Any] = {}  # a row's output vector and terms per scorer: evals share them
@@ -1024,15 +1079,17 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             continue
         vec = b""
         prepared: list[bytes] = []
+        asked = b""  # the terms of the row's input (the question): they count less
         if not evals:
             assert scorer is not None
             vec = scorer.vector(output)
             rs = [state.ref(r) for r in refs]
             prepared = [r.vec for r in rs]
+            asked = state.input_terms(scorer, text_in)
             if vec and all(prepared):
-                score, at = scorer.best_vector(vec, prepared)
+                score, at = scorer.best_vector(vec, prepared, asked)
             else:  # an empty vector: score_detail decides (identical texts without terms)
-                score, at = scorer.score_detail(output, refs)
+                score, at = scorer.score_detail(output, refs, text_in)
             hits = [(-1, score, at, scorer)]
         else:
             rowvecs.clear()
@@ -1048,12 +1105,12 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                 missing: list[str] = []
             else:
                 if eval_def is not None:
-                    missing = state.missing(pos, sc, output, at, rowvecs, top)
-                elif plain_terms is not None and top > 0:
+                    missing = state.missing(pos, sc, output, at, rowvecs, top, text_in)
+                elif plain_terms is not None and top > 0 and not rs[at].asked(asked):
                     missing = plain_terms.missing_in(rs[at], _hash_array(vec), top)
                 else:
-                    missing = missing_terms(sc, output, refs[at], top)
-                missing_tally.update(missing)
+                    missing = missing_terms(sc, output, refs[at], top, text_in)
+                missing_words.extend(missing)
             reference = refs[at]
             fingerprint = sc.fingerprint
             results += 1
@@ -1201,11 +1258,15 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                 # where the row came from: a stored run can be a later run's baseline
                 origin = _origin_json(case_id, where, ordinal)
                 if eval_def is not None:
-                    explained = state.explain_json(pos, sc, output, at, score, rowvecs, origin)
-                elif plain_terms is not None and output.strip():
-                    explained = plain_terms.explain_json(output, vec, rs[at], score, at, origin)
+                    explained = state.explain_json(
+                        pos, sc, output, at, score, rowvecs, origin, text_in
+                    )
+                elif plain_terms is not None:
+                    explained = plain_terms.explain_json(
+                        output, vec, refs, rs[at], score, at, origin, text_in, asked
+                    )
                 else:
-                    expl = explanation(sc, output, refs, score, at)
+                    expl = sc.explain(output, list(refs), top=10, input=text_in).to_dict()
                     explained = _ENCODE_ASCII(expl)[:-1] + f', "case": {origin}}}'
                 store_rows.append(
                     (
@@ -1225,11 +1286,12 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             if collected is not None:
                 out.collected.append((where, collected, score))
     out.results, out.passed, out.score_sum = results, passed_n, score_sum
+    out.missing.update(missing_words)
     for _, _, entry in sorted(worst, reverse=True):
         where, case_id, text_in, output, score, passed, threshold, eval_name = entry[:8]
         at, missing, reference, sc = entry[8:]
         if passed:  # a passing row among the worst: its terms were not computed yet
-            missing = missing_terms(sc, output, reference, top)
+            missing = missing_terms(sc, output, reference, top, text_in)
         out.worst.append(
             {
                 "where": where,
