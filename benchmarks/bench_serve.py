@@ -7,7 +7,9 @@ bounded by a request count and a time limit. Reports:
 
 - sustained captures/s and the p50/p99 latency of the capture requests;
 - the baseline measured in the same run, against the same server: `GET /api/health` (the
-  framework and the client alone, no scoring, no database), and the ratio captures/health;
+  framework and the client alone, no scoring, no database), in rounds interleaved with the
+  capture rounds, and the median over the rounds of the ratio captures/health (the load
+  average beside each round);
 - the check for loss: the server is stopped, then the SQLite file is opened and the captures
   and results counted; every accepted capture (201) must be stored with EVALS results, and
   nothing else may be stored.
@@ -27,7 +29,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -173,6 +177,24 @@ async def load(
     }
 
 
+def _median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds of one side as one: medians of the rates, latencies and CPU, summed counts."""
+    out: dict[str, Any] = {}
+    for key in ("per_s", "p50_ms", "p99_ms", "server_cpu_ms", "client_cpu_ms"):
+        out[key] = round(statistics.median(r[key] for r in rounds), 3)
+    out["requests"] = sum(r["requests"] for r in rounds)
+    out["seconds"] = round(sum(r["seconds"] for r in rounds), 3)
+    statuses: dict[int, int] = {}
+    for r in rounds:
+        for code, n in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + n
+    out["statuses"] = statuses
+    out["errors"] = [e for r in rounds for e in r["errors"]][:5]
+    out["error_count"] = sum(r["error_count"] for r in rounds)
+    out["accepted"] = [a for r in rounds for a in r["accepted"]]
+    return out
+
+
 def cpu_of(pid: int, job: Any) -> dict[str, Any]:
     """Run the load ``job``; add the CPU time per request of the server and of this client."""
     server = psutil.Process(pid)
@@ -213,11 +235,16 @@ def count_stored(db: Path, accepted: list[int], evals: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--captures", type=int, default=3000, help="captures to post (max)")
+    parser.add_argument(
+        "--captures", type=int, default=6000, help="captures to post over all rounds (max)"
+    )
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients")
     parser.add_argument("--evals", type=int, default=10, help="active evals")
     parser.add_argument("--seconds", type=float, default=60, help="time limit of the load phase")
     parser.add_argument("--warmup", type=int, default=200, help="captures posted first, untimed")
+    parser.add_argument(
+        "--rounds", type=int, default=6, help="interleaved rounds of health and captures (6)"
+    )
     parser.add_argument("--target", type=float, default=300, help="captures/s to reach")
     parser.add_argument(
         "--client",
@@ -250,18 +277,44 @@ def main(argv: list[str] | None = None) -> int:
             setup_evals(url, args.evals)
             kind = args.client
             warm = asyncio.run(load(url, args.clients, args.warmup, args.seconds, capture, kind))
-            base = cpu_of(
-                proc.pid, load(url, args.clients, args.captures, args.seconds, health, kind)
-            )
-            run = cpu_of(
-                proc.pid, load(url, args.clients, args.captures, args.seconds, capture, kind)
-            )
-        # The server is stopped: everything it acknowledged must now be on disk.
-        stored = count_stored(db, warm["accepted"] + run["accepted"], args.evals)
+            # interleaved rounds, health and captures alternating: the machine's noise falls on
+            # both sides alike; the figures are the medians over the rounds
+            per_round = max(1, args.captures // args.rounds)
+            bases, runs, ratios, loads = [], [], [], []
+            offset = 0
+            for k in range(args.rounds):
+                sides = ["health", "captures"] if k % 2 == 0 else ["captures", "health"]
+                for side in sides:
+                    if side == "health":
+                        b = cpu_of(
+                            proc.pid,
+                            load(url, args.clients, per_round, args.seconds, health, kind),
+                        )
+                        bases.append(b)
+                    else:
+                        start = offset
 
+                        def make(i: int, start: int = start) -> Any:
+                            return capture(start + i)
+
+                        r = cpu_of(
+                            proc.pid, load(url, args.clients, per_round, args.seconds, make, kind)
+                        )
+                        offset += per_round
+                        runs.append(r)
+                ratios.append(runs[-1]["per_s"] / bases[-1]["per_s"] if bases[-1]["per_s"] else 0)
+                loads.append(os.getloadavg()[0])
+        # The server is stopped: everything it acknowledged must now be on disk.
+        accepted_all = warm["accepted"] + [a for r in runs for a in r["accepted"]]
+        stored = count_stored(db, accepted_all, args.evals)
+
+    run = _median_round(runs)
+    base = _median_round(bases)
     accepted_run = run.pop("accepted")
     base.pop("accepted")
-    ratio = round(run["per_s"] / base["per_s"], 3) if base["per_s"] else None
+    ratio = round(statistics.median(ratios), 3)
+    run["ratios_per_round"] = [round(x, 3) for x in ratios]
+    run["load_average"] = [round(x, 2) for x in loads]
     report = {
         "client": args.client,
         "clients": args.clients,
@@ -278,9 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         c, b, s = report["captures"], base, stored
         print(
-            f"captures: {c['requests']} in {c['seconds']} s = {c['per_s']} captures/s "
-            f"({args.clients} {args.client} clients, {args.evals} active evals, "
-            f"{args.evals} results each)"
+            f"captures: {c['requests']} in {c['seconds']} s, median {c['per_s']} captures/s "
+            f"over {args.rounds} rounds interleaved with health ({args.clients} {args.client} "
+            f"clients, {args.evals} active evals, {args.evals} results each)"
+        )
+        print(
+            f"  captures/health per round {c['ratios_per_round']}, load average {c['load_average']}"
         )
         print(f"  latency p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms; statuses {c['statuses']}")
         print(
@@ -291,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  transport errors: {c['error_count']}, e.g. {c['errors'][0]}")
         print(
             f"baseline GET /api/health: {b['per_s']} req/s, p50 {b['p50_ms']} ms, "
-            f"p99 {b['p99_ms']} ms; captures/health = {report['ratio_captures_to_health']}"
+            f"p99 {b['p99_ms']} ms; captures/health (median of rounds) = "
+            f"{report['ratio_captures_to_health']}"
         )
         print(
             f"stored: {s['captures_stored']} captures, {s['results_stored']} results "

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Table, and_, select, update
+from sqlalchemy import Table, and_, bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -185,9 +185,15 @@ def add_sums(conn: Connection, sums: dict[Key, Sums]) -> None:
             ).where(t.c.bucket.in_({k[0] for k in sums}))
         )
     }
-    fresh = []
+    fresh, changed = [], []
     for key, s in sums.items():
         old = existing.get(key)
+        row = {
+            "b_bucket": key[0],
+            "b_eval_id": key[1],
+            "b_eval_version": key[2],
+            "b_fingerprint": key[3],
+        }
         if old is None:
             fresh.append(
                 {
@@ -201,18 +207,30 @@ def add_sums(conn: Connection, sums: dict[Key, Sums]) -> None:
                 }
             )
         else:
-            conn.execute(
-                update(t)
-                .where(
-                    and_(
-                        t.c.bucket == key[0],
-                        t.c.eval_id == key[1],
-                        t.c.eval_version == key[2],
-                        t.c.fingerprint == key[3],
-                    )
-                )
-                .values(count=old[0] + s.count, total=old[1] + s.total, passes=old[2] + s.passes)
+            changed.append(
+                {
+                    **row,
+                    "b_count": old[0] + s.count,
+                    "b_total": old[1] + s.total,
+                    "b_passes": old[2] + s.passes,
+                }
             )
+    if changed:  # one statement for every changed row
+        conn.execute(
+            update(t)
+            .where(
+                and_(
+                    t.c.bucket == bindparam("b_bucket"),
+                    t.c.eval_id == bindparam("b_eval_id"),
+                    t.c.eval_version == bindparam("b_eval_version"),
+                    t.c.fingerprint == bindparam("b_fingerprint"),
+                )
+            )
+            .values(
+                count=bindparam("b_count"), total=bindparam("b_total"), passes=bindparam("b_passes")
+            ),
+            changed,
+        )
     if fresh:
         conn.execute(t.insert(), fresh)
 

@@ -188,7 +188,11 @@ async def capture_fast(request: Request) -> Response:
     (``CaptureIn``), the same answers and errors, without the framework's per-request
     dependency and body machinery, which cost more than the capture itself
     (benchmarks/bench_serve.py). The route above documents it in the OpenAPI schema."""
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    media = ""
+    for key, value in request.scope["headers"]:  # read once, without building a Headers map
+        if key == b"content-type":
+            media = value.decode("latin-1").split(";")[0].strip().lower()
+            break
     raw = await request.body()
     if media != "application/json" and not (
         media.startswith("application/") and media.endswith("+json")

@@ -1,0 +1,97 @@
+"""Trends, counts and eval stats read through the rollup equal a count of every result."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from simeval.service import Service
+from simeval.service.rollup import ROLLUP_EVERY
+
+REFS = ["Paris is the capital of France.", "The Seine flows through Paris.", "Rome is in Italy."]
+OUTPUTS = [
+    "Paris is France's capital.",
+    "The river Seine runs through Paris.",
+    "Rome, Italy.",
+    "I like trains.",
+    "The capital of France is Paris, on the Seine.",
+]
+
+
+def _direct(svc: Service, name: str, start: datetime, end: datetime) -> dict[datetime, list]:
+    """Per hour: count, sum of effective scores, passes, reviewed, from every listed result."""
+    out: dict[datetime, list] = defaultdict(lambda: [0, 0.0, 0, 0])
+    for r in svc.list_results(eval_name=name, since=start, until=end, limit=100_000, explain=False):
+        when = r.captured_at.replace(minute=0, second=0, microsecond=0, tzinfo=None)
+        slot = out[when]
+        slot[0] += 1
+        slot[1] += r.review.score if r.review else r.score
+        slot[2] += r.passed
+        slot[3] += r.review is not None
+    return out
+
+
+def test_rollup_matches_a_direct_count(tmp_path: Path) -> None:
+    svc = Service(tmp_path / "r.db")
+    for i, ref in enumerate(REFS):
+        svc.create_eval(f"e{i}", ref, threshold=0.6)
+        svc.test_eval(f"e{i}", "q", ref)
+        svc.activate_eval(f"e{i}")
+    base = datetime(2026, 1, 5, 9, 10)
+    n = 2 * ROLLUP_EVERY + 37  # several steps of the rollup, and captures past the watermark
+    items = [
+        ("q", OUTPUTS[k % len(OUTPUTS)], None, None, base + timedelta(minutes=7 * k))
+        for k in range(n)
+    ]
+    for k in range(0, n, 50):  # batches, as the server stores them
+        svc.capture_checked(items[k : k + 50])
+    # a new version of one eval part-way: its results keep their version apart
+    svc.edit_eval("e1", threshold=0.5)
+    svc.test_eval("e1", "q", REFS[1])
+    svc.activate_eval("e1")
+    svc.capture("q", OUTPUTS[1], captured_at=base + timedelta(minutes=7 * n))
+    # reviews change the effective score and verdict of some results
+    for r in svc.list_results(eval_name="e0", limit=7, explain=False):
+        svc.review_result(r.id, 0.0 if r.passed else 1.0, "flipped")
+    start, end = base + timedelta(minutes=25), base + timedelta(minutes=7 * n - 40)
+    for name in ("e0", "e1", "e2"):
+        tr = svc.trend(name, bucket="hour", since=start, until=end)
+        want = _direct(svc, name, start, end)
+        got = {
+            b.start.replace(tzinfo=None): [
+                b.count,
+                b.mean_score * b.count,
+                b.pass_rate * b.count,
+                b.reviewed,
+            ]
+            for b in tr.buckets
+        }
+        assert set(got) == set(want)
+        for hour, (c, total, passes, reviewed) in want.items():
+            g = got[hour]
+            assert g[0] == c and g[3] == reviewed
+            assert abs(g[1] - total) < 1e-9 and round(g[2]) == passes
+        assert svc.count_results(eval_name=name, since=start, until=end) == sum(
+            v[0] for v in want.values()
+        )
+        assert svc.count_results(eval_name=name, passed=True, since=start, until=end) == sum(
+            v[2] for v in want.values()
+        )
+    everything = svc.list_results(limit=100_000, explain=False)
+    assert svc.count_results() == len(everything) == 3 * (n + 1)
+    assert svc.count_results(reviewed=True) == 7
+    assert svc.count_results(passed=False) == sum(not r.passed for r in everything)
+    stats = {e.name: e.stats for e in svc.list_evals()}
+    e0 = [r for r in everything if r.eval_name == "e0"]
+    assert stats["e0"] is not None and stats["e0"].results == len(e0)
+    assert abs(stats["e0"].pass_rate - sum(r.passed for r in e0) / len(e0)) < 1e-12
+    # retention: the rollup loses exactly what is deleted, the hour of the cutoff included
+    svc.update_settings(retention_days=7)
+    cut = svc.cleanup(now=base + timedelta(days=7, minutes=7 * 100 + 3))
+    assert cut.captures > 0
+    left = svc.list_results(limit=100_000, explain=False)
+    assert svc.count_results() == len(left) == 3 * (n + 1) - cut.results
+    tr = svc.trend("e2", bucket="day")
+    assert sum(b.count for b in tr.buckets) == sum(r.eval_name == "e2" for r in left)
+    svc.close()
