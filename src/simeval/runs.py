@@ -371,6 +371,24 @@ class _Terms:
                     break
         return out
 
+    def missing_asked(self, ref: _Ref, have: Sequence[int], terms: bytes, top: int) -> list[str]:
+        """``missing_in`` for a row whose input (its terms ``terms``) shares terms with the
+        reference: as ``explain`` does, those terms' weights are multiplied by the scorer's
+        ``input_weight`` and the reference's norm is taken again, in the order of first use."""
+        rtok = self.tokens(ref.text)
+        sr = dict(reversed(rtok))
+        wr = dict(zip(*_records(ref.vec), strict=True))
+        weight = self.scorer.input_weight
+        for h in array("Q", terms):
+            if h in wr:
+                wr[h] *= weight
+        rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
+        nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
+        n = len(have)
+        lacking = [h for h in wr if (i := bisect_left(have, h)) == n or have[i] != h]
+        keys = [-((wr[h] / nr) ** 2) for h in lacking]
+        return [word for _, word in _smallest(keys, lacking, sr.__getitem__, top)] if top else []
+
     def _side(self, ref: _Ref) -> tuple[dict[int, float], float, list[Any], str]:
         """The reference's side of an explanation: weights by hash, norm, its terms ranked
         as "missing" entries ([hash, key, word, JSON of the entry once written]), its JSON
@@ -529,10 +547,13 @@ def missing_terms(
     scorers, and an input sharing a term with the reference, use ``explain``.
     """
     t = _terms(scorer)
-    rvec = scorer.vector(reference)
-    if t is None or _Ref(reference, rvec).asked(scorer.input_terms(input)):
+    if t is None or not output.strip():
         return [m.term for m in scorer.explain(output, reference, top=top, input=input).missing]
-    return t.missing(_hashes(scorer.vector(output)), reference, rvec, top)
+    ref = _Ref(reference, scorer.vector(reference))
+    terms = scorer.input_terms(input)
+    if ref.asked(terms):
+        return t.missing_asked(ref, _hash_array(scorer.vector(output)), terms, top)
+    return t.missing(_hashes(scorer.vector(output)), reference, ref.vec, top)
 
 
 def explanation(
@@ -820,9 +841,12 @@ class _State:
         run, the output's terms once per row and scorer (``rows``)."""
         terms = _terms(scorer)
         ref = self.eval_ref(pos, at, scorer)
-        if terms is None or top <= 0 or ref.asked(self.input_terms(scorer, input)):
+        if terms is None or top <= 0 or not output.strip():
             return missing_terms(scorer, output, ref.text, top, input)
         _, have = self._row(scorer, output, rows)
+        asked = self.input_terms(scorer, input)
+        if ref.asked(asked):
+            return terms.missing_asked(ref, have, asked, top)
         return terms.missing_in(ref, have, top)
 
     def input_terms(self, scorer: Scorer, input: str | None) -> bytes:
@@ -1106,8 +1130,12 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             else:
                 if eval_def is not None:
                     missing = state.missing(pos, sc, output, at, rowvecs, top, text_in)
-                elif plain_terms is not None and top > 0 and not rs[at].asked(asked):
-                    missing = plain_terms.missing_in(rs[at], _hash_array(vec), top)
+                elif plain_terms is not None and top > 0 and output.strip():
+                    if rs[at].asked(asked):
+                        have = _hash_array(vec)
+                        missing = plain_terms.missing_asked(rs[at], have, asked, top)
+                    else:
+                        missing = plain_terms.missing_in(rs[at], _hash_array(vec), top)
                 else:
                     missing = missing_terms(sc, output, refs[at], top, text_in)
                 missing_words.extend(missing)
