@@ -10,11 +10,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Re-install when the project definition or the C core changes.
-$(VENV)/.installed: pyproject.toml src/simeval/_fast.c src/simeval/_index.c | $(BIN)/python
+$(VENV)/.installed: pyproject.toml src/simeval/_fast.c src/simeval/_index.c src/simeval/_cosine.h | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml src/simeval/_fast.c src/simeval/_index.c | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml src/simeval/_fast.c src/simeval/_index.c src/simeval/_cosine.h | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $@ $(VENV)/.installed
 

@@ -12,8 +12,8 @@
  *
  * The question's terms (input_weight) and negation follow Scorer.best_vector's formula: a
  * reference that contains one of the question's terms has its norm changed by the question, so
- * it is scored by the full merged walk with the question's weights (the same function as
- * _fast.c's cosine_packed); the others share the index pass, with the output's norm taken with
+ * it is scored by the full merged walk with the question's weights (cosine_packed of
+ * _cosine.h, the function _fast.c scores with); the others share the index pass, with the output's norm taken with
  * the question's weights. The negation factor is applied last, as score_packed does.
  *
  * Index(prepared: sequence[bytes], offsets: bytes, negators: bytes = b"", negation: float = 1)
@@ -30,11 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    uint64_t hash;
-    double tfw;
-    double idf;
-} Term;
+#include "_cosine.h"
 
 typedef struct {
     uint64_t hash;
@@ -61,78 +57,6 @@ typedef struct {
     size_t nneg;
     double negation;
 } Index;
-
-typedef struct {
-    const uint64_t *h;
-    size_t n;
-} HashSet;
-
-/* Whether a sorted vector has a hash of the sorted set: one merge. */
-static int has_any(const Term *a, size_t na, const uint64_t *h, size_t n) {
-    size_t i = 0, k = 0;
-    while (i < na && k < n) {
-        if (a[i].hash < h[k]) i++;
-        else if (h[k] < a[i].hash) k++;
-        else return 1;
-    }
-    return 0;
-}
-
-/* _fast.c's cosine_packed (non-pair IDF) with the question's terms weighted: the same
- * operations in the same order, so the same floats. */
-static double cosine_demoted(const Term *a, size_t na, const Term *b, size_t nb, HashSet dem,
-                             double iw) {
-    if (na == 0 || nb == 0) return 0.0;
-    if (na == nb && memcmp(a, b, na * sizeof(Term)) == 0) return 1.0;
-    size_t nd = iw != 1.0 ? dem.n : 0, d = 0;
-    double dot = 0.0, sa = 0.0, sb = 0.0;
-    size_t i = 0, j = 0;
-    while (i < na || j < nb) {
-        uint64_t h;
-        int side;
-        if (j >= nb || (i < na && a[i].hash < b[j].hash)) {
-            h = a[i].hash;
-            side = 1;
-        } else if (i >= na || b[j].hash < a[i].hash) {
-            h = b[j].hash;
-            side = 2;
-        } else {
-            h = a[i].hash;
-            side = 3;
-        }
-        int demoted = 0;
-        if (nd) {
-            while (d < nd && dem.h[d] < h) d++;
-            demoted = d < nd && dem.h[d] == h;
-        }
-        if (side == 1) {
-            double w = a[i].tfw * a[i].idf;
-            if (demoted) w *= iw;
-            sa += w * w;
-            i++;
-        } else if (side == 2) {
-            double w = b[j].tfw * b[j].idf;
-            if (demoted) w *= iw;
-            sb += w * w;
-            j++;
-        } else {
-            double wa = a[i].tfw * a[i].idf;
-            double wb = b[j].tfw * b[j].idf;
-            if (demoted) {
-                wa *= iw;
-                wb *= iw;
-            }
-            sa += wa * wa;
-            sb += wb * wb;
-            dot += wa * wb;
-            i++;
-            j++;
-        }
-    }
-    if (sa <= 0.0 || sb <= 0.0) return 0.0;
-    double s = dot / (sqrt(sa) * sqrt(sb));
-    return s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
-}
 
 typedef struct {
     uint64_t hash;
@@ -246,7 +170,7 @@ static int index_init(Index *ix, PyObject *args, PyObject *kwds) {
         }
         ix->sb[r] = sb;
         ix->root_sb[r] = sqrt(sb);
-        ix->neg[r] = ix->nneg ? (unsigned char)has_any(t, n, ix->negators, ix->nneg) : 0;
+        ix->neg[r] = ix->nneg ? (unsigned char)has_any(t, n, (HashSet){ix->negators, ix->nneg}) : 0;
     }
     qsort(triples, total, sizeof(Triple), triple_cmp);
     size_t distinct = 0;
@@ -320,6 +244,9 @@ static PyObject *index_best(Index *ix, PyObject *args) {
         dem.n = (size_t)demb.len / 8;
     }
     int demoting = iw != 1.0 && dem.n > 0;
+    /* the merged walk of _cosine.h for the references holding a term of the question; the
+     * negation factor is applied below for every reference alike */
+    CosOpts opts = {0, dem, iw, {NULL, 0}, 1.0};
     const Term *t = (const Term *)a.buf;
     size_t na = (size_t)a.len / sizeof(Term);
     size_t nref = (size_t)ix->nrefs;
@@ -354,7 +281,7 @@ static PyObject *index_best(Index *ix, PyObject *args) {
     }
     double root_sa = sqrt(sa);
     int negating = ix->negation != 1.0 && ix->nneg > 0;
-    int neg_a = negating ? has_any(t, na, ix->negators, ix->nneg) : 0;
+    int neg_a = negating ? has_any(t, na, (HashSet){ix->negators, ix->nneg}) : 0;
     PyObject *scores = PyBytes_FromStringAndSize(NULL, ix->nevals * (Py_ssize_t)sizeof(double));
     PyObject *at = PyBytes_FromStringAndSize(NULL, ix->nevals * (Py_ssize_t)sizeof(int32_t));
     if (!scores || !at) {
@@ -375,7 +302,7 @@ static PyObject *index_best(Index *ix, PyObject *args) {
             size_t nb = (size_t)PyBytes_GET_SIZE(b) / sizeof(Term);
             double s;
             if (demoting && ix->mark[r]) {
-                s = cosine_demoted(t, na, tb, nb, dem, iw);
+                s = cosine_packed(t, na, tb, nb, &opts);
             } else if (na == 0 || nb == 0) {
                 s = 0.0;
             } else if (na == nb && memcmp(t, tb, na * sizeof(Term)) == 0) {
