@@ -38,7 +38,7 @@ from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import filterfalse, islice, repeat
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -228,22 +228,22 @@ def _hash_array(vec: bytes) -> array[int]:
 
 
 _REF_CACHE_LIMIT = 8192
+_INPUT_CACHE_LIMIT = 100_000  # questions are short: their term hashes take little room
 
 
 class _Ref:
     """A reference answer as a run keeps it between rows: its vector, and, made when first
-    needed, its JSON text, its terms ranked for missing terms (from its second failing row: a
-    reference seen once costs no more than before) and its side of an explanation."""
+    needed, its JSON text, its terms ranked for missing terms, its side of an explanation, its
+    term hashes and whether it negates."""
 
-    __slots__ = ("hset", "json", "negator", "ranked", "side", "text", "uses", "vec")
+    __slots__ = ("hset", "json", "negator", "ranked", "side", "text", "vec")
 
     def __init__(self, text: str, vec: bytes):
         self.text = text
         self.vec = vec
-        self.uses = 0
         self.hset: frozenset[int] | None = None
         self.negator: bool | None = None
-        self.ranked: list[tuple[int, str]] | None = None
+        self.ranked: tuple[list[int], dict[int, str]] | None = None
         self.side: tuple[dict[int, float], float, list[Any], str] | None = None
         self.json: str | None = None
 
@@ -351,27 +351,18 @@ class _Terms:
         named = [(-w, flat[hashes_in_order.index(h)][1]) for w, h in picked]
         return [s for _, s in sorted(named)[:top]]
 
-    def missing_in(self, ref: _Ref, have: Sequence[int], top: int) -> list[str]:
-        """``missing`` for a cached reference and the sorted hashes ``have`` of an output."""
+    def missing_in(self, ref: _Ref, have: set[int], top: int) -> list[str]:
+        """``missing`` for a cached reference and the term hashes ``have`` of an output."""
+        if top <= 0:
+            return []
         ranked = ref.ranked
         if ranked is None:
-            ref.uses += 1
-            if ref.uses < 2:
-                return self.missing(set(have), ref.text, ref.vec, top)
-            ranked = ref.ranked = self.ranked(ref.text, ref.vec)
-        out: list[str] = []
-        if top <= 0:
-            return out
-        n = len(have)
-        for h, word in ranked:
-            i = bisect_left(have, h)
-            if i == n or have[i] != h:
-                out.append(word)
-                if len(out) == top:
-                    break
-        return out
+            pairs = self.ranked(ref.text, ref.vec)
+            ranked = ref.ranked = ([h for h, _ in pairs], dict(pairs))
+        hashes, words = ranked
+        return list(map(words.__getitem__, islice(filterfalse(have.__contains__, hashes), top)))
 
-    def missing_asked(self, ref: _Ref, have: Sequence[int], terms: bytes, top: int) -> list[str]:
+    def missing_asked(self, ref: _Ref, have: set[int], terms: bytes, top: int) -> list[str]:
         """``missing_in`` for a row whose input (its terms ``terms``) shares terms with the
         reference: as ``explain`` does, those terms' weights are multiplied by the scorer's
         ``input_weight`` and the reference's norm is taken again, in the order of first use."""
@@ -384,8 +375,7 @@ class _Terms:
                 wr[h] *= weight
         rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
         nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
-        n = len(have)
-        lacking = [h for h in wr if (i := bisect_left(have, h)) == n or have[i] != h]
+        lacking = [h for h in wr if h not in have]
         keys = [-((wr[h] / nr) ** 2) for h in lacking]
         return [word for _, word in _smallest(keys, lacking, sr.__getitem__, top)] if top else []
 
@@ -552,7 +542,7 @@ def missing_terms(
     ref = _Ref(reference, scorer.vector(reference))
     terms = scorer.input_terms(input)
     if ref.asked(terms):
-        return t.missing_asked(ref, _hash_array(scorer.vector(output)), terms, top)
+        return t.missing_asked(ref, _hashes(scorer.vector(output)), terms, top)
     return t.missing(_hashes(scorer.vector(output)), reference, ref.vec, top)
 
 
@@ -576,19 +566,6 @@ def explanation(
     explained: dict[str, Any] = json.loads(text)
     del explained["case"]
     return explained
-
-
-def _missing(ranked: list[tuple[int, str]], have: set[int], top: int) -> list[str]:
-    """The first ``top`` words of ``ranked`` whose term is not in ``have``."""
-    out: list[str] = []
-    if top <= 0:
-        return out
-    for term, word in ranked:
-        if term not in have:
-            out.append(word)
-            if len(out) == top:
-                break
-    return out
 
 
 # -- decoding rows ---------------------------------------------------------------------------
@@ -817,7 +794,7 @@ class _State:
         got = rows.get(id(scorer))
         if got is None:
             vec = scorer.vector(output)
-            got = rows[id(scorer)] = (vec, _hash_array(vec))
+            got = rows[id(scorer)] = (vec, _hashes(vec))
         return got
 
     def eval_ref(self, pos: int, at: int, scorer: Scorer) -> _Ref:
@@ -856,7 +833,7 @@ class _State:
         key = (id(scorer), input)
         got = self.inputs.get(key)
         if got is None:
-            if len(self.inputs) >= _REF_CACHE_LIMIT:
+            if len(self.inputs) >= _INPUT_CACHE_LIMIT:
                 self.inputs.clear()
             got = self.inputs[key] = scorer.input_terms(input)
         return got
@@ -1131,11 +1108,11 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                 if eval_def is not None:
                     missing = state.missing(pos, sc, output, at, rowvecs, top, text_in)
                 elif plain_terms is not None and top > 0 and output.strip():
+                    have = _hashes(vec)
                     if rs[at].asked(asked):
-                        have = _hash_array(vec)
                         missing = plain_terms.missing_asked(rs[at], have, asked, top)
                     else:
-                        missing = plain_terms.missing_in(rs[at], _hash_array(vec), top)
+                        missing = plain_terms.missing_in(rs[at], have, top)
                 else:
                     missing = missing_terms(sc, output, refs[at], top, text_in)
                 missing_words.extend(missing)
