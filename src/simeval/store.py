@@ -109,6 +109,9 @@ class Eval(Base):
     fingerprint: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime)
     updated_at: Mapped[datetime] = mapped_column(DateTime)
+    # the version that scores captures while a newer one is pending (migration 0004); None:
+    # the current version
+    active_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class EvalVersion(Base):
@@ -166,6 +169,8 @@ class Capture(Base):
     # capture however many evals scored it, so a capture's cost does not grow with the evals
     # or scatter writes across an index per eval
     scores: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    # a client-given key (migration 0004): a retried or replayed capture is stored once
+    capture_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class Run(Base):
@@ -179,6 +184,9 @@ class Run(Base):
     options: Mapped[dict[str, Any]] = mapped_column(JSON)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # running, complete or interrupted (migration 0004), with the last sign of life
+    status: Mapped[str] = mapped_column(String(16), default="complete", server_default="complete")
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 class Result(Base):
@@ -216,6 +224,7 @@ class Result(Base):
 results_table = cast(Table, Result.__table__)
 captures_table = cast(Table, Capture.__table__)
 _results = results_table.c
+Index("ix_captures_capture_key", captures_table.c.capture_key, unique=True)
 Index("ix_captures_captured_at", captures_table.c.captured_at)
 Index("ix_runs_created_at", Run.__table__.c.created_at)
 # Only run rows carry a run id: a partial index costs captures nothing.
