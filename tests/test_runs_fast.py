@@ -54,6 +54,7 @@ def test_stored_explanation_text_is_the_json_of_explain() -> None:
     scorer = simeval.get_scorer()
     terms = runs._terms(scorer)
     assert terms is not None
+    seen: set[str] = set()
     for output in TEXTS[5:]:
         for ref_text in TEXTS[:8] + TEXTS[30:33]:
             for question in INPUTS[:4]:
@@ -74,6 +75,9 @@ def test_stored_explanation_text_is_the_json_of_explain() -> None:
                 want = scorer.explain(output, [ref_text], top=10, input=question).to_dict()
                 want["case"] = {"id": "case é", "row": "f.jsonl line 3", "ordinal": 2}
                 assert text == json.dumps(want)
+                seen.update(k for k in ("demoted", "reason") if want[k])
+                seen.update(["negation"] if want["negation"] != 1.0 else [])
+    assert seen == {"demoted", "reason", "negation"}  # the question and negation paths ran
 
 
 def _old_line(row: dict[str, Any], result: dict[str, Any]) -> str:

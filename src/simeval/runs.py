@@ -410,64 +410,88 @@ class _Terms:
         """``_ENCODE_ASCII({**scorer.explain(output, refs, 10, input).to_dict(), "case":
         ...})`` (``origin``: the JSON of the "case" entry) for a row already scored (``score``,
         ``at``, the output's vector ``vec``, ``ref`` the matched reference, ``terms`` the
-        input's), the text a stored row keeps. The reference's side is made once per
-        reference, per row only the output's terms are looked at; a row whose input shares a
-        term with either text, or where only one text negates, goes through ``explain``."""
+        input's), the text a stored row keeps: the same floats from the same operations in
+        the same order. The reference's side is made once per reference unless the input
+        shares a term with it (its weights are then the row's own)."""
         scorer = self.scorer
-        if (
-            not output.strip()
-            or (terms and (ref.asked(terms) or _asked(_hash_array(vec), terms)))
-            or (
-                score > 0.0
-                and vec
-                and ref.vec
-                and vec != ref.vec
-                and scorer.has_negator(vec) != ref.has_negator(scorer)
-            )
-        ):
+        if not output.strip():
             exp = scorer.explain(output, list(refs), top=10, input=input).to_dict()
             return _ENCODE_ASCII(exp)[:-1] + f', "case": {origin}}}'
-        wr, nr, entries, ref_json = self._side(ref)
+        asked = set(array("Q", terms)) if terms else set()
+        negation = 1.0
+        out_negates = False
+        if score > 0.0 and vec and ref.vec and vec != ref.vec:
+            out_negates = scorer.has_negator(vec)
+            if out_negates != ref.has_negator(scorer):
+                negation = scorer.negation
         otok = self.tokens(output)
         so = dict(reversed(otok))
         wo = dict(zip(*_records(vec), strict=True))
+        weight = scorer.input_weight
+        demoted: set[str] = set()
+        if asked and not asked.isdisjoint(wo):
+            for h in asked.intersection(wo):
+                wo[h] *= weight
+                demoted.add(so[h])
         ow = list(map(wo.__getitem__, dict.fromkeys(map(_first, otok))))
         no = math.sqrt(sum(map(operator.mul, ow, ow))) or 1.0
+        missing: list[str] = []
+        if asked and ref.asked(terms):
+            rtok = self.tokens(ref.text)
+            sr = dict(reversed(rtok))
+            wr = dict(zip(*_records(ref.vec), strict=True))
+            for h in asked.intersection(wr):
+                wr[h] *= weight
+                demoted.add(sr[h])
+            rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
+            nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
+            ref_json = _ENCODE_ASCII(ref.text)
+            lacking = list(wr.keys() - wo.keys())
+            keys = [-((wr[h] / nr) ** 2) for h in lacking]
+            missing_json = _terms_json(_smallest(keys, lacking, sr.__getitem__), demoted)
+        else:
+            wr, nr, entries, ref_json = self._side(ref)
+            for entry in entries:
+                if entry[0] not in wo:
+                    text = entry[3]
+                    if text is None:
+                        text = entry[3] = _term_json(entry[1], entry[2])
+                    missing.append(text)
+                    if len(missing) == 10:
+                        break
+            missing_json = f"[{', '.join(missing)}]"
         d = no * nr
-        # explain's keys, the same float operations in the same order, mapped in C:
-        # shared wo * wr / (no * nr) (times a negation factor of 1.0: exact), extra
-        # (wo / no) ** 2, each with its first word
+        # explain's keys: shared negation * wo * wr / (no * nr) (a factor of 1.0 is exact and
+        # left out), extra (wo / no) ** 2, each with its first word; mapped in C
         common = list(wo.keys() & wr.keys())
         only = list(wo.keys() - wr.keys())
         get_o, get_w = wo.__getitem__, so.__getitem__
-        products = map(_mul, map(get_o, common), map(wr.__getitem__, common))
+        first = map(get_o, common)
+        if negation != 1.0:
+            first = map(_mul, repeat(negation), first)
+        products = map(_mul, first, map(wr.__getitem__, common))
         shared = _smallest(list(map(_neg, map(_div, products, repeat(d)))), common, get_w)
         extra_keys = map(_neg, map(pow, map(_div, map(get_o, only), repeat(no)), repeat(2)))
         extra = _smallest(list(extra_keys), only, get_w)
-        missing: list[str] = []
-        for entry in entries:
-            if entry[0] not in wo:
-                text = entry[3]
-                if text is None:
-                    text = entry[3] = _term_json(entry[1], entry[2])
-                missing.append(text)
-                if len(missing) == 10:
-                    break
         reason = "null"
         if not wo:
             reason = '"output has no scorable terms"'
         elif not common and score < 1.0:
             reason = '"output and reference share no terms"'
+        elif negation != 1.0:
+            side = "output" if out_negates else "reference"
+            reason = _ENCODE_ASCII(f"only the {side} has a negator: score x {scorer.negation:g}")
         fingerprint = self.fingerprint_json
         if fingerprint is None:
             fingerprint = self.fingerprint_json = _ENCODE_ASCII(scorer.fingerprint)
         score_json = repr(score) if score.__class__ is float else _ENCODE_ASCII(score)
         return (
             f'{{"score": {score_json}, "matched_reference": {at}, '
-            f'"reference": {ref_json}, "shared": {_terms_json(shared)}, '
-            f'"missing": [{", ".join(missing)}], "extra": {_terms_json(extra)}, '
-            f'"reason": {reason}, "fingerprint": {fingerprint}, "demoted": [], '
-            f'"negation": 1.0, "case": {origin}}}'
+            f'"reference": {ref_json}, "shared": {_terms_json(shared, demoted)}, '
+            f'"missing": {missing_json}, "extra": {_terms_json(extra, demoted)}, '
+            f'"reason": {reason}, "fingerprint": {fingerprint}, '
+            f'"demoted": {_ENCODE_ASCII(sorted(demoted))}, '
+            f'"negation": {_ENCODE_ASCII(negation)}, "case": {origin}}}'
         )
 
 
@@ -492,11 +516,14 @@ def _term_json(w: float, s: str) -> str:
     return f'{{"term": {_STR_ASCII(s)}, "weight": {_FLOAT_JSON(weight)}, "demoted": false}}'
 
 
-def _terms_json(items: list[tuple[float, str]]) -> str:
-    """``_ENCODE_ASCII`` of ``_top_terms(items)`` (``items`` sorted and cut already)."""
+def _terms_json(items: list[tuple[float, str]], demoted: set[str]) -> str:
+    """The JSON of explain's terms: ``items`` (negated weight, word), sorted and cut already;
+    ``demoted``: the words of the terms the input contains."""
     text, num = _STR_ASCII, _FLOAT_JSON
     terms = [
-        f'{{"term": {text(s)}, "weight": {num(round(-w, 6))}, "demoted": false}}' for w, s in items
+        f'{{"term": {text(s)}, "weight": {num(round(-w, 6))}, '
+        f'"demoted": {"true" if s in demoted else "false"}}}'
+        for w, s in items
     ]
     return "[" + ", ".join(terms) + "]"
 
