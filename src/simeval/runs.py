@@ -34,7 +34,6 @@ import tempfile
 import time
 import uuid
 from array import array
-from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -268,16 +267,6 @@ class _Ref:
         if neg is None:
             neg = self.negator = scorer.has_negator(self.vec)
         return neg
-
-
-def _asked(vec_hashes: Sequence[int], terms: bytes) -> bool:
-    """Whether an output (its sorted term hashes) has a term of the input (``terms``)."""
-    n = len(vec_hashes)
-    for h in array("Q", terms):
-        i = bisect_left(vec_hashes, h)
-        if i < n and vec_hashes[i] == h:
-            return True
-    return False
 
 
 class _Terms:
