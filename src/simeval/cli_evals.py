@@ -692,7 +692,7 @@ def results() -> None:
     """
 
 
-_FILTERS = ("eval_name", "passed", "reviewed", "since", "until", "run_id")
+_FILTERS = ("eval_name", "passed", "reviewed", "since", "until", "run_id", "meta")
 
 
 def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -709,9 +709,16 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--since", default=None, help="From this time: ISO 8601 or an age (7d).")
     @click.option("--until", default=None, help="Before this time: ISO 8601 or an age.")
     @click.option("--run", "run_id", type=int, default=None, help="Only this run's rows.")
+    @click.option(
+        "--meta",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Only captures with this metadata (repeatable; all must hold).",
+    )
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["filters"] = {n: kwargs.pop(n) for n in _FILTERS}
+        kwargs["filters"]["meta"] = list(kwargs["filters"]["meta"]) or None
         return func(*args, **kwargs)
 
     return wrapper

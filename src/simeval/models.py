@@ -112,6 +112,7 @@ class ResultOut(_Model):
     input: str
     output: str
     conversation_id: str | None
+    metadata: dict[str, Any] | None = None
     captured_at: datetime
     score: float
     passed: bool
@@ -267,3 +268,8 @@ class RunOut(_Model):
     summary: dict[str, Any]
     created_at: datetime
     results: int
+    status: str = "complete"
+    heartbeat_at: datetime | None = None
+    passed: int = 0
+    pass_rate: float | None = None
+    mean_score: float | None = None

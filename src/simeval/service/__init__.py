@@ -64,6 +64,7 @@ from simeval.service.checks import (
     parse_time,
     read_capture_lines,
 )
+from simeval.service.compare import CompareMixin
 from simeval.service.evalfiles import (
     EVALS_FORMAT,
     EvalFilesMixin,
@@ -79,6 +80,7 @@ from simeval.store import resolve_db_url
 
 
 class Service(
+    CompareMixin,
     BatchMixin,
     ExportMixin,
     TrendsMixin,

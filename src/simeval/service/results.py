@@ -75,6 +75,7 @@ class ResultsMixin(QueriesMixin):
             input=input_,
             output=output,
             conversation_id=conv,
+            metadata=cap.meta if cap is not None else None,
             captured_at=_utc(r.created_at),
             score=r.score,
             passed=r.passed,
@@ -120,13 +121,18 @@ class ResultsMixin(QueriesMixin):
         offset: int = 0,
         *,
         explain: bool = True,
+        meta: Any = None,
+        conversation_id: str | None = None,
     ) -> list[ResultOut]:
         """Results, newest first. ``passed`` filters on the effective verdict (reviews win);
-        ``since``/``until`` take ISO times or ages like ``7d``. ``explain=False`` skips the
-        explanations (they are computed on display for captured results)."""
+        ``since``/``until`` take ISO times or ages like ``7d``; ``meta`` takes ``KEY=VALUE``
+        strings (all must hold; only captured results have metadata). ``explain=False`` skips
+        the explanations (they are computed on display for captured results)."""
         limit, offset = _check_page(limit, offset)
         with self.store.read() as s:
-            f = self._filter(s, eval_name, passed, since, until, reviewed, run_id)
+            f = self._filter(
+                s, eval_name, passed, since, until, reviewed, run_id, meta, conversation_id
+            )
             rows = list(islice(iter_rows(s, f), offset, offset + limit))
             return self._results_out(s, rows, explain)
 
@@ -138,10 +144,15 @@ class ResultsMixin(QueriesMixin):
         until: Any = None,
         reviewed: bool | None = None,
         run_id: int | None = None,
+        meta: Any = None,
+        conversation_id: str | None = None,
     ) -> int:
         """How many results ``list_results`` would give with these filters and no limit."""
         with self.store.read() as s:
-            return count_rows(s, self._filter(s, eval_name, passed, since, until, reviewed, run_id))
+            f = self._filter(
+                s, eval_name, passed, since, until, reviewed, run_id, meta, conversation_id
+            )
+            return count_rows(s, f)
 
     def _row(self, s: Session, result_id: Any) -> Row:
         where = parse_result_id(result_id)
