@@ -320,8 +320,8 @@ def edit_eval(
     """Change an eval; every change makes a new version that records what changed.
 
     Scorer options given here are merged into the eval's own. Changing what scores an active
-    eval (references, threshold, scope, options) makes it a draft until a test of the new
-    version passes and it is activated again.
+    eval (references, threshold, scope, options) makes the new version pending: the active
+    version keeps scoring captures until a test of the new one passes and it is activated.
 
     \b
     Examples:
@@ -360,8 +360,11 @@ def edit_eval(
     console.print(
         f"eval {escape(repr(ev.name))} is now version {ev.version} ({escape(_changes(changes))})"
     )
-    if before.status == "active" and ev.status == "draft":
-        console.print("it is a draft again: test the new version, then activate it")
+    if ev.pending_version is not None:
+        console.print(
+            f"version {ev.active_version} keeps scoring captures; version {ev.pending_version} "
+            f"is pending: test it, then `simeval evals activate {_quote(ev.name)}` switches over"
+        )
 
 
 @evals.command("test")

@@ -79,6 +79,12 @@ class EvalOut(_Model):
     )
     last_test: TestOut | None = None
     stats: EvalStats | None = None
+    active_version: int | None = Field(
+        None, description="the version scoring captures (None unless the eval is active)"
+    )
+    pending_version: int | None = Field(
+        None, description="an edited version waiting for a test and activation, if any"
+    )
 
 
 class EvalVersionOut(_Model):

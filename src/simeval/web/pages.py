@@ -61,10 +61,11 @@ router = APIRouter(include_in_schema=False)
 # Fixed success messages shown after a redirect (never text taken from the URL).
 NOTICES = {
     "created": "Eval created as a draft. Run a test, then activate it.",
-    "saved": "Saved. A changed eval gets a new version, which needs a passing test.",
+    "saved": "Saved. A changed eval gets a new version, which needs a passing test "
+    "(an active eval keeps scoring with its active version until you activate the new one).",
     "unchanged": "Nothing changed.",
     "tested": "Test recorded.",
-    "activated": "Activated: every matching capture is now scored by this eval.",
+    "activated": "Activated: every matching capture is now scored by this version.",
     "deactivated": "Deactivated: the eval is a draft again and scores nothing.",
     "archived": "Archived: hidden and not scoring; its results are kept.",
     "reviewed": "Review saved: it now decides pass/fail for this result.",
