@@ -55,14 +55,14 @@ class ConversationsMixin(CaptureMixin):
                 .offset(offset)
             )
             groups = list(s.execute(q))
-            ids = [g[0] for g in groups]
-            tallies: dict[str, list[int]] = {i: [0, 0] for i in ids}
+            ids = [str(g[0]) for g in groups]
+            tallies: dict[str | None, list[int]] = {i: [0, 0] for i in ids}
             if ids:
                 caps = list(s.scalars(select(Capture).where(Capture.conversation_id.in_(ids))))
                 reviews = capture_reviews(s, [c.id for c in caps])
                 for cap in caps:
                     for row in capture_rows(s, cap, reviews):
-                        tally = tallies[cap.conversation_id]  # type: ignore[index]
+                        tally = tallies[cap.conversation_id]
                         tally[0] += 1
                         tally[1] += row.passed
             lasts = {
