@@ -154,6 +154,20 @@ class ResultsMixin(QueriesMixin):
             )
             return count_rows(s, f)
 
+    def run_worst(self, run_id: int, limit: int = 10) -> list[ResultOut]:
+        """A stored run's lowest-scoring rows (automated scores), worst first."""
+        limit, _ = _check_page(limit, 0)
+        with self.store.read() as s:
+            q = (
+                select(Result, Review)
+                .outerjoin(Review, Review.result_id == Result.id)
+                .where(Result.run_id == run_id)
+                .order_by(Result.score, Result.id)
+                .limit(limit)
+            )
+            rows = [run_row(r, review) for r, review in s.execute(q)]
+            return self._results_out(s, rows, False)
+
     def _row(self, s: Session, result_id: Any) -> Row:
         where = parse_result_id(result_id)
         if isinstance(where, int):
