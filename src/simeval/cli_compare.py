@@ -8,8 +8,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from simeval.cli_common import console, print_json
-from simeval.cli_evals import _service, db_option, json_option
+from simeval.cli_common import Group, console, print_json
+from simeval.cli_evals import _service, db_option, evals, json_option
 
 
 def _pct(value: float | None) -> str:
@@ -119,4 +119,168 @@ def compare(
     raise SystemExit(1 if report["worse"] else 0)
 
 
-COMMANDS: tuple[click.Command, ...] = (compare,)
+@click.group(cls=Group)
+def runs() -> None:
+    """Data-set runs stored with `simeval run --store`.
+
+    \b
+    Example:
+        simeval runs list
+        simeval runs show 3
+    """
+
+
+@runs.command("list")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@db_option
+@json_option
+def list_runs(limit: int, db: str | None, as_json: bool) -> None:
+    """Stored runs, newest first: rows, pass rate, mean score, status.
+
+    \b
+    Example:
+        simeval runs list --json
+    """
+    with _service(db) as svc:
+        items = svc.list_runs(limit=limit)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in items])
+        return
+    if not items:
+        console.print("no stored runs (simeval run FILE --store)")
+        return
+    table = Table("id", "name", "time (UTC)", "rows", "pass rate", "mean", "status")
+    for column in table.columns:
+        column.no_wrap = True
+    for r in items:
+        table.add_row(
+            str(r.id),
+            escape(r.name),
+            r.created_at.strftime("%Y-%m-%d %H:%M"),
+            str(r.results),
+            _pct(r.pass_rate),
+            _num(r.mean_score),
+            r.status,
+        )
+    console.print(table)
+
+
+@runs.command("show")
+@click.argument("run_id", type=int)
+@click.option("--worst", default=5, show_default=True, type=click.IntRange(0, 1000))
+@db_option
+@json_option
+def show_run(run_id: int, worst: int, db: str | None, as_json: bool) -> None:
+    """A stored run's summary and its worst rows.
+
+    \b
+    Example:
+        simeval runs show 3 --worst 10
+    """
+    with _service(db) as svc:
+        run = svc.get_run(run_id)
+        rows = svc.run_worst(run_id, worst) if worst else []
+    if as_json:
+        print_json(
+            {**run.model_dump(mode="json"), "worst": [r.model_dump(mode="json") for r in rows]}
+        )
+        return
+    console.print(
+        f"run {run.id} {escape(run.name)} ({run.status}), {run.created_at:%Y-%m-%d %H:%M} UTC, "
+        f"{escape(run.source)}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"{run.results} rows, pass rate {_pct(run.pass_rate)}, mean score {_num(run.mean_score)}"
+    )
+    for r in rows:
+        console.print(
+            f"  {r.score:.3f} {'PASS' if r.passed else 'FAIL'}  {escape(r.eval_name or '-')}  "
+            f"{escape(_short(r.input))}",
+            soft_wrap=True,
+        )
+
+
+def _short(text: str | None, n: int = 80) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+@click.command("rescore")
+@click.option("--eval", "eval_name", required=True, help="The eval to score past captures with.")
+@click.option("--since", default="7d", show_default=True, help="ISO time or an age (7d).")
+@click.option("--until", default=None, help="ISO time or an age.")
+@db_option
+@json_option
+def rescore(eval_name: str, since: str, until: str | None, db: str | None, as_json: bool) -> None:
+    """Store results of eval NAME for past captures it has not scored (captures stored while
+    automatic evaluation was off, or before the eval existed), once per capture and eval, with
+    the version in force. Running it again stores nothing new.
+
+    \b
+    Example:
+        simeval rescore --eval capital --since 7d
+    """
+    with _service(db) as svc:
+        report = svc.rescore(eval_name, since=since, until=until)
+    if as_json:
+        print_json(report)
+        return
+    console.print(
+        f"eval {escape(report['eval'])} version {report['version']}: {report['added']} results "
+        f"stored ({report['passed']} passed) over {report['scanned']} captures",
+        soft_wrap=True,
+    )
+
+
+@evals.command("backtest")
+@click.argument("name")
+@click.option(
+    "--limit",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="The most recent captures in the eval's scope.",
+)
+@click.option(
+    "--days",
+    default=30,
+    show_default=True,
+    type=click.IntRange(1, 365),
+    help="At most this many days back.",
+)
+@db_option
+@json_option
+def backtest(name: str, limit: int, days: int, db: str | None, as_json: bool) -> None:
+    """Score eval NAME's current version (a draft, or an active eval's pending version) on
+    recent captures, storing nothing: how would it have judged them?
+
+    \b
+    Example:
+        simeval evals backtest capital --limit 200
+    """
+    with _service(db) as svc:
+        report = svc.backtest_eval(name, limit=limit, days=days)
+    if as_json:
+        print_json(report)
+        return
+    console.print(
+        f"eval {escape(report['eval'])} version {report['version']} (threshold "
+        f"{report['threshold']:.2f}) on {report['n']} captures from the last {days} days: "
+        f"pass rate {_pct(report['pass_rate'])}, mean score {_num(report['mean_score'])}",
+        soft_wrap=True,
+    )
+    for title, key in (("worst", "worst"), ("borderline", "borderline")):
+        if report[key]:
+            console.print(f"{title}:")
+        for c in report[key]:
+            missing = ", ".join(c["missing_terms"][:6])
+            console.print(
+                f"  {c['score']:.3f} {'PASS' if c['passed'] else 'FAIL'}  capture "
+                f"{c['capture_id']}  {escape(_short(c['input'], 60))}"
+                + (f"  missing: {escape(missing)}" if missing and not c["passed"] else ""),
+                soft_wrap=True,
+            )
+
+
+COMMANDS: tuple[click.Command, ...] = (compare, runs, rescore)

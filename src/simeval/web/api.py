@@ -410,7 +410,9 @@ def cleanup(service: ServiceDep) -> JSONResponse:
 class BacktestIn(_Body):
     """How far back a backtest looks."""
 
-    limit: int = Field(default=500, ge=1, le=10_000, description="The most recent captures in scope.")
+    limit: int = Field(
+        default=500, ge=1, le=10_000, description="The most recent captures in scope."
+    )
     days: int = Field(default=30, ge=1, le=365, description="At most this many days back.")
 
 
