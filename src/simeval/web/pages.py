@@ -72,6 +72,9 @@ NOTICES = {
     "settings": "Settings saved.",
     "cleanup": "Cleanup done.",
     "example": "Example eval created and tested: click Activate, then post a capture.",
+    "rescored": "Rescore done: past captures of the last 7 days without this eval's result "
+    "are scored now.",
+    "switched": "Switched over: the new version scores every matching capture from now on.",
 }
 
 EXAMPLE: dict[str, Any] = {
@@ -99,6 +102,16 @@ def _fmt_pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.0f}%"
 
 
+LIST_CHARS = 300  # list pages show this much of a text
+
+
+def cut_text(value: Any, n: int = LIST_CHARS) -> str:
+    """The first ``n`` characters of a text, with "…" when there is more (list pages: a
+    900,000-character output must not be embedded whole)."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -108,6 +121,7 @@ def _env() -> Environment:
     )
     env.filters.update(
         time=_fmt_time,
+        cut=cut_text,
         score=_fmt_score,
         pct=_fmt_pct,
         q=lambda s: quote(str(s), safe=""),
@@ -407,6 +421,8 @@ def _eval_page(
     test_error: str | None = None,
     sample: dict[str, str] | None = None,
     status: int = 200,
+    backtest: dict[str, Any] | None = None,
+    backtest_error: str | None = None,
 ) -> Response:
     service = _service(request)
     test = ev.last_test
@@ -436,6 +452,12 @@ def _eval_page(
         error=error,
         test_error=test_error,
         band=band(ev.threshold),
+        backtest=backtest,
+        backtest_error=backtest_error,
+        unscored=service.count_captures(since="7d")
+        - service.count_results(eval_name=ev.name, since="7d")
+        if ev.status == "active"
+        else 0,
     )
     return render(request, "eval.html", ctx, status=status)
 
@@ -625,9 +647,11 @@ def results_page(
     reviewed: str | None = None,
     since: str | None = None,
     until: str | None = None,
+    meta: str | None = None,
     page: int = 1,
 ) -> Response:
-    """Results with filters, pages of 50, and the export buttons."""
+    """Results with filters (metadata too: ``engine=v2``, several separated by commas),
+    pages of 50, and the export buttons."""
     service = _service(request)
     filters: dict[str, Any] = {
         "eval_name": eval or None,
@@ -636,6 +660,7 @@ def results_page(
         # ISO times or ages like 7d, read (and refused with a 400) by the service
         "since": since or None,
         "until": until or None,
+        "meta": [m for m in (meta or "").split(",") if m.strip()] or None,
     }
     per_page = 50
     page = max(page, 1)
@@ -654,7 +679,11 @@ def results_page(
         }.items()
         if v not in (None, "")
     }
-    export_query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in query.items()}
+    export_query: dict[str, Any] = {
+        k: (str(v).lower() if isinstance(v, bool) else v) for k, v in query.items()
+    }
+    if filters["meta"]:
+        export_query["meta"] = filters["meta"]
     page_query = {
         k: v
         for k, v in {
@@ -663,6 +692,7 @@ def results_page(
             "reviewed": reviewed,
             "since": since,
             "until": until,
+            "meta": meta,
         }.items()
         if v
     }
@@ -681,9 +711,12 @@ def results_page(
                 "reviewed": reviewed or "",
                 "since": since or "",
                 "until": until or "",
+                "meta": meta or "",
             },
-            "export_csv": "/api/results/export?" + urlencode({**export_query, "format": "csv"}),
-            "export_json": "/api/results/export?" + urlencode({**export_query, "format": "json"}),
+            "export_csv": "/api/results/export?"
+            + urlencode({**export_query, "format": "csv"}, doseq=True),
+            "export_json": "/api/results/export?"
+            + urlencode({**export_query, "format": "json"}, doseq=True),
             "page_query": urlencode(page_query),
         },
     )
