@@ -397,9 +397,16 @@ def test_eval(
     out = read_input(output, output_file, "output")
     if out is None:
         raise UserError("missing OUTPUT: give it as an argument or with --output-file")
-    sample_input = read_input(input_text, input_file, "input") or ""
+    sample_input = read_input(input_text, input_file, "input")
     with _service(db) as svc:
-        test = svc.test_eval(name, sample_input, out)
+        if sample_input is None:
+            scope = svc.get_eval(name).input_scope
+            if scope is not None:
+                raise UserError(
+                    f"eval {name!r} scores only the input {scope!r}: give the sample input "
+                    f"with -i (e.g. -i {_quote(scope)})"
+                )
+        test = svc.test_eval(name, sample_input or "", out)
     if as_json:
         print_json(_dump(test))
     else:

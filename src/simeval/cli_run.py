@@ -620,6 +620,8 @@ def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
         f"{report['negatives']:,} fail) from {' and '.join(source)}; "
         f"ROC AUC {report['roc_auc']:.3f}"
     )
+    if report.get("warning"):
+        _say(f"[yellow]warning: {escape(report['warning'])}[/yellow]")
     table = Table(show_edge=False)
     for name in ("threshold", "precision", "recall", "F1", "accuracy"):
         table.add_column(name, justify="right")

@@ -650,7 +650,8 @@ def _decode(
 def _text_cell(row: dict[str, Any], col: str, required: bool) -> str | None:
     if col not in row:
         if required:
-            raise _BadRowError(f"missing column {col!r}")
+            have = ", ".join(map(str, row)) or "none"
+            raise _BadRowError(f"missing column {col!r} (columns: {have})")
         return None
     value = row[col]
     if value is None and not required:

@@ -230,17 +230,35 @@ def highlight(
     return Markup("").join(out)
 
 
+HIGHLIGHT_CHARS = 20_000  # of a long output, the part highlighted and shown by default
+
+
 def explained(
-    explanation: dict[str, Any] | None, output: str, reference: str | None, options: dict[str, Any]
+    explanation: dict[str, Any] | None,
+    output: str,
+    reference: str | None,
+    options: dict[str, Any],
+    full: bool = False,
 ) -> dict[str, Any]:
-    """The output and reference with matched (green) and missing (red) terms highlighted."""
+    """The output and reference with matched (green) and missing (red) terms highlighted.
+
+    Of a long output only the first ``HIGHLIGHT_CHARS`` are highlighted and shown unless
+    ``full``; then the whole text is shown, highlighted no further than that: a 1 MB output
+    would otherwise make a page of several megabytes of marks."""
     explanation = explanation or {}
+    cut = len(output) > HIGHLIGHT_CHARS
+    head, rest = (output[:HIGHLIGHT_CHARS], output[HIGHLIGHT_CHARS:]) if cut else (output, "")
     analyzer = _analyzer(options)
     shared = _keys(analyzer, explanation.get("shared", [])) if analyzer else set()
     missing = _keys(analyzer, explanation.get("missing", [])) if analyzer else set()
     ref = reference if reference is not None else explanation.get("reference", "")
+    shown = highlight(head, [(shared, "hit")], analyzer)
+    if cut and full:
+        shown = shown + escape(rest)
     return {
-        "output": highlight(output, [(shared, "hit")], analyzer),
+        "output": shown,
+        "output_cut": cut and not full,
+        "output_chars": len(output),
         "reference": highlight(ref or "", [(shared, "hit"), (missing, "miss")], analyzer),
         "shared": explanation.get("shared", []),
         "missing": explanation.get("missing", []),
@@ -554,30 +572,6 @@ async def archive_eval(request: Request, name: str) -> Response:
 
 
 # -- dashboard -------------------------------------------------------------------------------
-def _captures(results: Iterable[ResultOut], limit: int) -> list[dict[str, Any]]:
-    """Results grouped by capture, newest capture first."""
-    groups: dict[int, dict[str, Any]] = {}
-    for r in results:
-        if r.capture_id is None:
-            continue
-        group = groups.get(r.capture_id)
-        if group is None:
-            if len(groups) >= limit:
-                continue
-            group = groups[r.capture_id] = {
-                "id": r.capture_id,
-                "input": r.input,
-                "output": r.output,
-                "conversation_id": r.conversation_id,
-                "captured_at": r.captured_at,
-                "results": [],
-            }
-        group["results"].append(r)
-    for group in groups.values():
-        group["results"].sort(key=lambda r: r.eval_name)
-    return list(groups.values())
-
-
 @router.get("/dashboard")
 def dashboard(request: Request, eval: str | None = None, bucket: str | None = None) -> Response:
     """Recent captures with pass/fail per eval, and one eval's health charts."""
@@ -586,7 +580,8 @@ def dashboard(request: Request, eval: str | None = None, bucket: str | None = No
     total = service.count_results()
     passed = service.count_results(passed=True)
     # List views show no explanations: explain=False spares building a scorer per result.
-    recent = _captures(service.list_results(limit=300, explain=False), limit=25)
+    # captures, not results: one stored while automatic evaluation was off shows "not scored"
+    recent = service.list_captures(limit=25)
     selected = None
     if eval:
         selected = service.get_eval(eval)
@@ -727,12 +722,19 @@ def _result_page(
 ) -> Response:
     service = _service(request)
     options: dict[str, Any] = {}
-    if result.eval_name:
+    if result.eval_name and result.eval_version is not None and result.eval_id is not None:
+        # the options of the version that scored it, not the eval's current ones
         with contextlib.suppress(NotFound):
-            options = service.get_eval(result.eval_name).options
-    view = explained(result.explanation, result.output, result.matched_reference, options)
+            for v in service.eval_versions(result.eval_id):
+                if v.version == result.eval_version:
+                    options = v.options
+    full = request.query_params.get("full") == "1"
+    view = explained(result.explanation, result.output, result.matched_reference, options, full)
     return render(
-        request, "result.html", {"r": result, "view": view, "error": error}, status=status
+        request,
+        "result.html",
+        {"r": result, "view": view, "error": error, "full": full},
+        status=status,
     )
 
 
