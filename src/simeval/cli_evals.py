@@ -106,6 +106,11 @@ def _print_eval(ev: EvalOut) -> None:
         f"[bold]{escape(ev.name)}[/bold]  {ev.status}, version {ev.version}, threshold "
         f"{ev.threshold:.2f} ({ev.strictness}), fingerprint {ev.fingerprint}"
     )
+    if ev.pending_version is not None:
+        console.print(
+            f"  active version {ev.active_version} scores captures; version "
+            f"{ev.pending_version} (below) is pending: test it, then activate to switch over"
+        )
     for i, ref in enumerate(ev.references, 1):
         console.print(f"  reference {i}: {escape(_short(ref, 100))}")
     if ev.input_scope is not None:
@@ -122,7 +127,7 @@ def _print_eval(ev: EvalOut) -> None:
             f"  results: {st.results}, pass rate {st.pass_rate or 0:.0%}, "
             f"mean score {st.mean_score or 0:.4f}"
         )
-    if ev.activation_blocker and ev.status != "active":
+    if ev.activation_blocker and (ev.status != "active" or ev.pending_version is not None):
         console.print(f"  not activatable: {escape(ev.activation_blocker)}")
 
 
