@@ -91,6 +91,15 @@ COVERED: dict[tuple[str, str], str] = {
     ("GET", "/api/settings"): "test_settings",
     ("PATCH", "/api/settings"): "test_settings",
     ("POST", "/api/cleanup"): "test_cleanup",
+    ("GET", "/api/compare"): "test_compare_two_engines_by_metadata, test_compare_errors",
+    ("GET", "/api/captures"): "test_captures_with_metadata",
+    ("GET", "/api/captures/{capture_id}"): "test_captures_with_metadata",
+    ("GET", "/api/conversations"): "test_conversations",
+    ("GET", "/api/conversations/{conversation_id}"): "test_conversations",
+    ("GET", "/api/runs"): "test_runs_listing_and_page",
+    ("GET", "/api/runs/{run_id}"): "test_runs_listing_and_page",
+    ("POST", "/api/evals/{name}/backtest"): "test_backtest_and_rescore",
+    ("POST", "/api/rescore"): "test_backtest_and_rescore",
 }
 
 
@@ -385,7 +394,6 @@ def test_results_listing_and_filters(client: TestClient) -> None:
         {"limit": 5000},
         {"offset": -1},
         {"passed": "maybe"},
-        {"since": "yesterday"},
         {"run_id": "x"},
     ],
 )
@@ -442,7 +450,10 @@ def test_trend(client: TestClient) -> None:
         assert sum(b["count"] for b in t["buckets"]) == 6
         assert set().union(*(b["versions"] for b in t["buckets"])) == {1, 2}
     error_of(client.get("/api/evals/capital/trend", params={"bucket": "minute"}), 422)
-    error_of(client.get("/api/evals/capital/trend", params={"since": "soon"}), 422)
+    assert "since" in error_of(
+        client.get("/api/evals/capital/trend", params={"since": "soon"}), 400
+    )
+    assert client.get("/api/evals/capital/trend", params={"since": "30d"}).status_code == 200
 
 
 def test_export_csv_and_json(client: TestClient) -> None:
@@ -529,3 +540,150 @@ def test_pages_render_and_page_errors_are_pages(client: TestClient) -> None:
         assert r.status_code == status, path
         assert r.headers["content-type"].startswith("text/html"), path
         assert needle in r.text and "Traceback" not in r.text, path
+
+
+def test_results_since_takes_an_age_like_the_cli(client: TestClient) -> None:
+    _fill(client)
+    assert client.get("/api/results", params={"since": "30d"}).json()["total"] == 5
+    assert "since" in error_of(client.get("/api/results", params={"since": "yesterday"}), 400)
+
+
+def _engines(client: TestClient, worse: int = 4, n: int = 12) -> None:
+    make_eval(client, threshold=0.6)
+    activate(client)
+    for i in range(n):
+        for engine, output in (("v1", GOOD), ("v2", POOR if i < worse else GOOD)):
+            body = {
+                "input": f"question {i}",
+                "output": output,
+                "metadata": {"engine": engine, "n": i},
+                "conversation_id": f"conv-{engine}",
+            }
+            assert client.post("/api/capture", json=body).status_code == 201
+
+
+def test_compare_two_engines_by_metadata(client: TestClient) -> None:
+    _engines(client)
+    r = client.get("/api/compare", params={"a": "captures:engine=v1", "b": "captures:engine=v2"})
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["verdict"] == "B worse" and report["worse"] is True
+    (e,) = report["evals"]
+    assert e["eval"] == "capital" and e["paired"] and e["pairs"] == 12
+    assert (e["a"]["n"], e["b"]["n"], e["flips_to_fail"], e["flips_to_pass"]) == (12, 12, 4, 0)
+    assert e["regressed_count"] == 4 and len(e["regressed"]) == 4
+    assert {c["case"] for c in e["regressed"]} == {f"question {i}" for i in range(4)}
+    assert "paris" in e["regressed"][0]["missing_terms"]
+    assert e["score_ci"][1] < 0 and e["a"]["pass_rate"] == 1.0
+    same = client.get(
+        "/api/compare", params={"a": "captures:engine=v1", "b": "captures:engine=v2,n=2"}
+    )
+    assert same.json()["evals"][0]["verdict"] == "not enough data"
+    # a metadata filter on results, and the export's metadata and reasoning columns
+    page = client.get("/api/results", params={"meta": "engine:v2", "passed": "false"}).json()
+    assert page["total"] == 4 and page["results"][0]["metadata"]["engine"] == "v2"
+    text = client.get("/api/results/export", params={"meta": "engine=v2"}).text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 12 and json.loads(rows[0]["metadata"])["engine"] == "v2"
+    failed = [r for r in rows if r["pass"] == "false"]
+    assert failed[0]["reasoning"].startswith(f"{float(failed[0]['score']):.2f} < 0.60: missing ")
+
+
+def test_compare_errors(client: TestClient) -> None:
+    _engines(client, n=3)
+    q = {"a": "captures:engine=v1"}
+    assert "run:ID" in error_of(client.get("/api/compare", params={**q, "b": "run:x"}), 400)
+    assert "no run with id 9" in error_of(
+        client.get("/api/compare", params={**q, "b": "run:9"}), 404
+    )
+    # the server reads no files named by a request
+    err = error_of(client.get("/api/compare", params={**q, "b": "/etc/passwd"}), 400)
+    assert "CLI" in err
+    err = error_of(client.get("/api/compare", params={**q, "b": "captures:oops"}), 400)
+    assert "KEY=VALUE" in err
+    error_of(client.get("/api/compare", params=q), 422)
+    error_of(client.get("/api/compare", params={**q, "b": "captures", "resamples": 5}), 422)
+    err = error_of(client.get("/api/compare", params={**q, "b": "captures", "eval": "ghost"}), 404)
+    assert "ghost" in err
+
+
+def test_captures_with_metadata(client: TestClient) -> None:
+    _engines(client, n=3)
+    page = client.get("/api/captures", params={"meta": "engine:v2"}).json()
+    assert page["total"] == 3 and all(c["metadata"]["engine"] == "v2" for c in page["captures"])
+    assert page["captures"][0]["results"][0]["eval_name"] == "capital"
+    both = client.get("/api/captures", params=[("meta", "engine:v2"), ("meta", "n=1")]).json()
+    assert both["total"] == 1 and both["captures"][0]["input"] == "question 1"
+    one = client.get(f"/api/captures/{both['captures'][0]['id']}").json()
+    assert one["metadata"] == {"engine": "v2", "n": 1} and len(one["results"]) == 1
+    assert "capture" in error_of(client.get("/api/captures/999"), 404)
+    error_of(client.get("/api/captures/x"), 422)
+    assert "KEY=VALUE" in error_of(client.get("/api/captures", params={"meta": "engine"}), 400)
+
+
+def test_conversations(client: TestClient) -> None:
+    _engines(client, n=3)
+    page = client.get("/api/conversations").json()
+    assert page["total"] == 2
+    assert {c["id"]: (c["turns"], c["pass_rate"]) for c in page["conversations"]} == {
+        "conv-v1": (3, 1.0),
+        "conv-v2": (3, 0.0),
+    }
+    conv = client.get("/api/conversations/conv-v2").json()
+    assert [t["input"] for t in conv["captures"]] == ["question 0", "question 1", "question 2"]
+    assert conv["captures"][0]["results"][0]["passed"] is False
+    assert "conversation" in error_of(client.get("/api/conversations/ghost"), 404)
+    error_of(client.get("/api/conversations", params={"limit": 0}), 422)
+
+
+def test_runs_listing_and_page(client: TestClient) -> None:
+    service = client.app.state.service  # type: ignore[attr-defined]
+    run_id = service.create_run("nightly", "data.jsonl")
+    rows = [
+        {"eval_name": "capital", "input": f"q{i}", "output": "o", "reference": REF,
+         "score": s, "threshold": 0.5}
+        for i, s in enumerate((0.9, 0.2, 0.7))
+    ]  # fmt: skip
+    service.add_run_results(run_id, rows)
+    page = client.get("/api/runs").json()
+    assert page["total"] == 1
+    (run,) = page["runs"]
+    assert (run["name"], run["results"], run["passed"], run["status"]) == (
+        "nightly",
+        3,
+        2,
+        "complete",
+    )
+    assert abs(run["mean_score"] - 0.6) < 1e-9
+    one = client.get(f"/api/runs/{run_id}").json()
+    assert [w["score"] for w in one["worst"]] == [0.2, 0.7, 0.9]
+    assert "run" in error_of(client.get("/api/runs/77"), 404)
+    error_of(client.get("/api/runs/x"), 422)
+    error_of(client.get("/api/runs", params={"limit": 0}), 422)
+
+
+def test_backtest_and_rescore(client: TestClient) -> None:
+    _engines(client, n=4, worse=2)
+    client.patch("/api/settings", json={"auto_evaluate": False})
+    client.post("/api/capture", json={"input": "late", "output": GOOD})
+    client.patch("/api/settings", json={"auto_evaluate": True})
+    make_eval(client, "strict", threshold=0.95)
+    r = client.post("/api/evals/strict/backtest", json={"limit": 5})
+    assert r.status_code == 200, r.text
+    bt = r.json()
+    assert (bt["n"], bt["version"], bt["status"], bt["threshold"]) == (5, 1, "draft", 0.95)
+    assert sum(bt["histogram"]) == 5 and len(bt["worst"]) == 5
+    assert bt["worst"][0]["score"] <= bt["worst"][-1]["score"]
+    assert client.post("/api/evals/strict/backtest").json()["n"] == 9
+    assert client.get("/api/results").json()["total"] == 8  # the backtest stored nothing
+    error_of(client.post("/api/evals/strict/backtest", json={"limit": 0}), 422)
+    assert "ghost" in error_of(client.post("/api/evals/ghost/backtest"), 404)
+    # rescore: the capture stored while evaluation was off gets its result, once
+    first = client.post("/api/rescore", json={"eval": "capital", "since": "1d"}).json()
+    assert (first["added"], first["scanned"]) == (1, 9)
+    assert client.post("/api/rescore", json={"eval": "capital", "since": "1d"}).json()["added"] == 0
+    assert client.get("/api/results", params={"eval": "capital"}).json()["total"] == 9
+    assert "since" in error_of(
+        client.post("/api/rescore", json={"eval": "capital", "since": "x"}), 400
+    )
+    error_of(client.post("/api/rescore", json={"since": "1d"}), 422)

@@ -214,10 +214,12 @@ def test_calibrate_from_reviews_and_write_the_threshold(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["calibrate", "--eval", "eiffel", "--db", db, "--apply"])
     assert res.exit_code == 0, res.output
     assert f"eval eiffel: threshold 0.80 -> {t:.2f} (version 2)" in res.output
-    assert "draft again" in res.output  # a scoring change needs a new passing test
+    # a pending version: version 1 keeps scoring until version 2 is tested and activated
+    assert "version 1 keeps scoring captures; version 2" in res.output
     with Service(db) as svc:
         ev = svc.get_eval("eiffel")
-        assert (ev.threshold, ev.version, ev.status) == (t, 2, "draft")
+        assert (ev.threshold, ev.version, ev.status) == (t, 2, "active")
+        assert (ev.active_version, ev.pending_version) == (1, 2)
     again = CliRunner().invoke(cli, ["calibrate", "--eval", "eiffel", "--db", db, "--apply"])
     assert f"eval eiffel already has threshold {t:.2f}" in again.output
 

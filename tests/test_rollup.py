@@ -95,3 +95,43 @@ def test_rollup_matches_a_direct_count(tmp_path: Path) -> None:
     tr = svc.trend("e2", bucket="day")
     assert sum(b.count for b in tr.buckets) == sum(r.eval_name == "e2" for r in left)
     svc.close()
+
+
+def test_rescore_keeps_the_rollup_exact_and_stores_once(tmp_path: Path) -> None:
+    svc = Service(tmp_path / "r.db")
+    svc.create_eval("e0", REFS[0], threshold=0.6)
+    svc.test_eval("e0", "q", REFS[0])
+    svc.activate_eval("e0")
+    base = datetime(2026, 1, 5, 9, 10)
+    n = 2 * ROLLUP_EVERY + 37
+    items = [
+        ("q", OUTPUTS[k % len(OUTPUTS)], None, None, base + timedelta(minutes=7 * k))
+        for k in range(n)
+    ]
+    # the first third captured while automatic evaluation was off: no results
+    svc.update_settings(auto_evaluate=False)
+    svc.capture_checked(items[: n // 3])
+    svc.update_settings(auto_evaluate=True)
+    for k in range(n // 3, n, 50):
+        svc.capture_checked(items[k : min(k + 50, n)])
+    # an eval made afterwards scores none of them until rescored
+    svc.create_eval("late", REFS[1], threshold=0.5)
+    svc.test_eval("late", "q", REFS[1])
+    svc.activate_eval("late")
+    first = svc.rescore("e0", since=base)
+    assert first["added"] == n // 3 and first["scanned"] == n
+    assert svc.rescore("late", since=base)["added"] == n
+    again = [svc.rescore(name, since=base)["added"] for name in ("e0", "late")]
+    assert again == [0, 0]  # once per capture and eval
+    start, end = base, base + timedelta(minutes=7 * n + 1)
+    for name in ("e0", "late"):
+        want = _direct(svc, name, start, end)
+        assert sum(v[0] for v in want.values()) == n
+        tr = svc.trend(name, bucket="hour", since=start, until=end)
+        got = {b.start.replace(tzinfo=None): (b.count, b.mean_score * b.count) for b in tr.buckets}
+        assert set(got) == set(want)
+        for hour, (c, total, _, _) in want.items():
+            assert got[hour][0] == c and abs(got[hour][1] - total) < 1e-9
+        assert svc.count_results(eval_name=name) == n
+    assert {e.name: e.stats.results for e in svc.list_evals() if e.stats} == {"e0": n, "late": n}
+    svc.close()

@@ -153,7 +153,9 @@ def test_edits_create_versions(svc: Service) -> None:
     activated(svc, "capital")
     svc.capture(QUESTION, GOOD)
     ev = svc.edit_eval("capital", threshold=0.6)
-    assert ev.version == 2 and ev.status == "draft"  # a scoring change needs a new test
+    # a live edit: version 1 keeps scoring, version 2 waits for a test and an activation
+    assert ev.version == 2 and ev.status == "active"
+    assert (ev.active_version, ev.pending_version) == (1, 2)
     assert "no test of its current version 2" in (ev.activation_blocker or "")
     ev = svc.edit_eval("capital", new_name="capital-fr")
     assert ev.version == 3 and ev.name == "capital-fr"
@@ -161,7 +163,7 @@ def test_edits_create_versions(svc: Service) -> None:
     versions = svc.eval_versions("capital-fr")
     assert [v.version for v in versions] == [1, 2, 3]
     assert versions[1].changes["threshold"] == {"from": 0.8, "to": 0.6}
-    assert versions[1].changes["status"] == {"from": "active", "to": "draft"}
+    assert versions[1].changes["pending"] == {"active_version": 1}
     assert versions[2].changes == {"name": {"from": "capital", "to": "capital-fr"}}
     assert [v.threshold for v in versions] == [0.8, 0.6, 0.6]
     # the old result keeps the version and threshold it was scored with
@@ -169,6 +171,32 @@ def test_edits_create_versions(svc: Service) -> None:
     assert (old.eval_version, old.threshold, old.eval_name) == (1, 0.8, "capital-fr")
     with pytest.raises(NotFound, match="did you mean 'capital-fr'"):
         svc.get_eval("capital")
+
+
+def test_live_edit_keeps_the_active_version_scoring(svc: Service) -> None:
+    activated(svc, "capital")
+    before = svc.capture(QUESTION, GOOD).results[0]
+    assert (before.eval_version, before.threshold) == (1, 0.8)
+    # a stricter pending version, then a scope change of it: version 1 still scores
+    svc.edit_eval("capital", threshold=0.99)
+    ev = svc.edit_eval("capital", input_scope="something else entirely")
+    assert (ev.status, ev.active_version, ev.pending_version) == ("active", 1, 3)
+    with pytest.raises(Conflict, match="no test of its current version 3"):
+        svc.activate_eval("capital")
+    (r,) = svc.capture(QUESTION, GOOD).results
+    assert (r.eval_version, r.threshold, r.passed) == (1, 0.8, True)
+    # the pending version tested (it fails its 0.99 bar) and cannot switch over
+    svc.test_eval("capital", QUESTION, GOOD)
+    with pytest.raises(Conflict, match="failed"):
+        svc.activate_eval("capital")
+    svc.edit_eval("capital", threshold=0.5, input_scope=None)
+    svc.test_eval("capital", QUESTION, GOOD)
+    ev = svc.activate_eval("capital")
+    assert (ev.active_version, ev.pending_version, ev.version) == (4, None, 4)
+    (r,) = svc.capture(QUESTION, GOOD).results
+    assert (r.eval_version, r.threshold) == (4, 0.5)
+    # deactivating drops the pin: a later activation scores with the current version
+    assert svc.deactivate_eval("capital").active_version is None
 
 
 def test_validation(svc: Service, db: Path) -> None:

@@ -92,4 +92,5 @@ def test_calibrate_eval_from_reviews_and_apply(svc: Service) -> None:
     ev = svc.get_eval("capital")
     assert ev.threshold == t
     if applied["changed"]:
-        assert (ev.version, ev.status, applied["status_before"]) == (2, "draft", "active")
+        assert (ev.version, ev.status, applied["status_before"]) == (2, "active", "active")
+        assert (applied["active_version"], applied["pending_version"]) == (1, 2)

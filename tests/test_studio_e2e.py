@@ -125,7 +125,11 @@ def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
         page.fill("textarea[name=references]", REF)
         page.fill("#threshold", "0.93")
         expect(page.locator("[data-band]")).to_have_text("Very strict")
-        page.fill("#threshold", "0.80")
+        page.fill("#threshold", "80")  # a percentage is read as 0.80, not "Very strict"
+        expect(page.locator("[data-band]")).to_have_text("Strict")
+        assert page.input_value("#threshold-range") == "0.8"
+        page.locator("#threshold").blur()
+        assert page.input_value("#threshold") == "0.80"
         expect(page.locator("[data-band]")).to_have_text("Strict")
         shot(page, "02-new-eval-form.png")
         page.click("#create")
@@ -212,6 +216,176 @@ def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
         browser.close()
 
     assert outside == [], f"the studio tried to reach the internet: {outside}"
+    assert problems == [], problems
+
+
+GOOD_ANSWERS = [
+    "The capital of France is Paris, which is also its largest city.",
+    "Paris is the capital of France and its largest city.",
+    "France's capital is Paris, the largest city of France.",
+]
+NEW_PAGES = ["/compare", "/conversations", "/runs", "/", "/results", "/settings", "/evals/new"]
+
+
+def no_horizontal_scroll(page: Any) -> None:
+    width = page.evaluate("document.documentElement.scrollWidth")
+    inner = page.evaluate("window.innerWidth")
+    assert width <= inner, f"{page.url}: {width} px wide in a {inner} px window"
+
+
+def test_compare_conversations_runs_backtest_and_live_edit(tmp_path: Path) -> None:
+    """Two engines' captures with metadata → Compare shows B worse with its regressed cases →
+    a conversation's turns in order → a stored run and run-vs-run compare → Backtest of a
+    draft → an active eval edited keeps scoring until the new version is activated; every new
+    page at 420 px wide without horizontal scrolling."""
+    browser_path = need_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    from simeval.service import Service
+
+    db = tmp_path / "studio2.db"
+    with (
+        running_server(db) as (base, _),
+        sync_playwright() as pw,
+        httpx.Client(base_url=base) as api,
+    ):
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_ARGS
+        )
+        context = browser.new_context(viewport={"width": 1360, "height": 900})
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+
+        # An active eval, then two engines' captures: v2 is worse on 4 of 12 questions.
+        assert (
+            api.post(
+                "/api/evals", json={"name": "capital", "references": [REF], "threshold": 0.6}
+            ).status_code
+            == 201
+        )
+        api.post("/api/evals/capital/test", json={"input": "q", "output": GOOD})
+        assert api.post("/api/evals/capital/activate").status_code == 200
+        for i in range(12):
+            good = GOOD_ANSWERS[i % 3]
+            for engine, output in (("v1", good), ("v2", POOR if i < 4 else good)):
+                body = {
+                    "input": f"Question {i}: what is the capital of France?",
+                    "output": output,
+                    "metadata": {"engine": engine},
+                    "conversation_id": f"chat-{engine}",
+                }
+                assert api.post("/api/capture", json=body).status_code == 201
+
+        # 1. Compare: B worse, with the four regressed cases and their missing terms.
+        page.goto(base + "/compare")
+        page.fill("#side-a", "captures:engine=v1")
+        page.fill("#side-b", "captures:engine=v2")
+        page.click("#compare-go")
+        expect(page.locator("#overall-verdict")).to_have_text("B worse")
+        rows = page.locator(".regressed-case")
+        expect(rows).to_have_count(4)
+        expect(rows.first).to_contain_text("pass→fail")
+        assert rows.first.locator(".chip.miss").count() >= 2
+        expect(page.locator(".compare-eval .bars.b .bar")).to_have_count(10)
+        shot(page, "08-compare-engines.png")
+        # a bad side is a visible one-line message
+        page.goto(base + "/compare?a=run:x&b=captures")
+        expect(page.locator("#compare-error")).to_contain_text("run:ID")
+
+        # 2. A conversation's turns, in order, each with its verdict.
+        page.goto(base + "/conversations")
+        expect(page.locator("#conversations-table tbody tr")).to_have_count(2)
+        page.click("text=chat-v2")
+        turns = page.locator(".turn")
+        expect(turns).to_have_count(12)
+        expect(turns.nth(0)).to_contain_text("Question 0:")
+        expect(turns.nth(11)).to_contain_text("Question 11:")
+        expect(turns.nth(0).locator(".badge.fail")).to_have_count(1)
+        expect(turns.nth(5).locator(".badge.pass")).to_have_count(1)
+        shot(page, "09-conversation.png")
+
+        # 3. Stored runs: a run's page, then run-vs-run compare.
+        with Service(db) as svc:
+            ids = []
+            for scores in ([0.9] * 8 + [0.5] * 2, [0.9] * 4 + [0.2] * 6):
+                run_id = svc.create_run("nightly", "answers.jsonl")
+                svc.add_run_results(
+                    run_id,
+                    [
+                        {
+                            "eval_name": "capital",
+                            "input": f"case {n}",
+                            "output": "o",
+                            "reference": REF,
+                            "score": sc,
+                            "threshold": 0.6,
+                            "explanation": {"case": {"id": f"case-{n}"}},
+                        }
+                        for n, sc in enumerate(scores)
+                    ],
+                )
+                ids.append(run_id)
+        page.goto(base + "/runs")
+        expect(page.locator("#runs-table tbody tr")).to_have_count(2)
+        page.click(f'#runs-table a[href="/runs/{ids[1]}"]')
+        expect(page.locator("#run-rows")).to_have_text("10")
+        expect(page.locator("#run-pass-rate")).to_contain_text("40")
+        expect(page.locator("#run-status")).to_have_text("complete")
+        shot(page, "10-run.png")
+        page.select_option("#compare-with-run", f"run:{ids[0]}")
+        page.click("#compare-with-go")
+        expect(page.locator("#overall-verdict")).to_have_text("B worse")
+        shot(page, "11-run-vs-run.png")
+
+        # 4. Backtest of a draft on recent captures (nothing stored).
+        before = api.get("/api/results").json()["total"]
+        api.post("/api/evals", json={"name": "strict", "references": [REF], "threshold": 0.9})
+        page.goto(base + "/evals/strict")
+        page.fill("#backtest-limit", "500")
+        page.click("#run-backtest")
+        expect(page.locator("#backtest-n")).to_have_text("24")
+        expect(page.locator("#backtest-result .threshold-line")).to_have_count(1)
+        assert page.locator("#backtest-result .backtest-cases .badge.fail").count() >= 4
+        shot(page, "12-backtest.png")
+        assert api.get("/api/results").json()["total"] == before
+
+        # 5. A live edit: version 1 keeps scoring until version 2 is tested and activated.
+        page.goto(base + "/evals/capital")
+        page.click("#definition > summary")
+        page.fill("#threshold", "0.5")
+        page.click("#save")
+        expect(page.locator("#eval-status")).to_have_text("active")
+        expect(page.locator("#versions-in-force")).to_contain_text("version 2 is pending")
+        expect(page.locator("#activate")).to_be_disabled()
+        r = api.post("/api/capture", json={"input": "live", "output": GOOD}).json()
+        assert [(x["eval_version"], x["threshold"]) for x in r["results"]] == [(1, 0.6)]
+        shot(page, "13-live-edit-pending.png")
+        page.fill("#test-output", GOOD)
+        page.click("#run-test")
+        expect(page.locator("#activate")).to_be_enabled()
+        page.click("#activate")
+        expect(page.locator("#versions-in-force")).to_contain_text("Version 2 is active")
+        r = api.post("/api/capture", json={"input": "live", "output": GOOD}).json()
+        assert [(x["eval_version"], x["threshold"]) for x in r["results"]] == [(2, 0.5)]
+
+        # 6. 420 px wide: no horizontal scrolling on the new pages.
+        page.set_viewport_size({"width": 420, "height": 900})
+        urls = [
+            *NEW_PAGES,
+            "/compare?a=captures:engine=v1&b=captures:engine=v2",
+            "/conversations/chat-v2",
+            f"/runs/{ids[1]}",
+            "/evals/capital",
+            "/results?meta=engine%3Dv2",
+            "/dashboard",
+        ]
+        for url in urls:
+            page.goto(base + url)
+            no_horizontal_scroll(page)
+        page.goto(base + "/compare?a=captures:engine=v1&b=captures:engine=v2")
+        shot(page, "14-compare-420px.png")
+        browser.close()
     assert problems == [], problems
 
 

@@ -180,4 +180,30 @@ def calibrate(
         "roc_auc": roc_auc(list(scores), [1.0 if y else 0.0 for y in labels]),
         "at_default": classify(scores, labels, DEFAULT_THRESHOLD),
         "table": table,
+        "warning": small_sample_warning(len(scores), positives),
     }
+
+
+SMALL_SAMPLE = 30  # labelled examples below which a suggested threshold is a rough guide
+SMALL_CLASS = 5  # nor with fewer passes or fails than this
+
+
+def small_sample_warning(examples: int, positives: int) -> str | None:
+    """A one-line caution when a threshold is suggested from few examples (None otherwise).
+
+    >>> small_sample_warning(10, 5)[:60]
+    'only 10 labelled examples: the suggested threshold is a roug'
+    >>> small_sample_warning(100, 50) is None
+    True
+    """
+    negatives = examples - positives
+    if examples < SMALL_SAMPLE:
+        return (
+            f"only {examples} labelled examples: the suggested threshold is a rough guide "
+            f"({SMALL_SAMPLE} or more, with {SMALL_CLASS}+ passes and fails, make it reliable)"
+        )
+    fewest = min(positives, negatives)
+    if fewest < SMALL_CLASS:
+        kind = "passes" if positives < negatives else "fails"
+        return f"only {fewest} labelled {kind}: the suggested threshold is a rough guide"
+    return None

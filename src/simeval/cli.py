@@ -133,6 +133,11 @@ def _register() -> None:
     for command in cli_evals.COMMANDS:
         cli.add_command(command)
 
+    from simeval import cli_compare
+
+    for command in cli_compare.COMMANDS:
+        cli.add_command(command)
+
 
 _register()
 

@@ -5,19 +5,38 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from simeval.errors import SimevalError
 from simeval.options import OPTION_NAMES
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+
+class _Console(Console):
+    """A console that does not wrap or cut lines when its output is not a terminal: piped
+    into a file or ``cat``, rich would otherwise lay tables out for 80 columns, cutting names
+    to "refund-p…" and breaking a suggested command in two."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        real = super().size
+        if not self.is_terminal and "COLUMNS" not in os.environ:
+            return ConsoleDimensions(10_000, real.height)
+        return real
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = _Console(highlight=False)
+err_console = _Console(stderr=True, highlight=False)
 
 
 class UserError(click.ClickException):

@@ -106,6 +106,11 @@ def _print_eval(ev: EvalOut) -> None:
         f"[bold]{escape(ev.name)}[/bold]  {ev.status}, version {ev.version}, threshold "
         f"{ev.threshold:.2f} ({ev.strictness}), fingerprint {ev.fingerprint}"
     )
+    if ev.pending_version is not None:
+        console.print(
+            f"  active version {ev.active_version} scores captures; version "
+            f"{ev.pending_version} (below) is pending: test it, then activate to switch over"
+        )
     for i, ref in enumerate(ev.references, 1):
         console.print(f"  reference {i}: {escape(_short(ref, 100))}")
     if ev.input_scope is not None:
@@ -122,7 +127,7 @@ def _print_eval(ev: EvalOut) -> None:
             f"  results: {st.results}, pass rate {st.pass_rate or 0:.0%}, "
             f"mean score {st.mean_score or 0:.4f}"
         )
-    if ev.activation_blocker and ev.status != "active":
+    if ev.activation_blocker and (ev.status != "active" or ev.pending_version is not None):
         console.print(f"  not activatable: {escape(ev.activation_blocker)}")
 
 
@@ -320,8 +325,8 @@ def edit_eval(
     """Change an eval; every change makes a new version that records what changed.
 
     Scorer options given here are merged into the eval's own. Changing what scores an active
-    eval (references, threshold, scope, options) makes it a draft until a test of the new
-    version passes and it is activated again.
+    eval (references, threshold, scope, options) makes the new version pending: the active
+    version keeps scoring captures until a test of the new one passes and it is activated.
 
     \b
     Examples:
@@ -360,8 +365,11 @@ def edit_eval(
     console.print(
         f"eval {escape(repr(ev.name))} is now version {ev.version} ({escape(_changes(changes))})"
     )
-    if before.status == "active" and ev.status == "draft":
-        console.print("it is a draft again: test the new version, then activate it")
+    if ev.pending_version is not None:
+        console.print(
+            f"version {ev.active_version} keeps scoring captures; version {ev.pending_version} "
+            f"is pending: test it, then `simeval evals activate {_quote(ev.name)}` switches over"
+        )
 
 
 @evals.command("test")
@@ -394,9 +402,16 @@ def test_eval(
     out = read_input(output, output_file, "output")
     if out is None:
         raise UserError("missing OUTPUT: give it as an argument or with --output-file")
-    sample_input = read_input(input_text, input_file, "input") or ""
+    sample_input = read_input(input_text, input_file, "input")
     with _service(db) as svc:
-        test = svc.test_eval(name, sample_input, out)
+        if sample_input is None:
+            scope = svc.get_eval(name).input_scope
+            if scope is not None:
+                raise UserError(
+                    f"eval {name!r} scores only the input {scope!r}: give the sample input "
+                    f"with -i (e.g. -i {_quote(scope)})"
+                )
+        test = svc.test_eval(name, sample_input or "", out)
     if as_json:
         print_json(_dump(test))
     else:
@@ -692,7 +707,7 @@ def results() -> None:
     """
 
 
-_FILTERS = ("eval_name", "passed", "reviewed", "since", "until", "run_id")
+_FILTERS = ("eval_name", "passed", "reviewed", "since", "until", "run_id", "meta")
 
 
 def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -709,9 +724,16 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--since", default=None, help="From this time: ISO 8601 or an age (7d).")
     @click.option("--until", default=None, help="Before this time: ISO 8601 or an age.")
     @click.option("--run", "run_id", type=int, default=None, help="Only this run's rows.")
+    @click.option(
+        "--meta",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Only captures with this metadata (repeatable; all must hold).",
+    )
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["filters"] = {n: kwargs.pop(n) for n in _FILTERS}
+        kwargs["filters"]["meta"] = list(kwargs["filters"]["meta"]) or None
         return func(*args, **kwargs)
 
     return wrapper

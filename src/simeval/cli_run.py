@@ -620,6 +620,8 @@ def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
         f"{report['negatives']:,} fail) from {' and '.join(source)}; "
         f"ROC AUC {report['roc_auc']:.3f}"
     )
+    if report.get("warning"):
+        _say(f"[yellow]warning: {escape(report['warning'])}[/yellow]")
     table = Table(show_edge=False)
     for name in ("threshold", "precision", "recall", "F1", "accuracy"):
         table.add_column(name, justify="right")
@@ -666,9 +668,10 @@ def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
             f"eval {escape(a['eval'])}: threshold {_threshold(a['threshold_before'])} -> "
             f"{_threshold(a['threshold'])} (version {a['version']})"
         )
-        if a["status_before"] == "active" and a["status"] != "active":
+        if a.get("pending_version") is not None:
             _say(
-                f"[yellow]eval {escape(a['eval'])} is a draft again: test the new version "
-                "and activate it to score captures with the new threshold[/yellow]"
+                f"[yellow]eval {escape(a['eval'])}: version {a['active_version']} keeps scoring "
+                f"captures; version {a['pending_version']} (the new threshold) is pending: "
+                "test it and activate it to switch over[/yellow]"
             )
     sys.stdout.flush()

@@ -119,5 +119,10 @@ def serve(host: str, port: int, db: str | None, max_body: int, log_level: str) -
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        # uvicorn shuts down on Ctrl+C, then raises it again: a stop asked for is a clean
+        # exit (code 0, no "Aborted!"), so `make run` ends without an error either
+        pass
     finally:
         sock.close()
+    click.echo("Stopped.")

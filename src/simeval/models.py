@@ -79,6 +79,12 @@ class EvalOut(_Model):
     )
     last_test: TestOut | None = None
     stats: EvalStats | None = None
+    active_version: int | None = Field(
+        None, description="the version scoring captures (None unless the eval is active)"
+    )
+    pending_version: int | None = Field(
+        None, description="an edited version waiting for a test and activation, if any"
+    )
 
 
 class EvalVersionOut(_Model):
@@ -112,6 +118,7 @@ class ResultOut(_Model):
     input: str
     output: str
     conversation_id: str | None
+    metadata: dict[str, Any] | None = None
     captured_at: datetime
     score: float
     passed: bool
@@ -267,3 +274,8 @@ class RunOut(_Model):
     summary: dict[str, Any]
     created_at: datetime
     results: int
+    status: str = "complete"
+    heartbeat_at: datetime | None = None
+    passed: int = 0
+    pass_rate: float | None = None
+    mean_score: float | None = None

@@ -666,7 +666,8 @@ def _decode(
 def _text_cell(row: dict[str, Any], col: str, required: bool) -> str | None:
     if col not in row:
         if required:
-            raise _BadRowError(f"missing column {col!r}")
+            have = ", ".join(map(str, row)) or "none"
+            raise _BadRowError(f"missing column {col!r} (columns: {have})")
         return None
     value = row[col]
     if value is None and not required:
@@ -1800,6 +1801,46 @@ def load_baseline(path: str, columns: Columns, fmt: str | None = None) -> Baseli
                 fps.add(str(row["fingerprint"]))
             rows += 1
     return Baseline(path, cases, fps, rows)
+
+
+def iter_results_file(
+    path: str, columns: Columns = Columns(), fmt: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """The rows of a results file written by ``simeval run`` (any format), each with ``case``
+    (its id, else its input, else None), ``name`` (how to show it), ``eval``, ``score``,
+    ``pass``, ``output`` and ``missing_terms`` (a list). A row that is not a result is an
+    ``InvalidInput`` naming the file and line."""
+    if not os.path.isfile(path):
+        raise InvalidInput(f"{path}: no such results file")
+    fmt = detect_format(path, fmt)
+    cfg = RunConfig(source=path, fmt=fmt, header=input_fields(path, fmt))
+    for chunk in read_chunks(path, fmt):
+        for where, _ordinal, row in _decode(cfg, chunk):
+            if isinstance(row, _BadRowError):
+                raise InvalidInput(f"{where}: {row}")
+            try:
+                case_id = _id_cell(row, columns)
+                text_in = _text_cell(row, columns.input, False)
+            except _BadRowError as bad:
+                raise InvalidInput(f"{where}: {bad}") from None
+            if "score" not in row or "pass" not in row:
+                raise InvalidInput(f"{where}: not a results file (no 'score' and 'pass' columns)")
+            missing: Any = row.get("missing_terms")
+            if isinstance(missing, str):
+                text = missing
+                try:
+                    missing = json.loads(text) if text.startswith("[") else text.split()
+                except ValueError:
+                    missing = text.split()
+            yield {
+                "case": case_id if case_id is not None else (text_in or None),
+                "name": _case_name(case_id, text_in, where),
+                "eval": row.get("eval") or None,
+                "score": _as_score(row["score"], where),
+                "pass": _as_bool(row["pass"], where),
+                "output": out if isinstance(out := row.get(columns.output), str) else None,
+                "missing_terms": [str(m) for m in missing] if isinstance(missing, list) else [],
+            }
 
 
 STORED_RUN_PREFIX = "run:"

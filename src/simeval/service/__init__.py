@@ -24,9 +24,10 @@ Decisions worth knowing:
 - Reviews override pass/fail everywhere (listings, trends, stats, exports): the effective
   score is the review's, and a result passes when it is at or above the threshold used.
   The automated score and verdict stay visible beside it.
-- Editing the references, threshold, scope or options of an active eval makes it a draft
-  again: the new version needs its own passing test before it scores captures (renaming
-  keeps the status). ``deactivate`` makes an active or archived eval a draft.
+- Editing the references, threshold, scope or options of an active eval makes a *pending*
+  version: the version in force (``Eval.active_version``) keeps scoring captures until the
+  pending one has a passing test and is activated, which switches over. ``deactivate``
+  makes an active or archived eval a draft.
 - Size: a capture's or a test's input and output may each have up to ``MAX_TEXT_CHARS``
   (1,000,000) characters, the most the HTTP API's default 1 MiB body can carry, so the library,
   the CLI and the API accept the same captures. A longer text (say a 10 MB runaway generation)
@@ -53,6 +54,7 @@ import os
 
 from simeval.analyzer import scope_key
 from simeval.options import RETENTION_CHOICES
+from simeval.service.backtest import BacktestMixin
 from simeval.service.base import _SERVICES, _SERVICES_LOCK
 from simeval.service.batch import BatchMixin
 from simeval.service.calibration import CalibrationMixin
@@ -64,6 +66,8 @@ from simeval.service.checks import (
     parse_time,
     read_capture_lines,
 )
+from simeval.service.compare import CompareMixin
+from simeval.service.conversations import ConversationsMixin
 from simeval.service.evalfiles import (
     EVALS_FORMAT,
     EvalFilesMixin,
@@ -79,6 +83,9 @@ from simeval.store import resolve_db_url
 
 
 class Service(
+    CompareMixin,
+    ConversationsMixin,
+    BacktestMixin,
     BatchMixin,
     ExportMixin,
     TrendsMixin,

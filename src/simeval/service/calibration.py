@@ -69,6 +69,8 @@ class CalibrationMixin(ResultsMixin, EvalsMixin):
                 "version": after.version,
                 "status_before": ev.status,
                 "status": after.status,
+                "active_version": after.active_version,
+                "pending_version": after.pending_version,
                 "changed": new != ev.threshold,
             }
         return report

@@ -12,27 +12,38 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any, cast
 
 import pydantic_core
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.models import CaptureOut, CaptureResultOut
 from simeval.service.base import ServiceBase
-from simeval.service.checks import CheckedCapture, _check_page, _get, _now, _utc, check_capture
+from simeval.service.checks import (
+    CheckedCapture,
+    _check_page,
+    _get,
+    _now,
+    _utc,
+    check_capture,
+    parse_time,
+)
 from simeval.service.queries import (
     _review_out,
     _version_refs,
     capture_result_id,
     capture_reviews,
     capture_rows,
+    meta_matches,
+    parse_meta,
 )
 from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
 from simeval.service.settings import _AUTO_KEY, _REV_KEY
-from simeval.store import Capture, Eval
+from simeval.store import Capture, Eval, EvalVersion
 
 log = logging.getLogger("simeval.service")
 
@@ -61,6 +72,42 @@ class _Active:
     # and of each of its references: an answer is then a few string joins per result
     json_fixed: list[tuple[str, str]]
     json_refs: list[list[str]]
+
+
+def in_force(s: Session, evals: list[Eval]) -> list[Eval]:
+    """The versions of ``evals`` that score captures: an eval edited while active keeps
+    scoring with ``active_version`` (its definition read from ``eval_versions``) until the
+    pending version is activated. The ones returned for a pinned version are detached copies.
+    """
+    pinned = {e.id: e.active_version for e in evals if e.active_version not in (None, e.version)}
+    if not pinned:
+        return evals
+    rows = {
+        v.eval_id: v
+        for v in s.scalars(select(EvalVersion).where(EvalVersion.eval_id.in_(pinned)))
+        if v.version == pinned[v.eval_id]
+    }
+    out = []
+    for e in evals:
+        v = rows.get(e.id)
+        if v is None:
+            out.append(e)
+            continue
+        out.append(
+            Eval(
+                id=e.id,
+                name=e.name,
+                type=e.type,
+                status=e.status,
+                version=v.version,
+                references=list(v.references),
+                threshold=v.threshold,
+                input_scope=v.input_scope,
+                options=dict(v.options),
+                fingerprint=v.fingerprint,
+            )
+        )
+    return out
 
 
 def _prepare(evals: list[Eval]) -> _Active:
@@ -136,8 +183,13 @@ class CaptureMixin(ServiceBase):
                 cached = self._active
                 if cached is None or cached[0] != revision:
                     with self.store.read() as s:
-                        evals = list(
-                            s.scalars(select(Eval).where(Eval.status == "active").order_by(Eval.id))
+                        evals = in_force(
+                            s,
+                            list(
+                                s.scalars(
+                                    select(Eval).where(Eval.status == "active").order_by(Eval.id)
+                                )
+                            ),
                         )
                     cached = self._active = (revision, _prepare(evals))
         return cached[1]
@@ -380,15 +432,58 @@ class CaptureMixin(ServiceBase):
             return self._capture_out(s, _get(s, Capture, capture_id, "capture"))
 
     def list_captures(
-        self, limit: int = 50, offset: int = 0, conversation_id: str | None = None
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        conversation_id: str | None = None,
+        meta: Any = None,
+        since: Any = None,
+        until: Any = None,
     ) -> list[CaptureOut]:
-        """Captures, newest first, with their results."""
+        """Captures, newest first, with their results; ``meta`` takes ``KEY=VALUE`` strings
+        (all must hold), ``since``/``until`` ISO times or ages (``7d``)."""
         limit, offset = _check_page(limit, offset)
+        pairs = parse_meta(meta)
+        start, end = parse_time(since, "since"), parse_time(until, "until")
         with self.store.read() as s:
             q = select(Capture).order_by(Capture.captured_at.desc(), Capture.id.desc())
             if conversation_id is not None:
                 q = q.where(Capture.conversation_id == str(conversation_id))
-            return [self._capture_out(s, c) for c in s.scalars(q.limit(limit).offset(offset))]
+            if start is not None:
+                q = q.where(Capture.captured_at >= start)
+            if end is not None:
+                q = q.where(Capture.captured_at < end)
+            if not pairs:
+                return [self._capture_out(s, c) for c in s.scalars(q.limit(limit).offset(offset))]
+            q = q.where(Capture.meta.is_not(None))
+            found = (
+                c
+                for c in s.scalars(q.execution_options(yield_per=500))
+                if meta_matches(c.meta, pairs)
+            )
+            return [self._capture_out(s, c) for c in islice(found, offset, offset + limit)]
+
+    def count_captures(
+        self,
+        conversation_id: str | None = None,
+        meta: Any = None,
+        since: Any = None,
+        until: Any = None,
+    ) -> int:
+        """How many captures ``list_captures`` gives with these filters and no limit."""
+        pairs = parse_meta(meta)
+        start, end = parse_time(since, "since"), parse_time(until, "until")
+        with self.store.read() as s:
+            q = select(Capture.meta) if pairs else select(func.count(Capture.id))
+            if conversation_id is not None:
+                q = q.where(Capture.conversation_id == str(conversation_id))
+            if start is not None:
+                q = q.where(Capture.captured_at >= start)
+            if end is not None:
+                q = q.where(Capture.captured_at < end)
+            if not pairs:
+                return int(s.scalar(q) or 0)
+            return sum(1 for (m,) in s.execute(q) if meta_matches(m, pairs))
 
 
 _FLAGS_SQL = (

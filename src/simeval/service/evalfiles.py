@@ -14,7 +14,7 @@ from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scorer import check_references, read_text_file
 from simeval.service.checks import _check_name, _check_options, _check_scope
-from simeval.service.evals import EvalsMixin
+from simeval.service.evals import EvalsMixin, _pending
 from simeval.store import Eval
 
 EVALS_FORMAT = 1
@@ -221,7 +221,7 @@ class EvalFilesMixin(EvalsMixin):
                 acted = True
         # no status in the file: keep the one the eval had (an edit may have made it a draft)
         status = e["status"] or before
-        if status == "active" and ev.status != "active":
+        if status == "active" and (ev.status != "active" or _pending(ev)):
             if ev.status == "archived":
                 self._set_status(s, ev, "draft")
             test = self._latest_test(s, ev)
@@ -232,7 +232,7 @@ class EvalFilesMixin(EvalsMixin):
             if blocker:
                 report["not_activated"][name] = blocker
             else:
-                self._set_status(s, ev, "active")
+                self._activate(s, ev)  # a pending version switches over
                 report["activated"].append(name)
             acted = True
         elif status != "active" and ev.status != status:

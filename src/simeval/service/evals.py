@@ -31,6 +31,12 @@ from simeval.service.settings import _REV_KEY
 from simeval.store import Eval, EvalTest, EvalVersion, Setting
 
 
+def _pending(ev: Eval) -> bool:
+    """An active eval edited since: its current version waits for a test and an activation
+    while ``active_version`` keeps scoring."""
+    return ev.status == "active" and ev.active_version not in (None, ev.version)
+
+
 def _version_row(ev: Eval, changes: dict[str, Any]) -> EvalVersion:
     """The eval's current version as the row kept for ever, with what changed."""
     return EvalVersion(
@@ -58,7 +64,7 @@ class EvalsMixin(ServiceBase):
 
     @staticmethod
     def _blocker(ev: Eval, test: EvalTest | None) -> str | None:
-        if ev.status == "active":
+        if ev.status == "active" and not _pending(ev):
             return None
         if ev.status == "archived":
             return f"eval {ev.name!r} is archived: restore it with deactivate first"
@@ -140,7 +146,9 @@ class EvalsMixin(ServiceBase):
             fingerprint=ev.fingerprint,
             created_at=_utc(ev.created_at),
             updated_at=_utc(ev.updated_at),
-            can_activate=ev.status == "draft" and blocker is None,
+            can_activate=(ev.status == "draft" or _pending(ev)) and blocker is None,
+            active_version=(ev.active_version or ev.version) if ev.status == "active" else None,
+            pending_version=ev.version if _pending(ev) else None,
             activation_blocker=blocker,
             last_test=self._test_out(ev.name, test, ev.references) if test else None,
             stats=stats,
@@ -286,8 +294,9 @@ class EvalsMixin(ServiceBase):
 
         ``input_scope=None`` removes the scope (leave it out to keep it); ``options={}`` resets
         the scorer options to the defaults. Changing what scores (references, threshold,
-        scope, options) of an active eval makes it a draft until a test of the new version
-        passes and it is activated again.
+        scope, options) of an active eval makes the new version *pending*: the version in
+        force (``active_version``) keeps scoring captures until a test of the new version
+        passes and ``activate_eval`` switches over.
         """
         changes_in: dict[str, Any] = {}
         if new_name is not None:
@@ -336,8 +345,11 @@ class EvalsMixin(ServiceBase):
             setattr(ev, key, change["to"])
         scoring = set(changes) - {"name"}
         if scoring and ev.status == "active":
-            ev.status = "draft"
-            changes["status"] = {"from": "active", "to": "draft"}
+            # a live edit: the version in force keeps scoring captures; the new one is
+            # pending until a test of it passes and it is activated
+            if ev.active_version is None:
+                ev.active_version = ev.version
+            changes["pending"] = {"active_version": ev.active_version}
         ev.version += 1
         ev.updated_at = _now()
         s.add(_version_row(ev, changes))
@@ -387,17 +399,23 @@ class EvalsMixin(ServiceBase):
         return self._change_eval(name, self._activate)
 
     def _activate(self, s: Session, ev: Eval) -> bool:
-        if ev.status == "active":
+        if ev.status == "active" and not _pending(ev):
             return False
         blocker = self._blocker(ev, self._latest_test(s, ev))
         if blocker:
             raise Conflict(f"cannot activate: {blocker}")
+        if ev.status == "active":  # switch over to the pending version
+            ev.active_version = None
+            ev.updated_at = _now()
+            self._bump_revision(s)
+            return True
         self._set_status(s, ev, "active")
         return True
 
     def _set_status(self, s: Session, ev: Eval, status: str) -> bool:
         if ev.status == status:
             return False
+        ev.active_version = None  # leaving "active" drops a pending switch-over
         ev.status = status
         ev.updated_at = _now()
         self._bump_revision(s)

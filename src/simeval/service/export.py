@@ -10,6 +10,7 @@ from itertools import islice
 from typing import IO, Any
 
 from simeval.errors import InvalidInput
+from simeval.models import ResultOut
 from simeval.service.queries import iter_rows
 from simeval.service.results import ResultsMixin
 
@@ -33,7 +34,26 @@ EXPORT_COLUMNS = (
     "reviewed_at",
     "fingerprint",
     "matched_reference",
+    "metadata",
+    "reasoning",
 )
+
+
+def reasoning(out: ResultOut) -> str:
+    """The verdict in one line: "0.65 < 0.80: missing seine, paris" (or "0.91 ≥ 0.80")."""
+    score = out.review.score if out.review is not None else out.score
+    sign = "≥" if out.passed else "<"
+    line = f"{score:.2f} {sign} {out.threshold:.2f}"
+    if out.review is not None:
+        line += " (reviewed)"
+    exp = out.explanation or {}
+    missing = [m.get("term") if isinstance(m, dict) else str(m) for m in exp.get("missing") or []]
+    missing = [m for m in missing if m][:5]
+    if not out.passed and missing:
+        line += ": missing " + ", ".join(missing)
+    elif not out.passed and exp.get("reason"):
+        line += f": {exp['reason']}"
+    return line
 
 
 def _csv_value(value: Any) -> Any:
@@ -41,6 +61,8 @@ def _csv_value(value: Any) -> Any:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
     return value
 
 
@@ -55,14 +77,23 @@ class ExportMixin(ResultsMixin):
         until: Any = None,
         reviewed: bool | None = None,
         run_id: int | None = None,
+        meta: Any = None,
     ) -> Iterator[dict[str, Any]]:
         """Results as flat rows (``EXPORT_COLUMNS``), oldest first, streamed: ``score`` is the
         automated score, ``pass`` the effective verdict, ``human_override_*`` the review."""
         with self.store.read() as s:
-            f = self._filter(s, eval_name, passed, since, until, reviewed, run_id)
+            f = self._filter(s, eval_name, passed, since, until, reviewed, run_id, meta)
             rows = iter_rows(s, f, newest=False)
             while chunk := list(islice(rows, 1000)):
-                for out in self._results_out(s, chunk, explain=False):
+                outs = self._results_out(s, chunk, explain=False)
+                # the reasoning of a failed captured result names its missing terms: explain
+                # those (computed on display, never stored), not every row
+                failed = [i for i, o in enumerate(outs) if not o.passed and o.capture_id]
+                if failed:
+                    explained = self._results_out(s, [chunk[i] for i in failed], explain=True)
+                    for i, o in zip(failed, explained, strict=True):
+                        outs[i] = o
+                for out in outs:
                     yield {
                         "result_id": out.id,
                         "capture_id": out.capture_id,
@@ -83,6 +114,8 @@ class ExportMixin(ResultsMixin):
                         "reviewed_at": out.review.created_at.isoformat() if out.review else None,
                         "fingerprint": out.fingerprint,
                         "matched_reference": out.matched_reference,
+                        "metadata": out.metadata,
+                        "reasoning": reasoning(out),
                     }
 
     def write_export(

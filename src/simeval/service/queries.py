@@ -11,6 +11,7 @@ rollup, ``simeval.service.rollup``). A result's id says where it lives: "<captur
 from __future__ import annotations
 
 import heapq
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,6 +65,51 @@ class ResultFilter:
     end: datetime | None = None
     reviewed: bool | None = None
     run_id: int | None = None
+    # capture metadata KEY=VALUE pairs, all of which must hold (``meta_text`` of the value);
+    # a data-set run's rows have no metadata, so a metadata filter leaves them out
+    meta: tuple[tuple[str, str], ...] = ()
+    conversation_id: str | None = None
+
+
+def meta_text(value: Any) -> str:
+    """A metadata value as a filter compares it: strings as they are, anything else as JSON
+    (``2`` matches ``engine=2``, ``true`` matches ``flag=true``)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def parse_meta(values: Any) -> tuple[tuple[str, str], ...]:
+    """``["engine=v2", "region:eu"]`` (or one such string) as filter pairs.
+
+    >>> parse_meta(["engine=v2", "region:eu"])
+    (('engine', 'v2'), ('region', 'eu'))
+    """
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    out = []
+    for item in values:
+        if isinstance(item, tuple | list) and len(item) == 2:
+            key, value = str(item[0]), str(item[1])
+        elif isinstance(item, str):
+            cut = [i for i in (item.find("="), item.find(":")) if i > 0]
+            if not cut:
+                raise InvalidInput(f"metadata filter {item!r}: give KEY=VALUE (or KEY:VALUE)")
+            key, value = item[: min(cut)], item[min(cut) + 1 :]
+        else:
+            raise InvalidInput(f"metadata filter must be KEY=VALUE, not {item!r}")
+        if not key.strip():
+            raise InvalidInput(f"metadata filter {item!r}: the key is empty")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
+def meta_matches(meta: dict[str, Any] | None, pairs: tuple[tuple[str, str], ...]) -> bool:
+    if not pairs:
+        return True
+    if not isinstance(meta, dict):
+        return False
+    return all(k in meta and meta_text(meta[k]) == v for k, v in pairs)
 
 
 @dataclass
@@ -167,6 +213,10 @@ def _iter_captured(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
         q = q.where(Capture.captured_at >= f.start)
     if f.end is not None:
         q = q.where(Capture.captured_at < f.end)
+    if f.meta:
+        q = q.where(Capture.meta.is_not(None))
+    if f.conversation_id is not None:
+        q = q.where(Capture.conversation_id == f.conversation_id)
     if f.reviewed:  # only reviewed results: start from the reviews, not every capture
         q = q.where(Capture.id.in_(select(Review.capture_id).where(Review.capture_id.is_not(None))))
     if newest:
@@ -184,6 +234,8 @@ def _iter_captured(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
             return
         reviews = capture_reviews(s, [c.id for c in caps])
         for cap in caps:
+            if f.meta and not meta_matches(cap.meta, f.meta):
+                continue
             rows = capture_rows(s, cap, reviews)
             if f.eval_id is not None:
                 rows = [r for r in rows if r.eval_id == f.eval_id]
@@ -244,6 +296,9 @@ def _iter_run_rows(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
 
 def iter_rows(s: Session, f: ResultFilter, newest: bool = True) -> Iterator[Row]:
     """Every result matching ``f``, newest (or oldest) first, from both stores."""
+    if f.meta or f.conversation_id is not None:  # only captures carry these
+        yield from _iter_captured(s, f, newest)
+        return
     runs = _iter_run_rows(s, f, newest)
     if f.run_id is not None:
         yield from runs
@@ -257,7 +312,10 @@ def iter_rows(s: Session, f: ResultFilter, newest: bool = True) -> Iterator[Row]
 
 
 def count_rows(s: Session, f: ResultFilter) -> int:
-    """How many results ``iter_rows`` gives, without walking the captured ones."""
+    """How many results ``iter_rows`` gives, without walking the captured ones (except under a
+    metadata or conversation filter, which the rollup does not know)."""
+    if f.meta or f.conversation_id is not None:
+        return sum(1 for _ in _iter_captured(s, f, True))
     runs = int(s.scalar(select(func.count()).select_from(_run_query(f).subquery())) or 0)
     if f.run_id is not None:
         return runs
@@ -286,6 +344,8 @@ class QueriesMixin(ServiceBase):
         until: Any = None,
         reviewed: bool | None = None,
         run_id: int | None = None,
+        meta: Any = None,
+        conversation_id: str | None = None,
     ) -> ResultFilter:
         return ResultFilter(
             eval_id=None if eval_name is None else self._find_eval(s, eval_name).id,
@@ -294,4 +354,6 @@ class QueriesMixin(ServiceBase):
             end=parse_time(until, "until"),
             reviewed=reviewed,
             run_id=None if run_id is None else _check_id(run_id, "run"),
+            meta=parse_meta(meta),
+            conversation_id=conversation_id,
         )

@@ -75,6 +75,7 @@ class ResultsMixin(QueriesMixin):
             input=input_,
             output=output,
             conversation_id=conv,
+            metadata=cap.meta if cap is not None else None,
             captured_at=_utc(r.created_at),
             score=r.score,
             passed=r.passed,
@@ -120,13 +121,18 @@ class ResultsMixin(QueriesMixin):
         offset: int = 0,
         *,
         explain: bool = True,
+        meta: Any = None,
+        conversation_id: str | None = None,
     ) -> list[ResultOut]:
         """Results, newest first. ``passed`` filters on the effective verdict (reviews win);
-        ``since``/``until`` take ISO times or ages like ``7d``. ``explain=False`` skips the
-        explanations (they are computed on display for captured results)."""
+        ``since``/``until`` take ISO times or ages like ``7d``; ``meta`` takes ``KEY=VALUE``
+        strings (all must hold; only captured results have metadata). ``explain=False`` skips
+        the explanations (they are computed on display for captured results)."""
         limit, offset = _check_page(limit, offset)
         with self.store.read() as s:
-            f = self._filter(s, eval_name, passed, since, until, reviewed, run_id)
+            f = self._filter(
+                s, eval_name, passed, since, until, reviewed, run_id, meta, conversation_id
+            )
             rows = list(islice(iter_rows(s, f), offset, offset + limit))
             return self._results_out(s, rows, explain)
 
@@ -138,10 +144,29 @@ class ResultsMixin(QueriesMixin):
         until: Any = None,
         reviewed: bool | None = None,
         run_id: int | None = None,
+        meta: Any = None,
+        conversation_id: str | None = None,
     ) -> int:
         """How many results ``list_results`` would give with these filters and no limit."""
         with self.store.read() as s:
-            return count_rows(s, self._filter(s, eval_name, passed, since, until, reviewed, run_id))
+            f = self._filter(
+                s, eval_name, passed, since, until, reviewed, run_id, meta, conversation_id
+            )
+            return count_rows(s, f)
+
+    def run_worst(self, run_id: int, limit: int = 10) -> list[ResultOut]:
+        """A stored run's lowest-scoring rows (automated scores), worst first."""
+        limit, _ = _check_page(limit, 0)
+        with self.store.read() as s:
+            q = (
+                select(Result, Review)
+                .outerjoin(Review, Review.result_id == Result.id)
+                .where(Result.run_id == run_id)
+                .order_by(Result.score, Result.id)
+                .limit(limit)
+            )
+            rows = [run_row(r, review) for r, review in s.execute(q)]
+            return self._results_out(s, rows, False)
 
     def _row(self, s: Session, result_id: Any) -> Row:
         where = parse_result_id(result_id)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select, true
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
@@ -258,8 +258,25 @@ class RunsMixin(ServiceBase):
             flush()
         return total
 
-    def _run_out(self, s: Session, run: Run) -> RunOut:
-        count = s.scalar(select(func.count(Result.id)).where(Result.run_id == run.id)) or 0
+    def _run_stats(self, s: Session, ids: list[int]) -> dict[int, tuple[int, int, float | None]]:
+        if not ids:
+            return {}
+        q = (
+            select(
+                Result.run_id,
+                func.count(Result.id),
+                func.sum(case((Result.passed == true(), 1), else_=0)),
+                func.avg(Result.score),
+            )
+            .where(Result.run_id.in_(ids))
+            .group_by(Result.run_id)
+        )
+        return {rid: (int(n), int(p or 0), avg) for rid, n, p, avg in s.execute(q)}
+
+    def _run_out(
+        self, s: Session, run: Run, stats: tuple[int, int, float | None] | None = None
+    ) -> RunOut:
+        n, passed, mean = stats or self._run_stats(s, [run.id]).get(run.id, (0, 0, None))
         return RunOut(
             id=run.id,
             name=run.name,
@@ -267,11 +284,16 @@ class RunsMixin(ServiceBase):
             options=run.options,
             summary=run.summary,
             created_at=_utc(run.created_at),
-            results=count,
+            results=n,
+            status=run.status or "complete",
+            heartbeat_at=_utc(run.heartbeat_at) if run.heartbeat_at else None,
+            passed=passed,
+            pass_rate=passed / n if n else None,
+            mean_score=float(mean) if mean is not None else None,
         )
 
     def get_run(self, run_id: int) -> RunOut:
-        """A stored run."""
+        """A stored run, with its pass rate and mean score (automated verdicts)."""
         with self.store.read() as s:
             return self._run_out(s, _get(s, Run, run_id, "run"))
 
@@ -280,4 +302,11 @@ class RunsMixin(ServiceBase):
         limit, offset = _check_page(limit, offset)
         with self.store.read() as s:
             q = select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
-            return [self._run_out(s, r) for r in s.scalars(q.offset(offset))]
+            found = list(s.scalars(q.offset(offset)))
+            stats = self._run_stats(s, [r.id for r in found])
+            return [self._run_out(s, r, stats.get(r.id, (0, 0, None))) for r in found]
+
+    def count_runs(self) -> int:
+        """How many runs are stored."""
+        with self.store.read() as s:
+            return int(s.scalar(select(func.count(Run.id))) or 0)

@@ -7,9 +7,11 @@ service's ``SimevalError``), 422 for a malformed request body, 413 for an oversi
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import pydantic_core
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -28,6 +30,12 @@ from simeval.models import (
 )
 from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
 from simeval.service import RESULT_ID_PATTERN, Service, check_capture
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data of a service answer that mixes dicts, datetimes and models."""
+    return json.loads(pydantic_core.to_json(value))
+
 
 router = APIRouter(prefix="/api")
 
@@ -145,10 +153,16 @@ class ResultFilters:
         self,
         eval: Annotated[str | None, Query(description="Eval name or id.")] = None,
         passed: Annotated[bool | None, Query(description="true = passed, false = failed.")] = None,
-        since: Annotated[datetime | None, Query(description="ISO time, inclusive.")] = None,
-        until: Annotated[datetime | None, Query(description="ISO time, exclusive.")] = None,
+        since: Annotated[
+            str | None, Query(description="ISO time or an age like 30d, inclusive.")
+        ] = None,
+        until: Annotated[str | None, Query(description="ISO time or an age, exclusive.")] = None,
         reviewed: Annotated[bool | None, Query()] = None,
         run_id: Annotated[int | None, Query()] = None,
+        meta: Annotated[
+            list[str] | None,
+            Query(description="Capture metadata KEY:VALUE (or KEY=VALUE); repeat for more."),
+        ] = None,
     ):
         self.values: dict[str, Any] = {
             "eval_name": eval,
@@ -157,6 +171,7 @@ class ResultFilters:
             "until": until,
             "reviewed": reviewed,
             "run_id": run_id,
+            "meta": meta or None,
         }
 
 
@@ -308,8 +323,8 @@ def eval_trend(
     name: str,
     service: ServiceDep,
     bucket: Literal["hour", "day", "week"] = "day",
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Annotated[str | None, Query(description="ISO time or an age like 30d.")] = None,
+    until: Annotated[str | None, Query(description="ISO time or an age.")] = None,
 ) -> JSONResponse:
     """Mean score and pass rate per time bucket, with version and scorer changes marked."""
     return _json(service.trend(name, bucket=bucket, since=since, until=until))
@@ -390,3 +405,140 @@ def update_settings(body: SettingsIn, service: ServiceDep) -> JSONResponse:
 def cleanup(service: ServiceDep) -> JSONResponse:
     """Delete what is older than the retention period now (also done by `simeval cleanup`)."""
     return _json(service.cleanup())
+
+
+class BacktestIn(_Body):
+    """How far back a backtest looks."""
+
+    limit: int = Field(
+        default=500, ge=1, le=10_000, description="The most recent captures in scope."
+    )
+    days: int = Field(default=30, ge=1, le=365, description="At most this many days back.")
+
+
+class RescoreIn(_Body):
+    """Which past captures to score with an eval."""
+
+    eval: str = Field(description="Eval name or id.")
+    since: str = Field("7d", description="ISO time or an age like 7d.")
+    until: str | None = None
+
+
+@router.post("/evals/{name}/backtest", tags=["evals"])
+def backtest_eval(name: str, service: ServiceDep, body: BacktestIn | None = None) -> JSONResponse:
+    """Score the eval's current version (a draft or a pending version) on recent captures in
+    its scope, storing nothing: pass rate, distribution, worst and borderline cases."""
+    body = body or BacktestIn()
+    return JSONResponse(jsonable(service.backtest_eval(name, limit=body.limit, days=body.days)))
+
+
+@router.post("/rescore", tags=["evals"])
+def rescore(body: RescoreIn, service: ServiceDep) -> JSONResponse:
+    """Store an eval's results for past captures it has not scored (once per capture and
+    eval), with the version in force."""
+    return JSONResponse(service.rescore(body.eval, since=body.since, until=body.until))
+
+
+@router.get("/compare", tags=["results"])
+def compare(
+    service: ServiceDep,
+    a: Annotated[str, Query(description="run:ID, run:latest or captures:KEY=VALUE,...")],
+    b: Annotated[str, Query(description="The side compared with A (same forms).")],
+    eval: Annotated[str | None, Query(description="Only this eval.")] = None,
+    seed: Annotated[int, Query(ge=0)] = 0,
+    resamples: Annotated[int, Query(ge=100, le=20_000)] = 2000,
+    top: Annotated[int, Query(ge=0, le=1000)] = 20,
+) -> JSONResponse:
+    """Compare side B with side A per eval: n, pass rate and mean score, B − A with 95%
+    bootstrap intervals (paired on case id or input, McNemar on flips), a verdict, and the
+    most regressed cases with their missing terms."""
+    report = service.compare(
+        a, b, eval_name=eval, seed=seed, resamples=resamples, keep=top, allow_files=False
+    )
+    return JSONResponse(jsonable(report))
+
+
+@router.get("/captures", tags=["captures"])
+def list_captures(
+    service: ServiceDep,
+    meta: Annotated[list[str] | None, Query(description="Metadata KEY:VALUE; repeatable.")] = None,
+    conversation_id: str | None = None,
+    since: Annotated[str | None, Query(description="ISO time or an age like 7d.")] = None,
+    until: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JSONResponse:
+    """Captures, newest first, with their metadata and results."""
+    filters: dict[str, Any] = {
+        "meta": meta,
+        "conversation_id": conversation_id,
+        "since": since,
+        "until": until,
+    }
+    items = service.list_captures(limit=limit, offset=offset, **filters)
+    return JSONResponse(
+        {
+            "total": service.count_captures(**filters),
+            "limit": limit,
+            "offset": offset,
+            "captures": [c.model_dump(mode="json") for c in items],
+        }
+    )
+
+
+@router.get("/captures/{capture_id}", response_model=CaptureOut, tags=["captures"])
+def get_capture(capture_id: int, service: ServiceDep) -> JSONResponse:
+    """One capture with its metadata and results."""
+    return _json(service.get_capture(capture_id))
+
+
+@router.get("/conversations", tags=["captures"])
+def list_conversations(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JSONResponse:
+    """Conversations, most recently active first: turns, pass rate, last activity."""
+    items = service.list_conversations(limit=limit, offset=offset)
+    return JSONResponse(
+        {
+            "total": service.count_conversations(),
+            "limit": limit,
+            "offset": offset,
+            "conversations": jsonable(items),
+        }
+    )
+
+
+@router.get("/conversations/{conversation_id}", tags=["captures"])
+def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
+    """A conversation's turns in order, each with its input, output and results."""
+    return JSONResponse(jsonable(service.get_conversation(conversation_id)))
+
+
+@router.get("/runs", tags=["runs"])
+def list_runs(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JSONResponse:
+    """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status."""
+    items = service.list_runs(limit=limit, offset=offset)
+    return JSONResponse(
+        {
+            "total": service.count_runs(),
+            "limit": limit,
+            "offset": offset,
+            "runs": [r.model_dump(mode="json") for r in items],
+        }
+    )
+
+
+@router.get("/runs/{run_id}", tags=["runs"])
+def get_run(run_id: int, service: ServiceDep) -> JSONResponse:
+    """A stored run: its summary, pass rate, mean score and its worst rows."""
+    run = service.get_run(run_id)
+    worst = service.run_worst(run_id, 10)
+    return JSONResponse(
+        {**run.model_dump(mode="json"), "worst": [r.model_dump(mode="json") for r in worst]}
+    )

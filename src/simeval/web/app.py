@@ -25,7 +25,7 @@ from starlette.routing import Route
 from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
-from simeval.web import api, pages
+from simeval.web import api, pages, pages_studio
 from simeval.web.security import BodyLimitMiddleware, GuardMiddleware, is_api_path
 from simeval.web.writer import CaptureWriter
 
@@ -133,6 +133,7 @@ def create_app(
     # the capture hot path, matched before every other route (see api.capture_fast)
     app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
     app.include_router(pages.router)
+    app.include_router(pages_studio.router)
     # Added last = runs first: the size limit, then host/origin/token checks.
     app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)

@@ -156,33 +156,35 @@ def histogram_figure(scores: Sequence[float], threshold: float) -> Any:
     """Distribution of the raw scores, passing and failing bars apart, the threshold marked."""
     import plotly.graph_objects as go
 
-    bins = {"start": 0.0, "end": 1.0001, "size": 0.05}
+    # Binned here, 20 bins over [0, 1] with 1.0 in the last one: plotly's own bins put a
+    # score of exactly 1.0 in a bin [1.0, 1.05) past the axis end, where it never showed.
+    size = 0.05
+    n_bins = 20
+    fails, passes = [0] * n_bins, [0] * n_bins
+    for score in scores:
+        k = min(n_bins - 1, max(0, int(score * n_bins)))
+        (passes if score >= threshold else fails)[k] += 1
+    centers = [round((k + 0.5) * size, 4) for k in range(n_bins)]
     fig = go.Figure()
-    fig.add_trace(
-        go.Histogram(
-            x=[s for s in scores if s < threshold],
-            name="fail",
-            xbins=bins,
-            marker={"color": FAIL_COLOR},
-            opacity=0.85,
+    for name, counts, color in (("fail", fails, FAIL_COLOR), ("pass", passes, PASS_COLOR)):
+        fig.add_trace(
+            go.Bar(
+                x=centers,
+                y=counts,
+                width=size,
+                name=name,
+                marker={"color": color},
+                opacity=0.85,
+                hovertemplate=f"{name}: %{{y}}<extra></extra>",
+            )
         )
-    )
-    fig.add_trace(
-        go.Histogram(
-            x=[s for s in scores if s >= threshold],
-            name="pass",
-            xbins=bins,
-            marker={"color": PASS_COLOR},
-            opacity=0.85,
-        )
-    )
     fig.update_layout(
         _layout(
             barmode="stack",
             hovermode="closest",
             bargap=0.05,
             xaxis={"range": [0, 1.0], "title": {"text": "score"}},
-            yaxis=_count_axis(scores, bins["size"]),
+            yaxis=_count_axis(scores, size),
             shapes=[
                 {
                     "type": "line",
@@ -214,7 +216,7 @@ def _count_axis(scores: Sequence[float], size: float) -> dict[str, Any]:
     """A y axis of whole counts: with few results plotly would otherwise tick 0.5, 1.5..."""
     per_bin: dict[int, int] = {}
     for s in scores:
-        k = int(s / size)
+        k = min(int(s / size), round(1 / size) - 1)
         per_bin[k] = per_bin.get(k, 0) + 1
     axis: dict[str, Any] = {"title": {"text": "results"}, "rangemode": "tozero"}
     if max(per_bin.values(), default=0) <= 8:

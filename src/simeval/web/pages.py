@@ -61,16 +61,20 @@ router = APIRouter(include_in_schema=False)
 # Fixed success messages shown after a redirect (never text taken from the URL).
 NOTICES = {
     "created": "Eval created as a draft. Run a test, then activate it.",
-    "saved": "Saved. A changed eval gets a new version, which needs a passing test.",
+    "saved": "Saved. A changed eval gets a new version, which needs a passing test "
+    "(an active eval keeps scoring with its active version until you activate the new one).",
     "unchanged": "Nothing changed.",
     "tested": "Test recorded.",
-    "activated": "Activated: every matching capture is now scored by this eval.",
+    "activated": "Activated: every matching capture is now scored by this version.",
     "deactivated": "Deactivated: the eval is a draft again and scores nothing.",
     "archived": "Archived: hidden and not scoring; its results are kept.",
     "reviewed": "Review saved: it now decides pass/fail for this result.",
     "settings": "Settings saved.",
     "cleanup": "Cleanup done.",
     "example": "Example eval created and tested: click Activate, then post a capture.",
+    "rescored": "Rescore done: past captures of the last 7 days without this eval's result "
+    "are scored now.",
+    "switched": "Switched over: the new version scores every matching capture from now on.",
 }
 
 EXAMPLE: dict[str, Any] = {
@@ -98,6 +102,16 @@ def _fmt_pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.0f}%"
 
 
+LIST_CHARS = 300  # list pages show this much of a text
+
+
+def cut_text(value: Any, n: int = LIST_CHARS) -> str:
+    """The first ``n`` characters of a text, with "…" when there is more (list pages: a
+    900,000-character output must not be embedded whole)."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -107,6 +121,7 @@ def _env() -> Environment:
     )
     env.filters.update(
         time=_fmt_time,
+        cut=cut_text,
         score=_fmt_score,
         pct=_fmt_pct,
         q=lambda s: quote(str(s), safe=""),
@@ -215,17 +230,35 @@ def highlight(
     return Markup("").join(out)
 
 
+HIGHLIGHT_CHARS = 20_000  # of a long output, the part highlighted and shown by default
+
+
 def explained(
-    explanation: dict[str, Any] | None, output: str, reference: str | None, options: dict[str, Any]
+    explanation: dict[str, Any] | None,
+    output: str,
+    reference: str | None,
+    options: dict[str, Any],
+    full: bool = False,
 ) -> dict[str, Any]:
-    """The output and reference with matched (green) and missing (red) terms highlighted."""
+    """The output and reference with matched (green) and missing (red) terms highlighted.
+
+    Of a long output only the first ``HIGHLIGHT_CHARS`` are highlighted and shown unless
+    ``full``; then the whole text is shown, highlighted no further than that: a 1 MB output
+    would otherwise make a page of several megabytes of marks."""
     explanation = explanation or {}
+    cut = len(output) > HIGHLIGHT_CHARS
+    head, rest = (output[:HIGHLIGHT_CHARS], output[HIGHLIGHT_CHARS:]) if cut else (output, "")
     analyzer = _analyzer(options)
     shared = _keys(analyzer, explanation.get("shared", [])) if analyzer else set()
     missing = _keys(analyzer, explanation.get("missing", [])) if analyzer else set()
     ref = reference if reference is not None else explanation.get("reference", "")
+    shown = highlight(head, [(shared, "hit")], analyzer)
+    if cut and full:
+        shown = shown + escape(rest)
     return {
-        "output": highlight(output, [(shared, "hit")], analyzer),
+        "output": shown,
+        "output_cut": cut and not full,
+        "output_chars": len(output),
         "reference": highlight(ref or "", [(shared, "hit"), (missing, "miss")], analyzer),
         "shared": explanation.get("shared", []),
         "missing": explanation.get("missing", []),
@@ -406,6 +439,8 @@ def _eval_page(
     test_error: str | None = None,
     sample: dict[str, str] | None = None,
     status: int = 200,
+    backtest: dict[str, Any] | None = None,
+    backtest_error: str | None = None,
 ) -> Response:
     service = _service(request)
     test = ev.last_test
@@ -435,6 +470,12 @@ def _eval_page(
         error=error,
         test_error=test_error,
         band=band(ev.threshold),
+        backtest=backtest,
+        backtest_error=backtest_error,
+        unscored=service.count_captures(since="7d")
+        - service.count_results(eval_name=ev.name, since="7d")
+        if ev.status == "active"
+        else 0,
     )
     return render(request, "eval.html", ctx, status=status)
 
@@ -531,30 +572,6 @@ async def archive_eval(request: Request, name: str) -> Response:
 
 
 # -- dashboard -------------------------------------------------------------------------------
-def _captures(results: Iterable[ResultOut], limit: int) -> list[dict[str, Any]]:
-    """Results grouped by capture, newest capture first."""
-    groups: dict[int, dict[str, Any]] = {}
-    for r in results:
-        if r.capture_id is None:
-            continue
-        group = groups.get(r.capture_id)
-        if group is None:
-            if len(groups) >= limit:
-                continue
-            group = groups[r.capture_id] = {
-                "id": r.capture_id,
-                "input": r.input,
-                "output": r.output,
-                "conversation_id": r.conversation_id,
-                "captured_at": r.captured_at,
-                "results": [],
-            }
-        group["results"].append(r)
-    for group in groups.values():
-        group["results"].sort(key=lambda r: r.eval_name)
-    return list(groups.values())
-
-
 @router.get("/dashboard")
 def dashboard(request: Request, eval: str | None = None, bucket: str | None = None) -> Response:
     """Recent captures with pass/fail per eval, and one eval's health charts."""
@@ -563,7 +580,8 @@ def dashboard(request: Request, eval: str | None = None, bucket: str | None = No
     total = service.count_results()
     passed = service.count_results(passed=True)
     # List views show no explanations: explain=False spares building a scorer per result.
-    recent = _captures(service.list_results(limit=300, explain=False), limit=25)
+    # captures, not results: one stored while automatic evaluation was off shows "not scored"
+    recent = service.list_captures(limit=25)
     selected = None
     if eval:
         selected = service.get_eval(eval)
@@ -624,9 +642,11 @@ def results_page(
     reviewed: str | None = None,
     since: str | None = None,
     until: str | None = None,
+    meta: str | None = None,
     page: int = 1,
 ) -> Response:
-    """Results with filters, pages of 50, and the export buttons."""
+    """Results with filters (metadata too: ``engine=v2``, several separated by commas),
+    pages of 50, and the export buttons."""
     service = _service(request)
     filters: dict[str, Any] = {
         "eval_name": eval or None,
@@ -635,6 +655,7 @@ def results_page(
         # ISO times or ages like 7d, read (and refused with a 400) by the service
         "since": since or None,
         "until": until or None,
+        "meta": [m for m in (meta or "").split(",") if m.strip()] or None,
     }
     per_page = 50
     page = max(page, 1)
@@ -653,7 +674,11 @@ def results_page(
         }.items()
         if v not in (None, "")
     }
-    export_query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in query.items()}
+    export_query: dict[str, Any] = {
+        k: (str(v).lower() if isinstance(v, bool) else v) for k, v in query.items()
+    }
+    if filters["meta"]:
+        export_query["meta"] = filters["meta"]
     page_query = {
         k: v
         for k, v in {
@@ -662,6 +687,7 @@ def results_page(
             "reviewed": reviewed,
             "since": since,
             "until": until,
+            "meta": meta,
         }.items()
         if v
     }
@@ -680,9 +706,12 @@ def results_page(
                 "reviewed": reviewed or "",
                 "since": since or "",
                 "until": until or "",
+                "meta": meta or "",
             },
-            "export_csv": "/api/results/export?" + urlencode({**export_query, "format": "csv"}),
-            "export_json": "/api/results/export?" + urlencode({**export_query, "format": "json"}),
+            "export_csv": "/api/results/export?"
+            + urlencode({**export_query, "format": "csv"}, doseq=True),
+            "export_json": "/api/results/export?"
+            + urlencode({**export_query, "format": "json"}, doseq=True),
             "page_query": urlencode(page_query),
         },
     )
@@ -693,12 +722,19 @@ def _result_page(
 ) -> Response:
     service = _service(request)
     options: dict[str, Any] = {}
-    if result.eval_name:
+    if result.eval_name and result.eval_version is not None and result.eval_id is not None:
+        # the options of the version that scored it, not the eval's current ones
         with contextlib.suppress(NotFound):
-            options = service.get_eval(result.eval_name).options
-    view = explained(result.explanation, result.output, result.matched_reference, options)
+            for v in service.eval_versions(result.eval_id):
+                if v.version == result.eval_version:
+                    options = v.options
+    full = request.query_params.get("full") == "1"
+    view = explained(result.explanation, result.output, result.matched_reference, options, full)
     return render(
-        request, "result.html", {"r": result, "view": view, "error": error}, status=status
+        request,
+        "result.html",
+        {"r": result, "view": view, "error": error, "full": full},
+        status=status,
     )
 
 

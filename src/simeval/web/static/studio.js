@@ -9,9 +9,15 @@
     var badge = box.querySelector("[data-band]");
     var help = box.querySelector("[data-band-help]");
     var rows = Array.prototype.slice.call(box.querySelectorAll("[data-band-row]"));
-    function show(value) {
+    // "80" typed for 0.80: read a number above 1 (up to 100) as a percentage
+    function unit(value) {
       var v = parseFloat(value);
-      if (isNaN(v)) return;
+      if (isNaN(v)) return NaN;
+      return v > 1 && v <= 100 ? v / 100 : v;
+    }
+    function show(value) {
+      var v = unit(value);
+      if (isNaN(v) || v < 0 || v > 1) return;
       var row = rows.find(function (r) { return v >= parseFloat(r.dataset.low); }) || rows[rows.length - 1];
       rows.forEach(function (r) { r.classList.toggle("on", r === row); });
       badge.className = "band " + row.dataset.bandRow;
@@ -20,7 +26,15 @@
       help.textContent = text.charAt(0).toUpperCase() + text.slice(1) + ". Default 0.80.";
     }
     range.addEventListener("input", function () { number.value = parseFloat(range.value).toFixed(2); show(range.value); });
-    number.addEventListener("input", function () { range.value = number.value; show(number.value); });
+    number.addEventListener("input", function () {
+      var v = unit(number.value);
+      if (!isNaN(v) && v >= 0 && v <= 1) range.value = v;
+      show(number.value);
+    });
+    number.addEventListener("change", function () {
+      var v = unit(number.value);
+      if (!isNaN(v) && v >= 0 && v <= 1 && v !== parseFloat(number.value)) number.value = v.toFixed(2);
+    });
   });
 
   // "+ Add another reference" clones an empty reference field.

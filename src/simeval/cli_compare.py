@@ -1,0 +1,286 @@
+"""``simeval compare``, ``simeval runs`` and ``simeval rescore``: thin shells over the service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from simeval.cli_common import Group, console, print_json
+from simeval.cli_evals import _service, db_option, evals, json_option
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _ci(ci: list[float] | None, pct: bool = False) -> str:
+    if ci is None:
+        return "-"
+    if pct:
+        return f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts"
+    return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def print_compare(report: dict[str, Any]) -> None:
+    """The comparison as a table per eval and the regressed cases."""
+    console.print(f"A: {escape(report['a'])}", soft_wrap=True)
+    console.print(f"B: {escape(report['b'])}", soft_wrap=True)
+    for e in report["evals"]:
+        a, b = e["a"], e["b"]
+        console.print(f"\n[bold]{escape(e['eval'])}[/bold]: {e['verdict']}", soft_wrap=True)
+        table = Table("", "n", "pass rate", "mean score")
+        table.add_row("A", str(a["n"]), _pct(a["pass_rate"]), _num(a["mean_score"]))
+        table.add_row("B", str(b["n"]), _pct(b["pass_rate"]), _num(b["mean_score"]))
+        if e.get("score_diff") is not None:
+            table.add_row(
+                "B − A",
+                f"{e['pairs']} paired" if e["paired"] else "unpaired",
+                f"{100 * e['pass_rate_diff']:+.1f} pts {_ci(e['pass_rate_ci'], True)}",
+                f"{e['score_diff']:+.3f} {_ci(e['score_ci'])}",
+            )
+        console.print(table)
+        if e.get("mcnemar_p") is not None:
+            console.print(
+                f"pass→fail {e['flips_to_fail']}, fail→pass {e['flips_to_pass']}, "
+                f"McNemar p = {e['mcnemar_p']:.4f}"
+            )
+        for c in e.get("regressed", []):
+            flip = " (pass→fail)" if c["passed_a"] and not c["passed_b"] else ""
+            missing = ", ".join(c["missing_terms"][:8])
+            console.print(
+                f"  {c['score_a']:.3f} → {c['score_b']:.3f}{flip}  {escape(c['case'])}"
+                + (f"  missing: {escape(missing)}" if missing else ""),
+                soft_wrap=True,
+            )
+        if e.get("regressed_count", 0) > len(e.get("regressed", [])):
+            console.print(f"  … {e['regressed_count'] - len(e['regressed'])} more regressed")
+    console.print(f"\nverdict: {report['verdict']}")
+
+
+@click.command("compare")
+@click.argument("a")
+@click.argument("b")
+@click.option("--eval", "eval_name", default=None, help="Only this eval.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0))
+@click.option(
+    "--resamples",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(100, 20_000),
+    help="Bootstrap resamples.",
+)
+@click.option(
+    "--top",
+    default=10,
+    show_default=True,
+    type=click.IntRange(0, 1000),
+    help="Regressed cases listed per eval.",
+)
+@db_option
+@json_option
+def compare(
+    a: str,
+    b: str,
+    eval_name: str | None,
+    seed: int,
+    resamples: int,
+    top: int,
+    db: str | None,
+    as_json: bool,
+) -> None:
+    """Compare side B with side A per eval: pass rate and mean score with 95% bootstrap
+    intervals (paired on the same case id or input, McNemar on pass/fail flips), a verdict,
+    and the cases that regressed most with their missing terms.
+
+    A side is run:ID or run:latest (a stored run), a results file from `simeval run
+    --output`, or captures:KEY=VALUE,... (captured results; eval=, since=, until= select,
+    any other KEY=VALUE is capture metadata). Exit code 1 when B is significantly worse on any
+    eval (a CI gate), 0 otherwise, 2 on bad input.
+
+    \b
+    Examples:
+        simeval compare captures:engine=v1 captures:engine=v2,since=7d
+        simeval compare run:12 run:latest --eval capital
+        simeval compare baseline.jsonl results.jsonl --json
+    """
+    with _service(db) as svc:
+        report = svc.compare(a, b, eval_name=eval_name, seed=seed, resamples=resamples, keep=top)
+    if as_json:
+        print_json(report)
+    else:
+        print_compare(report)
+    raise SystemExit(1 if report["worse"] else 0)
+
+
+@click.group(cls=Group)
+def runs() -> None:
+    """Data-set runs stored with `simeval run --store`.
+
+    \b
+    Example:
+        simeval runs list
+        simeval runs show 3
+    """
+
+
+@runs.command("list")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@db_option
+@json_option
+def list_runs(limit: int, db: str | None, as_json: bool) -> None:
+    """Stored runs, newest first: rows, pass rate, mean score, status.
+
+    \b
+    Example:
+        simeval runs list --json
+    """
+    with _service(db) as svc:
+        items = svc.list_runs(limit=limit)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in items])
+        return
+    if not items:
+        console.print("no stored runs (simeval run FILE --store)")
+        return
+    table = Table("id", "name", "time (UTC)", "rows", "pass rate", "mean", "status")
+    for column in table.columns:
+        column.no_wrap = True
+    for r in items:
+        table.add_row(
+            str(r.id),
+            escape(r.name),
+            r.created_at.strftime("%Y-%m-%d %H:%M"),
+            str(r.results),
+            _pct(r.pass_rate),
+            _num(r.mean_score),
+            r.status,
+        )
+    console.print(table)
+
+
+@runs.command("show")
+@click.argument("run_id", type=int)
+@click.option("--worst", default=5, show_default=True, type=click.IntRange(0, 1000))
+@db_option
+@json_option
+def show_run(run_id: int, worst: int, db: str | None, as_json: bool) -> None:
+    """A stored run's summary and its worst rows.
+
+    \b
+    Example:
+        simeval runs show 3 --worst 10
+    """
+    with _service(db) as svc:
+        run = svc.get_run(run_id)
+        rows = svc.run_worst(run_id, worst) if worst else []
+    if as_json:
+        print_json(
+            {**run.model_dump(mode="json"), "worst": [r.model_dump(mode="json") for r in rows]}
+        )
+        return
+    console.print(
+        f"run {run.id} {escape(run.name)} ({run.status}), {run.created_at:%Y-%m-%d %H:%M} UTC, "
+        f"{escape(run.source)}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"{run.results} rows, pass rate {_pct(run.pass_rate)}, mean score {_num(run.mean_score)}"
+    )
+    for r in rows:
+        console.print(
+            f"  {r.score:.3f} {'PASS' if r.passed else 'FAIL'}  {escape(r.eval_name or '-')}  "
+            f"{escape(_short(r.input))}",
+            soft_wrap=True,
+        )
+
+
+def _short(text: str | None, n: int = 80) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+@click.command("rescore")
+@click.option("--eval", "eval_name", required=True, help="The eval to score past captures with.")
+@click.option("--since", default="7d", show_default=True, help="ISO time or an age (7d).")
+@click.option("--until", default=None, help="ISO time or an age.")
+@db_option
+@json_option
+def rescore(eval_name: str, since: str, until: str | None, db: str | None, as_json: bool) -> None:
+    """Store results of eval NAME for past captures it has not scored (captures stored while
+    automatic evaluation was off, or before the eval existed), once per capture and eval, with
+    the version in force. Running it again stores nothing new.
+
+    \b
+    Example:
+        simeval rescore --eval capital --since 7d
+    """
+    with _service(db) as svc:
+        report = svc.rescore(eval_name, since=since, until=until)
+    if as_json:
+        print_json(report)
+        return
+    console.print(
+        f"eval {escape(report['eval'])} version {report['version']}: {report['added']} results "
+        f"stored ({report['passed']} passed) over {report['scanned']} captures",
+        soft_wrap=True,
+    )
+
+
+@evals.command("backtest")
+@click.argument("name")
+@click.option(
+    "--limit",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="The most recent captures in the eval's scope.",
+)
+@click.option(
+    "--days",
+    default=30,
+    show_default=True,
+    type=click.IntRange(1, 365),
+    help="At most this many days back.",
+)
+@db_option
+@json_option
+def backtest(name: str, limit: int, days: int, db: str | None, as_json: bool) -> None:
+    """Score eval NAME's current version (a draft, or an active eval's pending version) on
+    recent captures, storing nothing: how would it have judged them?
+
+    \b
+    Example:
+        simeval evals backtest capital --limit 200
+    """
+    with _service(db) as svc:
+        report = svc.backtest_eval(name, limit=limit, days=days)
+    if as_json:
+        print_json(report)
+        return
+    console.print(
+        f"eval {escape(report['eval'])} version {report['version']} (threshold "
+        f"{report['threshold']:.2f}) on {report['n']} captures from the last {days} days: "
+        f"pass rate {_pct(report['pass_rate'])}, mean score {_num(report['mean_score'])}",
+        soft_wrap=True,
+    )
+    for title, key in (("worst", "worst"), ("borderline", "borderline")):
+        if report[key]:
+            console.print(f"{title}:")
+        for c in report[key]:
+            missing = ", ".join(c["missing_terms"][:6])
+            console.print(
+                f"  {c['score']:.3f} {'PASS' if c['passed'] else 'FAIL'}  capture "
+                f"{c['capture_id']}  {escape(_short(c['input'], 60))}"
+                + (f"  missing: {escape(missing)}" if missing and not c["passed"] else ""),
+                soft_wrap=True,
+            )
+
+
+COMMANDS: tuple[click.Command, ...] = (compare, runs, rescore)

@@ -1,0 +1,197 @@
+"""Past captures and an eval: backtest (score without storing) and rescore (store results).
+
+- ``backtest_eval`` scores an eval's *current* version (a draft, or the pending version of an
+  active eval) against the most recent captures in its scope (default 500, at most 30 days
+  back) with the eval-set engine the capture path uses, and stores nothing: the pass rate, the
+  distribution, the worst and the borderline cases with their missing terms.
+- ``rescore`` stores results for past captures an eval has not scored, once per capture and
+  eval, with the version in force (``active_version`` of an active eval, else the current
+  one). A capture's results are packed on the capture, so its blob is rewritten with the new
+  entries appended, in a write transaction; captures the trend rollup already counted (ids at
+  or below its watermark) have the new entries added to their hour's rollup rows in the same
+  transaction, so counts and trends stay exact. A second rescore finds nothing to add.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from simeval.analyzer import scope_key
+from simeval.compare import Case, histogram
+from simeval.errors import InvalidInput
+from simeval.evalset import EvalSet, EvalSpec
+from simeval.scorer import get_scorer
+from simeval.service.capture import in_force
+from simeval.service.checks import _now, parse_time
+from simeval.service.evals import EvalsMixin
+from simeval.service.rollup import Key, Sums, add_sums, hour_of, watermark
+from simeval.store import Capture, Eval, pack_results, unpack_results
+
+BACKTEST_DEFAULT = 500
+BACKTEST_MAX = 10_000
+BACKTEST_DAYS = 30
+_RESCORE_CHUNK = 500
+
+
+def _spec(ev: Eval) -> EvalSpec:
+    return EvalSpec(
+        ev.id,
+        ev.name,
+        ev.version,
+        tuple(ev.references),
+        ev.threshold,
+        ev.input_scope,
+        tuple(sorted(ev.options.items())),
+    )
+
+
+def _cut(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class BacktestMixin(EvalsMixin):
+    """Backtest and rescore an eval on stored captures."""
+
+    def backtest_eval(
+        self, name: str | int, limit: int = BACKTEST_DEFAULT, days: int = BACKTEST_DAYS
+    ) -> dict[str, Any]:
+        """Score the eval's current version on the last ``limit`` captures in its scope from
+        the last ``days`` days, storing nothing. Returns ``n``, ``passed``, ``pass_rate``,
+        ``mean_score``, ``histogram`` (20 bins over [0, 1]), ``threshold``, ``worst`` and
+        ``borderline`` (5 each, with missing terms), ``scanned`` and ``seconds``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= BACKTEST_MAX:
+            raise InvalidInput(f"backtest limit must be between 1 and {BACKTEST_MAX}")
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 365:
+            raise InvalidInput("backtest days must be between 1 and 365")
+        started = time.perf_counter()
+        with self.store.read() as s:
+            ev = self._find_eval(s, name)
+            spec = _spec(ev)
+            scorer_options = dict(ev.options)
+            version, status = ev.version, ev.status
+            since = _now() - timedelta(days=days)
+            q = (
+                select(Capture.id, Capture.input, Capture.output, Capture.captured_at)
+                .where(Capture.captured_at >= since)
+                .order_by(Capture.captured_at.desc(), Capture.id.desc())
+            )
+            key = scope_key(ev.input_scope) if ev.input_scope is not None else None
+            picked: list[tuple[int, str, str, Any]] = []
+            scanned = 0
+            for row in s.execute(q.execution_options(yield_per=1000)):
+                scanned += 1
+                if key is not None and scope_key(row[1]) != key:
+                    continue
+                picked.append(tuple(row))  # type: ignore[arg-type]
+                if len(picked) >= limit:
+                    break
+        es = EvalSet([spec])
+        scored = []
+        for cid, text_in, output, at in picked:
+            for r in es.iter_score(output, input=text_in):
+                scored.append((r.score, r.passed, cid, text_in, output, at))
+        n = len(scored)
+        passed = sum(1 for x in scored if x[1])
+        scorer = get_scorer(**scorer_options)
+
+        def case(x: tuple[Any, ...]) -> dict[str, Any]:
+            exp = scorer.explain(x[4], list(spec.references), top=8, input=x[3])
+            return {
+                "capture_id": x[2],
+                "input": _cut(x[3]),
+                "output": _cut(x[4]),
+                "score": x[0],
+                "passed": x[1],
+                "captured_at": x[5].isoformat(),
+                "missing_terms": [t.term for t in exp.missing],
+            }
+
+        worst = sorted(scored, key=lambda x: (x[0], x[2]))[:5]
+        border = sorted(scored, key=lambda x: (abs(x[0] - spec.threshold), x[2]))[:5]
+        cases = [Case(None, "", x[0], x[1]) for x in scored]
+        return {
+            "eval": spec.name,
+            "version": version,
+            "status": status,
+            "threshold": spec.threshold,
+            "limit": limit,
+            "days": days,
+            "scanned": scanned,
+            "n": n,
+            "passed": passed,
+            "pass_rate": passed / n if n else None,
+            "mean_score": sum(x[0] for x in scored) / n if n else None,
+            "histogram": histogram(cases, 20),
+            "worst": [case(x) for x in worst],
+            "borderline": [case(x) for x in border],
+            "seconds": time.perf_counter() - started,
+        }
+
+    def rescore(self, name: str | int, since: Any = "7d", until: Any = None) -> dict[str, Any]:
+        """Store the eval's results for the captures in [since, until) it has not scored yet
+        (those in its scope), with the version in force. Returns ``eval``, ``version``,
+        ``scanned`` (captures in the window), ``added`` and ``passed``."""
+        start = parse_time(since, "since")
+        end = parse_time(until, "until")
+        if start is None:
+            raise InvalidInput("rescore needs --since (an ISO time or an age like 7d)")
+        with self.store.read() as s:
+            ev = self._find_eval(s, name)
+            if ev.status == "archived":
+                raise InvalidInput(f"eval {ev.name!r} is archived: restore it before rescoring")
+            (used,) = in_force(s, [ev])
+            spec = _spec(used)
+            eval_id = ev.id
+        es = EvalSet([spec])
+        report = {"eval": spec.name, "version": spec.version, "scanned": 0, "added": 0, "passed": 0}
+        last = 0
+        while True:
+
+            def work(s: Session, after: int = last) -> tuple[int, int, int, int]:
+                q = select(Capture).where(Capture.captured_at >= start, Capture.id > after)
+                if end is not None:
+                    q = q.where(Capture.captured_at < end)
+                caps = list(s.scalars(q.order_by(Capture.id).limit(_RESCORE_CHUNK)))
+                if not caps:
+                    return -1, 0, 0, 0
+                mark = watermark(s)
+                sums: dict[Key, Sums] = {}
+                added = passed = 0  # counted here: a retried transaction starts again
+                for cap in caps:
+                    packed = unpack_results(cap.scores)
+                    if packed.position(eval_id) >= 0:
+                        continue  # scored already: once per capture and eval
+                    got = es.score(cap.output, input=cap.input)
+                    if not got:
+                        continue  # outside the eval's scope
+                    r = got[0]
+                    rows = list(packed.rows())
+                    rows.append(
+                        (eval_id, r.version, r.score, r.passed, r.threshold, r.matched_index,
+                         r.fingerprint)
+                    )  # fmt: skip
+                    cap.scores = pack_results(rows)
+                    added += 1
+                    passed += r.passed
+                    if cap.id <= mark:  # the rollup counted this capture: add the new entry
+                        k = (hour_of(cap.captured_at), eval_id, r.version, r.fingerprint)
+                        acc = sums.setdefault(k, Sums())
+                        acc.count += 1
+                        acc.total += r.score
+                        acc.passes += r.passed
+                s.flush()
+                add_sums(s.connection(), sums)
+                return caps[-1].id, len(caps), added, passed
+
+            last, scanned, added, passed = self._write(work)
+            if last < 0:
+                break
+            report["scanned"] += scanned
+            report["added"] += added
+            report["passed"] += passed
+        return report

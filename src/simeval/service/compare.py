@@ -1,0 +1,240 @@
+"""Compare two sides (A and B) of stored or filed results: ``Service.compare``.
+
+A side is written as text, the same in the CLI, the API and the studio:
+
+- ``run:ID`` — a data-set run stored with ``--store``; ``run:latest`` — the newest stored run;
+- ``captures`` or ``captures:KEY=VALUE,...`` — captured results; ``eval=NAME``, ``since=7d``
+  and ``until=...`` select the eval and the time window, any other ``KEY=VALUE`` is a capture
+  metadata filter (``captures:engine=v2,since=7d``);
+- a results file written by ``simeval run --output`` (the CLI only: the server does not read
+  files named by a request).
+
+Captured results pair by the capture metadata ``case_id`` when there is one, else by the input;
+run rows by their case id, else by the input. The statistics are in ``simeval.compare``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from simeval.compare import DEFAULT_RESAMPLES, DEFAULT_SEED, Case, Side, compare_sides
+from simeval.errors import InvalidInput, NotFound
+from simeval.service.checks import parse_time
+from simeval.service.queries import ResultFilter, _version_refs, iter_rows, parse_meta
+from simeval.service.results import ResultsMixin
+from simeval.store import Eval, Result, Run
+
+MAX_SIDE = 100_000  # results read per side: beyond that a comparison is a job for `run`
+_RESERVED = ("eval", "since", "until")
+
+
+def _short(text: str | None, n: int = 80) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def parse_side(spec: Any) -> tuple[str, Any]:
+    """("run", id | "latest"), ("captures", {eval, since, until, meta}) or ("file", path).
+
+    >>> parse_side("captures:engine=v2,since=7d")
+    ('captures', {'eval': None, 'since': '7d', 'until': None, 'meta': (('engine', 'v2'),)})
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidInput(
+            "a compare side is empty: give run:ID, run:latest, captures:... or a file"
+        )
+    spec = spec.strip()
+    low = spec.lower()
+    if low.startswith("run:"):
+        what = spec[4:].strip()
+        if what == "latest":
+            return "run", "latest"
+        if what.isdigit():
+            return "run", int(what)
+        raise InvalidInput(f"compare side {spec!r}: give run:ID or run:latest")
+    if low == "captures" or low.startswith("captures:"):
+        sel: dict[str, Any] = {"eval": None, "since": None, "until": None}
+        meta: list[str] = []
+        for part in spec[9:].split(",") if ":" in spec else []:
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise InvalidInput(f"compare side {spec!r}: {part.strip()!r} is not KEY=VALUE")
+            key, value = (x.strip() for x in part.split("=", 1))
+            if key in _RESERVED:
+                sel[key] = value
+            else:
+                meta.append(f"{key}={value}")
+        sel["meta"] = parse_meta(meta)
+        return "captures", sel
+    return "file", spec
+
+
+class CompareMixin(ResultsMixin):
+    """A/B comparison of runs, results files and captured results."""
+
+    def compare(
+        self,
+        a: str,
+        b: str,
+        eval_name: str | None = None,
+        seed: int = DEFAULT_SEED,
+        resamples: int = DEFAULT_RESAMPLES,
+        keep: int = 20,
+        allow_files: bool = True,
+    ) -> dict[str, Any]:
+        """Compare side ``b`` with side ``a``, per eval (see ``simeval.compare``): n, pass rate
+        and mean score of each side, B − A with 95% bootstrap intervals, McNemar on paired
+        flips, a verdict, and the paired cases that regressed most with their missing terms.
+        ``eval_name`` keeps one eval only.
+
+        >>> svc = Service(":memory:")  # doctest: +SKIP
+        >>> svc.compare("run:1", "run:2")["verdict"]  # doctest: +SKIP
+        'no clear difference'
+        """
+        if isinstance(resamples, bool) or not isinstance(resamples, int):
+            raise InvalidInput("resamples must be an integer")
+        if not 100 <= resamples <= 20_000:
+            raise InvalidInput(f"resamples must be between 100 and 20000, not {resamples}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise InvalidInput(f"seed must be a non-negative integer, not {seed!r}")
+        only = None
+        if eval_name:
+            with self.store.read() as s:
+                only = self._find_eval(s, eval_name).name
+        sides = [self._side(spec, allow_files, only) for spec in (a, b)]
+        report = compare_sides(sides[0], sides[1], seed=seed, resamples=resamples, keep=keep)
+        if not report["evals"]:
+            raise NotFound("neither side has any results to compare")
+        return report
+
+    # -- sides ------------------------------------------------------------------------------
+    def _side(self, spec: str, allow_files: bool, only: str | None) -> Side:
+        kind, what = parse_side(spec)
+        if kind == "run":
+            side = self._run_side(what)
+        elif kind == "captures":
+            side = self._captures_side(spec.strip(), what)
+        else:
+            if not allow_files:
+                raise InvalidInput(
+                    f"compare side {spec!r}: give run:ID, run:latest or captures:... "
+                    "(results files are compared with the CLI)"
+                )
+            side = self._file_side(what)
+        if only is not None:
+            side.evals = {k: v for k, v in side.evals.items() if k == only}
+        return side
+
+    def _run_side(self, what: Any) -> Side:
+        with self.store.read() as s:
+            if what == "latest":
+                run = s.scalar(select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(1))
+                if run is None:
+                    raise NotFound("run:latest: no run is stored yet (simeval run --store)")
+            else:
+                run = s.get(Run, what)
+                if run is None:
+                    raise NotFound(f"no run with id {what}")
+            side = Side(f"run:{run.id} ({run.name})")
+            q = (
+                select(Result)
+                .where(Result.run_id == run.id)
+                .order_by(Result.id)
+                .limit(MAX_SIDE)
+                .execution_options(yield_per=2000)
+            )
+            for n, r in enumerate(s.scalars(q)):
+                exp = r.explanation or {}
+                case = exp.get("case") or {}
+                cid = case.get("id")
+                key = str(cid) if cid is not None else (r.input or None)
+                name = str(cid) if cid is not None else (_short(r.input) or f"row {n + 1}")
+                missing = [
+                    m.get("term") if isinstance(m, dict) else str(m)
+                    for m in exp.get("missing") or []
+                ]
+                side.add(
+                    r.eval_name or "(no eval)",
+                    Case(
+                        key=key,
+                        name=name,
+                        score=r.score,
+                        passed=r.passed,
+                        output=r.output,
+                        missing=[m for m in missing if m],
+                        ref=f"r{r.id}",
+                    ),
+                )
+            return side
+
+    def _captures_side(self, label: str, sel: dict[str, Any]) -> Side:
+        side = Side(label)
+        with self.store.read() as s:
+            eval_id = self._find_eval(s, sel["eval"]).id if sel["eval"] else None
+            f = ResultFilter(
+                eval_id=eval_id,
+                start=parse_time(sel["since"], "since"),
+                end=parse_time(sel["until"], "until"),
+                meta=sel["meta"],
+            )
+            names = dict(s.execute(select(Eval.id, Eval.name)).all())
+            rows = []
+            for row in iter_rows(s, f, newest=False):
+                rows.append(row)
+                if len(rows) >= MAX_SIDE:
+                    break
+            refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
+        for row in rows:
+            cap = row.capture
+            assert cap is not None
+            meta = cap.meta if isinstance(cap.meta, dict) else {}
+            cid = meta.get("case_id")
+            key = str(cid) if cid is not None else (cap.input or None)
+            name = str(cid) if cid is not None else (_short(cap.input) or f"capture {cap.id}")
+            side.add(
+                names.get(row.eval_id, f"eval {row.eval_id}"),  # type: ignore[arg-type]
+                Case(
+                    key=key,
+                    name=name,
+                    score=row.review.score if row.review is not None else row.score,
+                    passed=row.passed,
+                    output=cap.output,
+                    explain=self._missing_of(row, refs),
+                    ref=row.id,
+                ),
+            )
+        return side
+
+    def _missing_of(self, row: Any, refs: dict[tuple[int, int], list[str]]) -> Any:
+        def missing() -> list[str]:
+            cap = row.capture
+            ref_list = refs.get((row.eval_id, row.eval_version), [])
+            if not ref_list:
+                return []
+            exp = self._explain(row, cap.input, cap.output, ref_list)
+            return [m["term"] for m in exp.get("missing") or [] if isinstance(m, dict)]
+
+        return missing
+
+    def _file_side(self, path: str) -> Side:
+        from simeval.runs import iter_results_file
+
+        side = Side(path)
+        for n, row in enumerate(iter_results_file(path)):
+            if n >= MAX_SIDE:
+                break
+            side.add(
+                row["eval"] or "(no eval)",
+                Case(
+                    key=row["case"],
+                    name=row["name"],
+                    score=row["score"],
+                    passed=row["pass"],
+                    output=row["output"],
+                    missing=row["missing_terms"],
+                ),
+            )
+        return side
