@@ -4,6 +4,7 @@ subprocesses, and the official ``openai`` package as the client."""
 
 from __future__ import annotations
 
+import html
 import json
 import queue
 import re
@@ -346,3 +347,21 @@ def test_reply_output_of_each_endpoint() -> None:
     assert request_input("/chat/completions", body) == "a"
     assert request_input("/responses", {"input": "plain"}) == "plain"
     assert request_input("/completions", {"prompt": ["x", "y"]}) == "y"
+
+
+def test_settings_page_shows_how_to_connect(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from simeval.web import create_app
+
+    app = create_app(str(tmp_path / "s.db"), upstream="http://127.0.0.1:9/v1")
+    with TestClient(app, base_url="http://127.0.0.1:8123") as c:
+        page = html.unescape(c.get("/settings").text)
+        assert c.get("/api/health").json()["proxy"]["upstream"] == "http://127.0.0.1:9/v1"
+    assert 'OpenAI(base_url="http://127.0.0.1:8123/v1")' in page
+    assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:8123/v1/traces" in page
+    assert 'simeval.Client("http://127.0.0.1:8123")' in page
+    assert "http://127.0.0.1:9/v1" in page
+    with TestClient(create_app(str(tmp_path / "t.db"), token="s3cret")) as c:
+        page = c.get("/settings?token=s3cret").text
+    assert "X-Simeval-Token" in page and "s3cret" not in page
