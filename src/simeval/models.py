@@ -196,6 +196,14 @@ class CaptureOut(_Model):
         out._results_json = results_json
         return out
 
+    def result_counts(self) -> tuple[int, int]:
+        """(results, passed), without making result objects never asked for (batches)."""
+        made = self._results
+        if callable(made):
+            rows = made()
+            return len(rows), sum(bool(r["passed"]) for r in rows)
+        return len(made), sum(r.passed for r in made)
+
     def dump_json(self) -> bytes:
         """``model_dump_json()``, without making result objects when they were never asked for:
         the same JSON (the same core serializer), for the capture endpoint."""

@@ -282,10 +282,11 @@ async def capture_batch(body: CaptureBatchIn, request: Request) -> Response:
             id=o.id,
             capture_key=o.capture_key,
             stored=not o.replayed,
-            results=len(o.results),
-            passed=sum(r.passed for r in o.results),
+            results=counts[0],
+            passed=counts[1],
         )
         for o in outs
+        for counts in (o.result_counts(),)
     ]
     stored = sum(r.stored for r in rows)
     answer = CaptureBatchOut(stored=stored, replayed=len(rows) - stored, captures=rows)
