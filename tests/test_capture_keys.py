@@ -161,3 +161,19 @@ def test_batch_errors_store_nothing(client: TestClient) -> None:
     r = client.post("/api/captures/batch", json={"captures": []})
     assert r.status_code == 200 and r.json() == {"stored": 0, "replayed": 0, "captures": []}
     assert client.get("/api/results").json()["total"] == 0
+
+
+def test_capture_file_rows_with_keys(tmp_path: Path) -> None:
+    from simeval.service import read_capture_lines
+
+    svc = active_service(tmp_path / "f.db")
+    try:
+        text = '{"output": "a", "capture_key": "line-1"}\n{"output": "b", "capture_key": "line-2"}'
+        rows_in = read_capture_lines(text)
+        assert svc.capture_many(rows_in).captures == 2
+        svc.capture_many(rows_in)  # a rerun stores nothing new
+        assert rows(tmp_path / "f.db") == 2
+        with pytest.raises(InvalidInput, match="line 1: capture_key is empty"):
+            read_capture_lines('{"output": "a", "capture_key": ""}')
+    finally:
+        svc.close()
