@@ -6,24 +6,6 @@ import os
 
 import click
 
-from simeval.cli_common import UserError
-
-
-def check_upstream(upstream: str) -> str:
-    """An upstream base URL (http or https, with a host), else a one-line ``UserError``."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(upstream.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UserError(
-            f"--upstream must be an http(s) URL such as https://api.openai.com/v1, not {upstream!r}"
-        )
-    try:
-        import httpx  # noqa: F401 - the proxy extra
-    except ImportError:  # pragma: no cover - a bare install
-        raise UserError("the proxy needs httpx: pip install 'simeval[proxy]'") from None
-    return upstream.strip()
-
 
 @click.command()
 @click.option(
@@ -94,7 +76,7 @@ def proxy(
     """
     import uvicorn
 
-    from simeval.cli_serve import _db_label, _listen, _url
+    from simeval.cli_serve import _db_label, _listen, _url, check_upstream
     from simeval.web.proxy import create_proxy_app
     from simeval.web.security import check_bind
 

@@ -44,6 +44,22 @@ def _db_label(url: str) -> str:
     return describe_url(url)
 
 
+def check_upstream(upstream: str) -> str:
+    """An upstream base URL (http or https, with a host), else a one-line ``UserError``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(upstream.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(
+            f"--upstream must be an http(s) URL such as https://api.openai.com/v1, not {upstream!r}"
+        )
+    try:
+        import httpx  # noqa: F401 - the proxy extra
+    except ImportError:  # pragma: no cover - a bare install
+        raise UserError("the proxy needs httpx: pip install 'simeval[proxy]'") from None
+    return upstream.strip()
+
+
 def _url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
@@ -110,8 +126,6 @@ def serve(
     from simeval.web.security import check_bind
 
     if upstream is not None:
-        from simeval.cli_proxy import check_upstream
-
         upstream = check_upstream(upstream)
     token = os.environ.get("SIMEVAL_TOKEN") or None
     check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
