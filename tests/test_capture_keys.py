@@ -177,3 +177,33 @@ def test_capture_file_rows_with_keys(tmp_path: Path) -> None:
             read_capture_lines('{"output": "a", "capture_key": ""}')
     finally:
         svc.close()
+
+
+def test_a_writer_that_loses_the_race_answers_the_stored_capture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's capture with the key was committed after this writer looked the key
+    up (as on PostgreSQL, where writers do not wait for each other; here the look-up is made
+    to miss it once): the unique index refuses the insert, the transaction is rolled back and
+    run again, and the stored capture is the answer."""
+    db = tmp_path / "lost.db"
+    svc = active_service(db)
+    try:
+        svc.capture("q", "the other writer's output", capture_key="race")
+        real = Service._stored_keys
+        calls = []
+
+        def late_lookup(self: Service, cur: Any, keys: set[str]) -> dict[str, int]:
+            calls.append(keys)
+            return {} if len(calls) == 1 else real(self, cur, keys)
+
+        monkeypatch.setattr(Service, "_stored_keys", late_lookup)
+        out = svc.capture_checked(
+            [("q", GOOD, None, None, None, "race"), ("q2", GOOD, None, None, None, "fresh")]
+        )
+        assert len(calls) == 2
+        assert out[0].replayed and out[0].output == "the other writer's output"
+        assert not out[1].replayed
+        assert rows(db) == 2
+    finally:
+        svc.close()
