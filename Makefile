@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench install clean dist test-wheel
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,16 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+	$(MAKE) test-wheel
+
+# An sdist and a wheel in dist/ (the wheel is built from the sdist, so both are checked).
+dist: $(VENV)/.installed-test
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
+# The wheel installed into a fresh virtualenv outside the source tree: score, serve, proxy.
+test-wheel: dist
+	PYTHON=$(PYTHON) .ci/test-wheel dist/simeval-*.whl
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check --fix src tests benchmarks
@@ -41,4 +51,4 @@ bench: $(VENV)/.installed-test
 	$(BIN)/simeval bench speed
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/simeval/*.so
+	rm -rf $(VENV) build dist src/*.egg-info src/simeval/*.so

@@ -34,6 +34,7 @@ from simeval.scorer import (
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from simeval.client import Client
     from simeval.service import Service, open_service
 
 
@@ -44,11 +45,16 @@ def __getattr__(name: str) -> Any:
         from simeval import service
 
         return getattr(service, name)
+    if name == "Client":
+        from simeval.client import Client
+
+        return Client
     raise AttributeError(f"module 'simeval' has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "Client",
     "Conflict",
     "Explanation",
     "IdfTable",

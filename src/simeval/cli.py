@@ -128,6 +128,10 @@ def _register() -> None:
 
     cli.add_command(cli_serve.serve)
 
+    from simeval import cli_proxy
+
+    cli.add_command(cli_proxy.proxy)
+
     from simeval import cli_evals
 
     for command in cli_evals.COMMANDS:

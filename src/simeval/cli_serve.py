@@ -44,6 +44,22 @@ def _db_label(url: str) -> str:
     return describe_url(url)
 
 
+def check_upstream(upstream: str) -> str:
+    """An upstream base URL (http or https, with a host), else a one-line ``UserError``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(upstream.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(
+            f"--upstream must be an http(s) URL such as https://api.openai.com/v1, not {upstream!r}"
+        )
+    try:
+        import httpx  # noqa: F401 - the proxy extra
+    except ImportError:  # pragma: no cover - a bare install
+        raise UserError("the proxy needs httpx: pip install 'simeval[proxy]'") from None
+    return upstream.strip()
+
+
 def _url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
@@ -82,7 +98,15 @@ def _url(host: str, port: int) -> str:
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     help="Server log level (info logs every request).",
 )
-def serve(host: str, port: int, db: str | None, max_body: int, log_level: str) -> None:
+@click.option(
+    "--upstream",
+    default=None,
+    help="Also proxy an OpenAI-compatible API under /v1 and capture its replies "
+    "(as `simeval proxy`), e.g. https://api.openai.com/v1.",
+)
+def serve(
+    host: str, port: int, db: str | None, max_body: int, log_level: str, upstream: str | None
+) -> None:
     """Start Eval Studio and the HTTP API (JSON under /api, docs at /docs).
 
     Listens on 127.0.0.1 by default: only this machine can connect. To listen on another
@@ -94,21 +118,27 @@ def serve(host: str, port: int, db: str | None, max_body: int, log_level: str) -
         simeval serve
         simeval serve --port 8080 --db evals.db
         SIMEVAL_TOKEN=$(openssl rand -hex 16) simeval serve --host 0.0.0.0
+        simeval serve --upstream https://api.openai.com/v1
     """
     import uvicorn
 
     from simeval.web.app import create_app
     from simeval.web.security import check_bind
 
+    if upstream is not None:
+        upstream = check_upstream(upstream)
     token = os.environ.get("SIMEVAL_TOKEN") or None
     check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
     sock = _listen(host, port)
-    app = create_app(db, token=token, max_body=max_body)
+    app = create_app(db, token=token, max_body=max_body, upstream=upstream)
     actual = sock.getsockname()[1]
     url = _url(host, actual)
     click.echo(f"Eval Studio: {url}" + (" (token required)" if token else ""))
     click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
     service = app.state.service
+    click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")
+    if upstream:
+        click.echo(f"Proxy:       {url}/v1 -> {upstream}")
     click.echo(f"Database:    {_db_label(service.url)}")
     if not service.list_evals(include_archived=True):
         click.echo("No evals yet: open the studio and click 'Create an example eval'.")

@@ -161,6 +161,9 @@ class CaptureOut(_Model):
     metadata: dict[str, Any] | None
     captured_at: datetime
     evaluated: bool = Field(description="False when automatic evaluation was off")
+    capture_key: str | None = Field(
+        None, description="The client's key: a capture with a stored key is not stored again"
+    )
     # built on first use: a capture scored by 1,000 evals answers without making 1,000
     # objects a caller may never look at (the capture hot path); ``build`` sets it, to the
     # list or to a function giving the results as plain dicts of checked values
@@ -178,6 +181,13 @@ class CaptureOut(_Model):
         return made
 
     _results_json: Callable[[], bytes] | None = PrivateAttr(default=None)
+    _replayed: bool = PrivateAttr(default=False)
+
+    @property
+    def replayed(self) -> bool:
+        """True when the capture's key was already stored: this is the stored capture, and
+        nothing new was stored (the API answers 200 instead of 201)."""
+        return self._replayed
 
     @classmethod
     def build(
@@ -192,6 +202,14 @@ class CaptureOut(_Model):
         out._results = results
         out._results_json = results_json
         return out
+
+    def result_counts(self) -> tuple[int, int]:
+        """(results, passed), without making result objects never asked for (batches)."""
+        made = self._results
+        if callable(made):
+            rows = made()
+            return len(rows), sum(bool(r["passed"]) for r in rows)
+        return len(made), sum(r.passed for r in made)
 
     def dump_json(self) -> bytes:
         """``model_dump_json()``, without making result objects when they were never asked for:

@@ -25,11 +25,13 @@ from simeval.models import CaptureOut, CaptureResultOut
 from simeval.service.base import ServiceBase
 from simeval.service.checks import (
     CheckedCapture,
+    KeyedCapture,
     _check_page,
     _get,
     _now,
     _utc,
     check_capture,
+    check_capture_key,
     parse_time,
 )
 from simeval.service.queries import (
@@ -203,6 +205,7 @@ class CaptureMixin(ServiceBase):
         *,
         explain: bool = False,
         captured_at: Any = None,
+        capture_key: str | None = None,
     ) -> CaptureOut:
         """Store an engine response and score it against every active eval in scope.
 
@@ -215,29 +218,116 @@ class CaptureMixin(ServiceBase):
 
         The results are scored by the eval-set engine (``simeval.evalset``) and stored packed
         on the capture: one row written however many evals scored it.
+
+        ``capture_key`` (up to 200 characters, e.g. a response id) makes the capture
+        idempotent: when a capture with that key is already stored, nothing is stored and the
+        stored capture is returned, with its results (``replayed`` is then True).
+
+        >>> from simeval.service import Service
+        >>> svc = Service(":memory:")
+        >>> first = svc.capture("q", "a", capture_key="resp-1")
+        >>> again = svc.capture("q", "a", capture_key="resp-1")
+        >>> (again.id == first.id, first.replayed, again.replayed)
+        (True, False, True)
         """
         checked = check_capture(input, output, conversation_id, metadata, captured_at)
-        return self.capture_checked([checked], explain=explain)[0]
+        keyed = (*checked, check_capture_key(capture_key))
+        return self.capture_checked([keyed], explain=explain)[0]
 
     def capture_checked(
-        self, items: Sequence[CheckedCapture], *, explain: bool = False
+        self, items: Sequence[CheckedCapture | KeyedCapture], *, explain: bool = False
     ) -> list[CaptureOut]:
         """Store captures already checked by ``check_capture``, in one transaction (all or
         none): what ``capture`` does for one, for a server that gathers the captures arriving
-        together into one commit."""
+        together into one commit.
+
+        An item may carry a capture key last (``KeyedCapture``, checked by
+        ``check_capture_key``): an item whose key is stored already, or repeats the key of an
+        earlier item of the batch, is not stored; its answer is the stored capture, marked
+        ``replayed``. The database's unique index on the key decides between writers racing
+        with the same key: the loser's transaction is rolled back and run again, and then
+        finds the winner's capture.
+        """
         if not items:
             return []
+        keyed = any(len(item) > 5 and item[5] is not None for item in items)
+        dbapi = self.store.engine.dialect.dbapi
+        races = 0
+        for _ in range(_KEY_RACE_RETRIES + 10):
+            try:
+                return self._capture_batch(items, explain)
+            except _Unprepared as missing:
+                self._prepared(missing.revision)  # then again, the revision ready
+            except Exception as exc:
+                unique = dbapi is not None and isinstance(exc, dbapi.IntegrityError)
+                races += 1
+                if not (keyed and unique) or races >= _KEY_RACE_RETRIES:
+                    raise
+        raise RuntimeError("the active evals kept changing while capturing; nothing stored")
+
+    def _capture_batch(
+        self, items: Sequence[CheckedCapture | KeyedCapture], explain: bool
+    ) -> list[CaptureOut]:
+        keys: list[str | None] = [item[5] if len(item) > 5 else None for item in items]
+        outs: list[CaptureOut | int] = []
         with self.store.raw_write() as cur:
             cur.execute(_FLAGS_SQL)
             flags: dict[str, Any] = dict(cur.fetchall())
             auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
-            active = self._prepared(int(_json_flag(flags.get(_REV_KEY), 0) or 0)) if auto else None
-            outs = [self._capture(cur, active, *item, explain) for item in items]
+            revision = int(_json_flag(flags.get(_REV_KEY), 0) or 0)
+            cached = self._active
+            if auto and (cached is None or cached[0] != revision):
+                # prepared outside the write transaction (nothing is written yet): the
+                # write lock is not held while the evals are read and prepared, and an
+                # in-memory database's one connection is not asked for a second transaction
+                raise _Unprepared(revision)
+            active = cached[1] if auto and cached is not None else None
+            stored = self._stored_keys(cur, {k for k in keys if k is not None})
+            fresh: dict[str, CaptureOut] = {}
+            for item, key in zip(items, keys, strict=True):
+                if key is None:
+                    outs.append(self._capture(cur, active, *item[:5], None, explain))
+                elif key in stored:
+                    outs.append(stored[key])  # read back after the commit
+                elif key in fresh:
+                    again = fresh[key].model_copy()
+                    again._replayed = True
+                    outs.append(again)
+                else:
+                    out = fresh[key] = self._capture(cur, active, *item[:5], key, explain)
+                    outs.append(out)
+        if stored:
+            with self.store.read() as s:
+                found = {
+                    cap.id: cap
+                    for cap in s.scalars(select(Capture).where(Capture.id.in_(stored.values())))
+                }
+                olds = {i: self._capture_out(s, cap) for i, cap in found.items()}
+            for out in olds.values():
+                out._replayed = True
+            outs = [olds[o] if isinstance(o, int) else o for o in outs]
+        done = cast(list[CaptureOut], outs)
+        new_ids = [o.id for o in done if not o.replayed]
         upto = int(_json_flag(flags.get(ROLLUP_KEY), 0) or 0)
-        if outs[-1].id - upto >= ROLLUP_EVERY:
+        if new_ids and max(new_ids) - upto >= ROLLUP_EVERY:
             # a step of the rollup every few hundred captures, in its own transaction
             self.store.run_write(lambda s: roll_up(s.connection()))
-        return outs
+        return done
+
+    def _stored_keys(self, cur: Any, keys: set[str]) -> dict[str, int]:
+        """The ids of the captures stored under ``keys`` (read in the write transaction)."""
+        found: dict[str, int] = {}
+        mark = "?" if self.store.engine.dialect.paramstyle == "qmark" else "%s"
+        ordered = sorted(keys)
+        for start in range(0, len(ordered), 500):
+            part = ordered[start : start + 500]
+            cur.execute(
+                "SELECT capture_key, id FROM captures WHERE capture_key IN "
+                f"({', '.join([mark] * len(part))})",
+                tuple(part),
+            )
+            found.update((k, int(i)) for k, i in cur.fetchall())
+        return found
 
     def _capture(
         self,
@@ -248,6 +338,7 @@ class CaptureMixin(ServiceBase):
         conversation_id: str | None,
         metadata: dict[str, Any] | None,
         when: datetime | None,
+        key: str | None,
         explain: bool,
     ) -> CaptureOut:
         now = when or _now()
@@ -298,6 +389,7 @@ class CaptureMixin(ServiceBase):
                 "captured_at": now,
                 "evaluated": auto,
                 "scores": blob,
+                "capture_key": key,
             },
         )
 
@@ -319,6 +411,7 @@ class CaptureMixin(ServiceBase):
             metadata=metadata,
             captured_at=_utc(now),
             evaluated=auto,
+            capture_key=key,
         )
         return out
 
@@ -424,6 +517,7 @@ class CaptureMixin(ServiceBase):
             metadata=cap.meta,
             captured_at=_utc(cap.captured_at),
             evaluated=cap.evaluated,
+            capture_key=cap.capture_key,
         )
 
     def get_capture(self, capture_id: int) -> CaptureOut:
@@ -484,6 +578,17 @@ class CaptureMixin(ServiceBase):
             if not pairs:
                 return int(s.scalar(q) or 0)
             return sum(1 for (m,) in s.execute(q) if meta_matches(m, pairs))
+
+
+_KEY_RACE_RETRIES = 3
+
+
+class _Unprepared(Exception):
+    """The active evals of ``revision`` are not prepared yet (see ``_capture_batch``)."""
+
+    def __init__(self, revision: int):
+        super().__init__(revision)
+        self.revision = revision
 
 
 _FLAGS_SQL = (

@@ -136,6 +136,28 @@ def _check_texts(input: Any, output: Any) -> None:
 
 
 CheckedCapture = tuple[str, str, str | None, dict[str, Any] | None, datetime | None]
+# a checked capture with its capture key last (``check_capture_key``): stored at most once
+KeyedCapture = tuple[str, str, str | None, dict[str, Any] | None, datetime | None, str | None]
+MAX_KEY_CHARS = 200
+
+
+def check_capture_key(key: Any) -> str | None:
+    """A capture key as stored: None, or text of 1-200 characters without control characters.
+
+    >>> check_capture_key("chatcmpl-123")
+    'chatcmpl-123'
+    """
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise InvalidType(f"capture_key must be a string, not {type(key).__name__}")
+    if not key.strip():
+        raise InvalidInput("capture_key is empty")
+    if len(key) > MAX_KEY_CHARS:
+        raise InvalidInput(f"capture_key is longer than {MAX_KEY_CHARS} characters")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in key):
+        raise InvalidInput("capture_key contains a control character or a lone surrogate")
+    return key
 
 
 def check_capture(
@@ -170,13 +192,14 @@ def check_capture(
 
 CAPTURE_FIELDS = ("input", "output", "conversation_id", "metadata", "captured_at")
 # a batch row may date a capture with "at" (a log's usual name) as well as "captured_at"
-_ROW_KEYS = {*CAPTURE_FIELDS, "at"}
+_ROW_KEYS = {*CAPTURE_FIELDS, "at", "capture_key"}
 
 
 def check_capture_row(row: Any, where: str) -> dict[str, Any]:
     """One row of a batch of captures checked as ``Service.capture`` checks its arguments,
     as the keyword arguments of ``capture``: a mapping with ``output`` and optionally
-    ``input``, ``conversation_id``, ``metadata`` and ``at`` or ``captured_at``. Errors start
+    ``input``, ``conversation_id``, ``metadata``, ``capture_key`` and ``at`` or
+    ``captured_at``. Errors start
     with ``where`` (e.g. ``captures.jsonl line 3``).
 
     >>> check_capture_row({"output": "a", "at": "2024-05-01"}, "row 1")["captured_at"]
@@ -197,9 +220,13 @@ def check_capture_row(row: Any, where: str) -> dict[str, Any]:
             row.get("metadata"),
             row.get("at", row.get("captured_at")),
         )
+        key = check_capture_key(row.get("capture_key"))
     except (InvalidInput, InvalidType) as exc:
         raise type(exc)(f"{where}: {exc}") from None
-    return dict(zip(CAPTURE_FIELDS, checked, strict=True))
+    out = dict(zip(CAPTURE_FIELDS, checked, strict=True))
+    if key is not None:
+        out["capture_key"] = key
+    return out
 
 
 def read_capture_lines(text: str, source: str = "captures") -> list[dict[str, Any]]:

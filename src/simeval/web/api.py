@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simeval import __version__
+from simeval.errors import SimevalError
 from simeval.models import (
     CaptureOut,
     CleanupOut,
@@ -30,6 +31,7 @@ from simeval.models import (
 )
 from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
 from simeval.service import RESULT_ID_PATTERN, Service, check_capture
+from simeval.service.checks import KeyedCapture, check_capture_key
 
 
 def jsonable(value: Any) -> Any:
@@ -116,6 +118,49 @@ class CaptureIn(_Body):
     output: str = Field(description="The engine's output.")
     conversation_id: str | None = None
     metadata: dict[str, Any] | None = None
+    captured_at: datetime | None = Field(
+        None, description="When the engine answered (ISO 8601; default: now)."
+    )
+    capture_key: str | None = Field(
+        None,
+        max_length=200,
+        description="Makes the capture idempotent: when a capture with this key is stored "
+        "already, nothing new is stored and the stored one is answered (200 instead of 201). "
+        "A retry after a timeout is then safe. E.g. the engine's response id.",
+    )
+
+    def checked(self) -> KeyedCapture:
+        return (
+            *check_capture(
+                self.input, self.output, self.conversation_id, self.metadata, self.captured_at
+            ),
+            check_capture_key(self.capture_key),
+        )
+
+
+MAX_BATCH_CAPTURES = 1000
+
+
+class CaptureBatchIn(_Body):
+    """Up to 1,000 captures, stored in one transaction (all or none), idempotent by key."""
+
+    captures: list[CaptureIn] = Field(max_length=MAX_BATCH_CAPTURES)
+
+
+class CaptureBatchItem(BaseModel):
+    id: int
+    capture_key: str | None
+    stored: bool = Field(description="False: the key was stored before; nothing new stored")
+    results: int = Field(description="Results of the active evals")
+    passed: int
+
+
+class CaptureBatchOut(BaseModel):
+    """What a batch stored, item by item in the order sent."""
+
+    stored: int
+    replayed: int
+    captures: list[CaptureBatchItem]
 
 
 class ReviewIn(_Body):
@@ -141,9 +186,19 @@ class ResultPage(BaseModel):
     results: list[ResultOut]
 
 
+class ProxyHealth(BaseModel):
+    """The proxy's capture queue (when the server proxies an upstream)."""
+
+    upstream: str
+    captured: int = Field(description="Replies captured and stored")
+    dropped: int = Field(description="Replies not stored: the queue was full or unstorable")
+    queued: int = Field(description="Replies waiting to be stored")
+
+
 class Health(BaseModel):
     status: str
     version: str
+    proxy: ProxyHealth | None = None
 
 
 class ResultFilters:
@@ -178,9 +233,26 @@ class ResultFilters:
 FiltersDep = Annotated[ResultFilters, Depends()]
 
 
-@router.post("/capture", response_model=CaptureOut, status_code=201, tags=["captures"])
+_REPLAYED = {
+    200: {
+        "model": CaptureOut,
+        "description": "The capture_key was stored before: the stored capture, nothing new stored",
+    }
+}
+
+
+@router.post(
+    "/capture",
+    response_model=CaptureOut,
+    status_code=201,
+    tags=["captures"],
+    responses=_REPLAYED,  # type: ignore[arg-type]
+)
 async def capture(body: CaptureIn, request: Request) -> Response:
     """Store an engine output and score it with every active eval in scope.
+
+    With a ``capture_key`` already stored, nothing is stored and the stored capture (with its
+    results) is answered with 200 instead of 201.
 
     Example:
 
@@ -193,9 +265,51 @@ async def capture(body: CaptureIn, request: Request) -> Response:
 async def _captured(request: Request, body: CaptureIn) -> Response:
     # checked here (a mistake answers at once), stored by the app's one capture writer, which
     # gathers the captures arriving together into one transaction (simeval.web.writer)
-    item = check_capture(body.input, body.output, body.conversation_id, body.metadata)
-    out = await request.app.state.writer.capture(item)
-    return Response(out.dump_json(), status_code=201, media_type="application/json")
+    out = await request.app.state.writer.capture(body.checked())
+    status = 200 if out.replayed else 201
+    return Response(out.dump_json(), status_code=status, media_type="application/json")
+
+
+@router.post(
+    "/captures/batch",
+    response_model=CaptureBatchOut,
+    status_code=201,
+    tags=["captures"],
+    responses={200: {"model": CaptureBatchOut, "description": "Every key was stored before"}},
+)
+async def capture_batch(body: CaptureBatchIn, request: Request) -> Response:
+    """Store up to 1,000 captures in one transaction, each scored as ``POST /api/capture``.
+
+    Every capture is checked before any is stored (an error names ``captures[i]``); keys make
+    a retried batch safe: a capture whose key is stored (or repeats an earlier one of the
+    batch) is not stored again. 201 when something was stored, 200 when nothing new was.
+    ``simeval.Client`` sends its captures here.
+    """
+    items: list[KeyedCapture] = []
+    for i, one in enumerate(body.captures):
+        try:
+            items.append(one.checked())
+        except SimevalError as exc:
+            raise type(exc)(f"captures[{i}]: {exc}") from None
+    outs = await request.app.state.writer.capture_batch(items) if items else []
+    rows = [
+        CaptureBatchItem(
+            id=o.id,
+            capture_key=o.capture_key,
+            stored=not o.replayed,
+            results=counts[0],
+            passed=counts[1],
+        )
+        for o in outs
+        for counts in (o.result_counts(),)
+    ]
+    stored = sum(r.stored for r in rows)
+    answer = CaptureBatchOut(stored=stored, replayed=len(rows) - stored, captures=rows)
+    return Response(
+        answer.model_dump_json(),
+        status_code=201 if stored else 200,
+        media_type="application/json",
+    )
 
 
 async def capture_fast(request: Request) -> Response:
@@ -233,9 +347,13 @@ async def capture_fast(request: Request) -> Response:
 
 
 @router.get("/health", response_model=Health, tags=["meta"])
-async def health() -> dict[str, str]:
-    """The server is up."""
-    return {"status": "ok", "version": __version__}
+async def health(request: Request) -> dict[str, Any]:
+    """The server is up (and, when it proxies an upstream, its capture queue's counters)."""
+    out: dict[str, Any] = {"status": "ok", "version": __version__}
+    proxy = getattr(request.app.state, "proxy", None)
+    if proxy is not None:
+        out["proxy"] = proxy.stats()
+    return out
 
 
 # -- evals ---------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from starlette.routing import Route
 from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
-from simeval.web import api, pages, pages_studio
+from simeval.web import api, otlp, pages, pages_studio
 from simeval.web.security import BodyLimitMiddleware, GuardMiddleware, is_api_path
 from simeval.web.writer import CaptureWriter
 
@@ -56,6 +56,8 @@ def create_app(
     *,
     service: Service | None = None,
     allowed_hosts: Iterable[str] | None = None,
+    upstream: str | None = None,
+    proxy_queue: int = 10_000,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -64,7 +66,9 @@ def create_app(
     ``max_body``: request bodies above this many bytes get 413.
     ``service``: an open ``Service`` to use instead of opening ``db`` (it is then not closed
     by the app). ``allowed_hosts``: host names served when no token is set (default: the
-    loopback names; ``["*"]`` turns the check off).
+    loopback names; ``["*"]`` turns the check off). ``upstream``: an OpenAI-compatible base
+    URL; requests under ``/v1`` are then proxied to it and its replies captured
+    (``simeval.web.proxy``; ``proxy_queue`` replies wait for the store at most).
 
     Example::
 
@@ -75,9 +79,18 @@ def create_app(
     own = service is None
     svc = Service(db) if service is None else service
 
+    proxy: Any = None
+    if upstream:
+        from simeval.web.proxy import CaptureQueue, Proxy
+
+        proxy = Proxy(upstream, CaptureQueue(svc.capture_checked, proxy_queue, upstream))
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        if proxy is not None:
+            await proxy.aclose()
+            proxy.captures.close()
         writer.close()
         if own:
             svc.close()
@@ -87,7 +100,9 @@ def create_app(
         version=__version__,
         description=(
             "Similarity evals for engine output: TF-IDF cosine, computed locally. "
-            "Engines post outputs to `POST /api/capture`; every active eval scores them."
+            "Engines post outputs to `POST /api/capture` (or batches to "
+            "`POST /api/captures/batch`, or OpenTelemetry spans to `POST /v1/traces`); "
+            "every active eval scores them."
         ),
         static_url="/vendor/docs",
         lifespan=lifespan,
@@ -95,6 +110,7 @@ def create_app(
     app.state.service = svc
     writer = app.state.writer = CaptureWriter(svc)
     app.state.token = token or None
+    app.state.proxy = proxy.captures if proxy is not None else None
 
     @app.exception_handler(SimevalError)
     async def simeval_error(request: Request, exc: SimevalError) -> Response:
@@ -132,6 +148,10 @@ def create_app(
     app.include_router(api.router)
     # the capture hot path, matched before every other route (see api.capture_fast)
     app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
+    app.include_router(otlp.router)
+    if proxy is not None:
+        # after /v1/traces: every other path under /v1 goes to the upstream, any method
+        app.router.routes.append(Route("/v1/{path:path}", proxy, include_in_schema=False))
     app.include_router(pages.router)
     app.include_router(pages_studio.router)
     # Added last = runs first: the size limit, then host/origin/token checks.

@@ -776,6 +776,9 @@ def _settings_page(
             "error": error,
             "cleaned": cleaned,
             "db_url": describe_url(service.url),  # a server URL's password hidden
+            # where engines connect: this server's address as the browser reached it
+            "server_url": str(request.base_url).rstrip("/"),
+            "upstream": getattr(getattr(request.app.state, "proxy", None), "upstream", None),
         },
         status=status,
     )

@@ -58,7 +58,8 @@ def is_loopback(host: str) -> bool:
 
 def is_api_path(path: str) -> bool:
     """The JSON API and its schema: errors there are JSON, not pages."""
-    return path.startswith("/api/") or path in ("/api", "/openapi.json")
+    # /v1: OpenTelemetry traces and the OpenAI-compatible proxy, whose clients read JSON too
+    return path.startswith(("/api/", "/v1/")) or path in ("/api", "/openapi.json")
 
 
 def check_bind(host: str, token: str | None) -> None:

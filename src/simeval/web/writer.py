@@ -16,7 +16,7 @@ from typing import Any
 
 from simeval.models import CaptureOut
 from simeval.service import Service
-from simeval.service.checks import CheckedCapture
+from simeval.service.checks import CheckedCapture, KeyedCapture
 
 MAX_BATCH = 256  # captures per transaction at most
 
@@ -26,14 +26,14 @@ class CaptureWriter:
 
     def __init__(self, service: Service):
         self.service = service
-        self._pending: list[tuple[CheckedCapture, asyncio.Future[CaptureOut]]] = []
+        self._pending: list[tuple[CheckedCapture | KeyedCapture, asyncio.Future[CaptureOut]]] = []
         self._flushing = False
         self._task: asyncio.Task[None] | None = None
         self._thread = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="simeval-capture"
         )
 
-    async def capture(self, item: CheckedCapture) -> CaptureOut:
+    async def capture(self, item: CheckedCapture | KeyedCapture) -> CaptureOut:
         """Store one capture with the others waiting; its answer once committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CaptureOut] = loop.create_future()
@@ -71,6 +71,15 @@ class CaptureWriter:
                     _settle(future, out)
         finally:
             self._flushing = False
+
+    async def capture_batch(self, items: list[KeyedCapture]) -> list[CaptureOut]:
+        """Store a client's batch in one transaction on the writer thread (between the
+        gathered single captures, never beside them): all of it or, on an error, none."""
+        loop = asyncio.get_running_loop()
+        outs: list[CaptureOut] = await loop.run_in_executor(
+            self._thread, self.service.capture_checked, items
+        )
+        return outs
 
     def close(self) -> None:
         """Finish what was handed over and stop the thread."""
