@@ -1275,20 +1275,9 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                         )
                     )
             if want_store:
-                # the explanation the studio shows for a result (terms with weights), plus
-                # where the row came from: a stored run can be a later run's baseline
-                origin = _origin_json(case_id, where, ordinal)
-                if eval_def is not None:
-                    explained = state.explain_json(
-                        pos, sc, output, at, score, rowvecs, origin, text_in
-                    )
-                elif plain_terms is not None:
-                    explained = plain_terms.explain_json(
-                        output, vec, refs, rs[at], score, at, origin, text_in, asked
-                    )
-                else:
-                    expl = sc.explain(output, list(refs), top=10, input=text_in).to_dict()
-                    explained = _ENCODE_ASCII(expl)[:-1] + f', "case": {origin}}}'
+                # no explanation here: it is computed when the row is shown, from the row's
+                # own texts and the scorer options the run keeps; the row keeps where it came
+                # from (a stored run can be a later run's baseline)
                 store_rows.append(
                     (
                         eval_name,
@@ -1301,7 +1290,7 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                         text_in,
                         output,
                         reference,
-                        explained,
+                        f'{{"case": {_origin_json(case_id, where, ordinal)}}}',
                     )
                 )
             if collected is not None:
@@ -1966,9 +1955,10 @@ class RunOptions:
     chunk_rows: int = CHUNK_ROWS
     quoting: bool = True
     collect: str | None = None
-    # called once the run has succeeded, with the rows to store (lists of STORE_COLUMNS
-    # tuples) and the summary; returns the stored run's id (see ``store_run``)
-    store: Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
+    # a ``RunStore`` (the rows go to the database while the run is scored), or a function
+    # called once the run has succeeded with the rows to store (lists of STORE_COLUMNS tuples)
+    # and the summary, returning the stored run's id (see ``store_run``)
+    store: RunStore | Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
 
 
 def run_file(
@@ -2038,9 +2028,13 @@ def run_file(
     if out_fmt == "parquet" or fmt == "parquet":
         _parquet_ok()
     total = input_size(path, fmt)
-    # rows to store wait in a spool file: the database sees a run only once it has succeeded
-    # (closed in the finally below)
-    spool = tempfile.TemporaryFile() if opts.store is not None else None  # noqa: SIM115
+    sink = opts.store if isinstance(opts.store, RunStore) else None
+    # rows to store for a ``store`` function wait in a spool file: the database sees them only
+    # once the run has succeeded (closed in the finally below); a ``RunStore`` writes them as
+    # they come and throws them away if the run fails
+    spool = None
+    if opts.store is not None and sink is None:
+        spool = tempfile.TemporaryFile()  # noqa: SIM115
     writer = None
     junit = None
     try:
@@ -2048,6 +2042,16 @@ def run_file(
             writer = ResultsWriter(results_path, cfg)
         if opts.junit:
             junit = JUnitWriter(opts.junit, f"simeval run {Path(path).name}")
+        keep: Callable[[list[tuple[Any, ...]]], None] | None = None
+        if sink is not None:
+            sink.start(_stored_options(scorer, opts, threshold, fmt))
+            keep = sink.add
+        elif spool is not None:
+            dump, dest = pickle.dump, spool
+
+            def keep(rows: list[tuple[Any, ...]]) -> None:
+                dump(rows, dest, pickle.HIGHEST_PROTOCOL)
+
         summary = _consume(
             cfg,
             read_chunks(path, fmt, opts.chunk_rows, opts.quoting),
@@ -2056,7 +2060,7 @@ def run_file(
             junit,
             progress,
             total,
-            spool,
+            keep,
         )
         if summary["rows"] == 0:
             raise InvalidInput(f"{path}: the file has no rows")
@@ -2081,7 +2085,10 @@ def run_file(
             summary["threshold"] = threshold
             summary["fingerprint"] = scorer.fingerprint
             summary["options"] = scorer.describe()
-        if spool is not None and opts.store is not None:
+        if sink is not None:
+            summary["run_id"] = sink.finish(summary)
+        elif spool is not None and opts.store is not None:
+            assert not isinstance(opts.store, RunStore)
             summary["run_id"] = opts.store(_spooled(spool), summary)
         if writer:
             writer.commit()
@@ -2097,6 +2104,8 @@ def run_file(
             writer.discard()
         if junit:
             junit.discard()
+        if sink is not None:
+            sink.abort()
         raise
     finally:
         if spool is not None:
@@ -2119,7 +2128,7 @@ def _consume(
     junit: JUnitWriter | None,
     progress: Callable[[int, int], None] | None,
     total: int,
-    spool: IO[bytes] | None = None,
+    keep: Callable[[list[tuple[Any, ...]]], None] | None = None,
 ) -> dict[str, Any]:
     rows = results = passed = unmatched = 0
     score_sum = 0.0
@@ -2157,8 +2166,8 @@ def _consume(
             if comparison is not None:
                 for key, score, ok, name, miss in out.cases:
                     comparison.add(key, score, ok, name, miss)
-            if out.store_rows and spool is not None:
-                pickle.dump(out.store_rows, spool, pickle.HIGHEST_PROTOCOL)
+            if out.store_rows and keep is not None:
+                keep(out.store_rows)
             if out.collected:
                 collected.extend(out.collected)
             if writer:
@@ -2220,25 +2229,140 @@ def _spooled(spool: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
             return
 
 
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _stored_options(
+    scorer: Scorer | None, opts: RunOptions, threshold: float, fmt: str
+) -> dict[str, Any]:
+    """A stored run's ``options``: what the summary says of its scorer, and the scorer options
+    themselves (``scorer``, or ``evals`` by eval name), from which an explanation of one of
+    its rows is computed when the row is shown."""
+    out: dict[str, Any] = {
+        "threshold": threshold if scorer is not None else None,
+        "fingerprint": scorer.fingerprint if scorer is not None else None,
+        "options": scorer.describe() if scorer is not None else None,
+        "workers": opts.workers,
+        "format": fmt,
+    }
+    if scorer is not None:
+        out["scorer"] = dict(opts.options)
+    else:
+        out["evals"] = {e.name: dict(e.options) for e in opts.evals}
+    return dict(_json_safe(out))
+
+
+_STORE_QUEUE = 8  # chunks of rows waiting for the writer thread (memory stays bounded)
+_STORE_ROWS_PER_TRANSACTION = 10_000
+
+
+class RunStore:
+    """``RunOptions.store`` that writes a run to ``svc``'s database while it is scored.
+
+    ``run_file`` calls ``start`` (the run is recorded, its summary saying ``storing``: no
+    baseline yet), ``add`` with each chunk's rows (``STORE_COLUMNS`` tuples; a writer thread
+    inserts them through ``Service.add_run_rows`` while the next chunks are scored), then
+    ``finish`` with the summary (returns the run's id) or, if the run fails, ``abort`` (the
+    run and the rows written so far are deleted). ``prepare(summary)``, if given, returns the
+    summary to store.
+    """
+
+    def __init__(
+        self,
+        svc: Any,
+        name: str,
+        source: str,
+        prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ):
+        self.svc, self.name, self.source, self.prepare = svc, name, source, prepare
+        self.run_id: int | None = None
+        self.error: BaseException | None = None
+        self.queue: Any = None
+        self.thread: Any = None
+
+    def start(self, options: dict[str, Any]) -> None:
+        import queue
+        import threading
+
+        self.run_id = self.svc.create_run(
+            self.name, self.source, options=options, summary={"status": "storing"}
+        )
+        self.queue = queue.Queue(_STORE_QUEUE)
+        self.thread = threading.Thread(target=self._write, name="simeval-run-store", daemon=True)
+        self.thread.start()
+
+    def _write(self) -> None:
+        get = self.queue.get
+        try:
+            self.svc.add_run_rows(
+                self.run_id, STORE_COLUMNS, iter(get, None), _STORE_ROWS_PER_TRANSACTION
+            )
+        except BaseException as exc:  # handed to the run's thread by add or finish
+            self.error = exc
+            while get() is not None:  # let the run go on to its end, where it fails
+                pass
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def add(self, rows: list[tuple[Any, ...]]) -> None:
+        self._check()
+        self.queue.put(rows)
+
+    def _stop(self) -> None:
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+
+    def finish(self, summary: dict[str, Any]) -> int:
+        self._stop()
+        self._check()
+        assert self.run_id is not None
+        stored = self.prepare(summary) if self.prepare is not None else summary
+        self.svc.update_run_summary(
+            self.run_id, {**stored, "status": "complete", "run_id": self.run_id}
+        )
+        return self.run_id
+
+    def abort(self) -> None:
+        self._stop()
+        if self.run_id is not None:
+            with contextlib.suppress(Exception):  # the run's own error is the one to report
+                self.svc.discard_run(self.run_id)
+            self.run_id = None
+
+
 def store_run(
     svc: Any,
     name: str,
     source: str,
     rows: Iterable[Sequence[tuple[Any, ...]]],
     summary: dict[str, Any],
+    scorer_options: dict[str, Any] | None = None,
+    evals: Sequence[EvalDef] = (),
 ) -> int:
     """Store a finished run in ``svc``'s database; returns its id.
 
     ``rows`` are batches of ``STORE_COLUMNS`` tuples (as ``run_file`` hands them to
     ``RunOptions.store``). The run is written first, marked unfinished, then its rows in bulk,
     then its summary: a run whose summary still says ``storing`` was interrupted and is no
-    baseline.
+    baseline. ``scorer_options`` (a plain run's) or ``evals`` (an eval-file run's) are kept
+    with the run: a row's explanation is computed from them when it is shown (without them,
+    from the summary's ``options``).
     """
     keep = ("threshold", "fingerprint", "options", "workers", "format")
+    options = {k: summary.get(k) for k in keep}
+    if evals:
+        options["evals"] = {e.name: dict(e.options) for e in evals}
+    else:
+        options["scorer"] = scorer_options if scorer_options is not None else summary.get("options")
     run_id: int = svc.create_run(
         name,
         source,
-        options={k: summary.get(k) for k in keep},
+        options=_json_safe(options),
         summary={"status": "storing"},
     )
     add_rows = getattr(svc, "add_run_rows", None)
@@ -2251,7 +2375,7 @@ def store_run(
                 {
                     **dict(zip(STORE_COLUMNS[:-1], r[:-1], strict=True)),
                     "matched_reference": r[9],
-                    "explanation": json.loads(r[10]),
+                    "explanation": None if r[10] is None else json.loads(r[10]),
                 }
                 for batch in rows
                 for r in batch
