@@ -1006,6 +1006,147 @@ def _list_json(words: list[str]) -> str:
     return "[" + ", ".join(map(_STR_JSON, words)) + "]" if words else "[]"
 
 
+# json.loads' own (C) scanner, without its Python frames
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_WS = " \t\n\r"
+
+
+def _plain_jsonl(
+    cfg: RunConfig, chunk: Chunk, state: _State, terms: _Terms, line_encode: Callable[[Any], str]
+) -> tuple[Any, ...] | None:
+    """The rows of a plain run's JSONL chunk written to a JSONL results file, in one tight
+    loop: the same lines, statistics, worst cases and stored rows as ``process_chunk``'s
+    general loop, with none of its per-row choices. It covers the common row (a JSON object
+    with a text output, one non-blank text reference, an optional text input and a text or
+    integer id, no result field's name among its keys, scorable terms on both sides) and
+    gives up (None) at the first row that is anything else: the general loop then takes the
+    whole chunk, so whatever it does with such rows (an error, a skip, another path) stays
+    its own."""
+    scorer = state.scorer
+    assert scorer is not None and chunk.lines is not None
+    cols = cfg.columns
+    if len(cols.references) != 1 or cols.input_required or cols.id_required:
+        return None
+    out_col, ref_col, in_col, id_col = cols.output, cols.references[0], cols.input, cols.id
+    result_names = frozenset(cfg.result_fields)
+    isdisjoint = result_names.isdisjoint
+    scan = _SCAN
+    ws = _JSON_WS
+    vector = scorer.vector
+    best = scorer.best_vector
+    input_terms = state.input_terms
+    refs_cache = state.refs
+    get_ref = state.ref
+    threshold = cfg.threshold
+    top = cfg.top_missing
+    missing_in, missing_asked = terms.missing_in, terms.missing_asked
+    worst_n = cfg.worst
+    want_store = cfg.store
+    threshold_json = _ENCODE(threshold)
+    fingerprint = scorer.fingerprint
+    tail = f', "fingerprint": {_ENCODE(fingerprint)}}}'
+    mid = f', "threshold": {threshold_json}, "matched_index": '
+    list_json = _list_json
+    where_prefix = f"{cfg.source} {'line'} "
+    lines: list[str] = []
+    append = lines.append
+    missing_words: list[str] = []
+    extend = missing_words.extend
+    worst: list[tuple[float, int, tuple[Any, ...]]] = []
+    store_rows: list[tuple[Any, ...]] = []
+    nothing: list[str] = []
+    rows = results = passed_n = seq = 0
+    score_sum = 0.0
+    ordinal = chunk.ordinal
+    start = chunk.start
+    str_, int_, float_ = str, int, float
+    try:
+        for i, line in enumerate(chunk.lines):
+            if line[:1] != b"{":
+                if not line.strip():
+                    continue  # a blank line: no row
+                return None
+            text = line.decode("utf-8")
+            row, end = scan(text, 0)
+            if end != len(text) and text[end:].strip(ws):
+                return None
+            if row.__class__ is not dict or not isdisjoint(row):
+                return None
+            output = row.get(out_col)
+            reference = row.get(ref_col)
+            text_in = row.get(in_col)
+            case_id = row.get(id_col)
+            if output.__class__ is not str_ or reference.__class__ is not str_:
+                return None
+            if text_in is not None and text_in.__class__ is not str_:
+                return None
+            if case_id is not None:
+                if case_id.__class__ is int_:
+                    case_id = str_(case_id)
+                elif case_id.__class__ is not str_:
+                    return None
+            ref = refs_cache.get(reference)
+            if ref is None:
+                if not reference.strip():
+                    return None
+                ref = get_ref(reference)
+            vec = vector(output)
+            if not vec or not ref.vec:
+                return None
+            asked = input_terms(scorer, text_in) if text_in is not None else b""
+            score, at = best(vec, [ref.vec], asked)
+            if score.__class__ is not float_:
+                return None
+            rows += 1
+            results += 1
+            score_sum += score
+            passed = score >= threshold
+            if passed:
+                missing = nothing
+                passed_n += 1
+            else:
+                if top > 0:
+                    have = _hashes(vec)
+                    if asked and ref.asked(asked):
+                        missing = missing_asked(ref, have, asked, top)
+                    else:
+                        missing = missing_in(ref, have, top)
+                    extend(missing)
+                else:
+                    missing = []
+            if worst_n:
+                if len(worst) < worst_n or score < -worst[0][0]:
+                    where = where_prefix + str_(start + i)
+                    item = (
+                        -score,
+                        -seq,
+                        (where, case_id, text_in, output, score, passed, threshold, None, at,
+                         missing if missing is not nothing else [], reference, scorer),
+                    )  # fmt: skip
+                    if len(worst) < worst_n:
+                        heapq.heappush(worst, item)
+                    else:
+                        heapq.heapreplace(worst, item)
+                seq += 1
+            head = line_encode(row)
+            append(
+                f'{head[:-1]}{", " if len(head) > 2 else ""}"score": {score!r}, "pass": '
+                f'{"true" if passed else "false"}{mid}{at}, "matched_reference": '
+                f"{ref.encoded()}, "
+                f'"missing_terms": {list_json(missing)}{tail}'
+            )
+            if want_store:
+                where = where_prefix + str_(start + i)
+                store_rows.append(
+                    (None, None, score, passed, threshold, fingerprint, at, text_in, output,
+                     reference, f'{{"case": {_origin_json(case_id, where, ordinal)}}}')
+                )  # fmt: skip
+            ordinal += 1
+    except Exception:  # anything unusual: the general loop decides (and names the problem)
+        return None
+    return rows, results, passed_n, score_sum, lines, missing_words, worst, store_rows
+
+
 def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     """Score one chunk: the unit of work of every executor (inline, process pool, Dask).
 
@@ -1062,7 +1203,21 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     rs: list[_Ref] = []
     results = passed_n = seq = 0
     score_sum = 0.0
-    for index, (where, ordinal, row) in enumerate(_decode(cfg, chunk)):
+    rows_in: Iterable[tuple[int, tuple[str, int, Any]]] = ()
+    fast = None
+    if (
+        lines_in is not None
+        and jsonl_out
+        and plain_terms is not None
+        and not (want_junit or want_keys or collect is not None or evals)
+    ):
+        fast = _plain_jsonl(cfg, chunk, state, plain_terms, line_encode)
+    if fast is not None:
+        out.rows, results, passed_n, score_sum, lines, missing_words, worst, fast_store = fast
+        store_rows.extend(fast_store)
+    else:
+        rows_in = enumerate(_decode(cfg, chunk))
+    for index, (where, ordinal, row) in rows_in:
         out.rows += 1
         try:
             if isinstance(row, _BadRowError):
