@@ -41,6 +41,7 @@ from itertools import filterfalse, islice, repeat
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from simeval._vector import absent as _absent
 from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
@@ -235,14 +236,17 @@ class _Ref:
     needed, its JSON text, its terms ranked for missing terms, its side of an explanation, its
     term hashes and whether it negates."""
 
-    __slots__ = ("hset", "json", "negator", "ranked", "side", "text", "vec")
+    __slots__ = ("asked_ranked", "hset", "json", "negator", "ranked", "side", "text", "vec")
 
     def __init__(self, text: str, vec: bytes):
         self.text = text
         self.vec = vec
         self.hset: frozenset[int] | None = None
         self.negator: bool | None = None
-        self.ranked: tuple[list[int], dict[int, str]] | None = None
+        # missing terms: (hashes ranked, word by hash, the ranked hashes packed, the words in
+        # that order); per set of its terms an input shares, (packed, words) ranked so
+        self.ranked: tuple[list[int], dict[int, str], bytes, list[str]] | None = None
+        self.asked_ranked: dict[frozenset[int], tuple[bytes, list[str]]] | None = None
         self.side: tuple[dict[int, float], float, list[Any], str] | None = None
         self.json: str | None = None
 
@@ -346,10 +350,55 @@ class _Terms:
             return []
         ranked = ref.ranked
         if ranked is None:
-            pairs = self.ranked(ref.text, ref.vec)
-            ranked = ref.ranked = ([h for h, _ in pairs], dict(pairs))
-        hashes, words = ranked
+            ranked = self._ranked(ref)
+        hashes, words = ranked[:2]
         return list(map(words.__getitem__, islice(filterfalse(have.__contains__, hashes), top)))
+
+    def _ranked(self, ref: _Ref) -> tuple[list[int], dict[int, str], bytes, list[str]]:
+        ranked = ref.ranked
+        if ranked is None:
+            pairs = self.ranked(ref.text, ref.vec)
+            hashes = [h for h, _ in pairs]
+            packed = array("Q", hashes).tobytes()
+            ranked = ref.ranked = (hashes, dict(pairs), packed, [w for _, w in pairs])
+        return ranked
+
+    def missing_of(self, ref: _Ref, vec: bytes, terms: bytes, top: int) -> list[str]:
+        """``missing_in`` / ``missing_asked`` for an output's vector ``vec`` and the input's
+        terms ``terms``: the reference's terms ranked once (per set of terms the input shares
+        with it), the first ``top`` the output lacks found in C (``_vector.absent``)."""
+        if top <= 0:
+            return []
+        if terms and ref.asked(terms):
+            assert ref.hset is not None
+            shared = ref.hset.intersection(array("Q", terms))
+            cache = ref.asked_ranked
+            if cache is None:
+                cache = ref.asked_ranked = {}
+            got = cache.get(shared)
+            if got is None:
+                if len(cache) > 64:
+                    cache.clear()
+                got = cache[shared] = self._asked_ranked(ref, shared)
+            packed, words = got
+        else:
+            packed, words = self._ranked(ref)[2:]
+        return [words[i] for i in _absent(vec, packed, top)]
+
+    def _asked_ranked(self, ref: _Ref, shared: frozenset[int]) -> tuple[bytes, list[str]]:
+        """All of the reference's terms in ``missing_asked``'s order for an input sharing the
+        terms ``shared`` with it (its keys and words: a term the output has drops out without
+        changing the order of the others)."""
+        rtok = self.tokens(ref.text)
+        sr = dict(reversed(rtok))
+        wr = dict(zip(*_records(ref.vec), strict=True))
+        weight = self.scorer.input_weight
+        for h in sorted(shared):
+            wr[h] *= weight
+        rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
+        nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
+        ranked = sorted((-((w / nr) ** 2), sr[h], h) for h, w in wr.items())
+        return array("Q", [h for _, _, h in ranked]).tobytes(), [word for _, word, _ in ranked]
 
     def missing_asked(self, ref: _Ref, have: set[int], terms: bytes, top: int) -> list[str]:
         """``missing_in`` for a row whose input (its terms ``terms``) shares terms with the
@@ -1039,7 +1088,7 @@ def _plain_jsonl(
     get_ref = state.ref
     threshold = cfg.threshold
     top = cfg.top_missing
-    missing_in, missing_asked = terms.missing_in, terms.missing_asked
+    missing_of = terms.missing_of
     worst_n = cfg.worst
     want_store = cfg.store
     threshold_json = _ENCODE(threshold)
@@ -1105,15 +1154,8 @@ def _plain_jsonl(
                 missing = nothing
                 passed_n += 1
             else:
-                if top > 0:
-                    have = _hashes(vec)
-                    if asked and ref.asked(asked):
-                        missing = missing_asked(ref, have, asked, top)
-                    else:
-                        missing = missing_in(ref, have, top)
-                    extend(missing)
-                else:
-                    missing = []
+                missing = missing_of(ref, vec, asked, top)
+                extend(missing)
             if worst_n:
                 if len(worst) < worst_n or score < -worst[0][0]:
                     where = where_prefix + str_(start + i)
