@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import simeval
+from simeval import runs
 from simeval.bench import synthetic_texts
 from simeval.cli import cli
 from simeval.service import Service
@@ -136,3 +137,34 @@ def test_store_thread_overlaps_chunks(tmp_path: Path) -> None:
     assert run.summary["status"] == "complete" and run.results == 250
     assert sorted((r.explanation or {})["case"]["ordinal"] for r in got) == list(range(250))
     assert run.options["scorer"] == {}
+
+
+def test_fast_loop_writes_what_the_general_loop_writes(tmp_path: Path) -> None:
+    """A plain JSONL run takes a tight loop unless JUnit (among others) is asked for: the
+    same results file and summary from rows of every shape."""
+    lines = []
+    for i, row in enumerate(_rows()):
+        row = {**row, "reference": row["reference"] if i % 4 else row["reference"][0]}
+        text = json.dumps(row, ensure_ascii=i % 2 == 0)
+        extra = [
+            text,
+            text.replace('": ', '":'),
+            text[:-1] + ', "n": -0, "f": 1.50, "b": true, "l": [1, "x"], "d": {"k": null}}',
+            text[:-1] + ', "id": "dup", "del": "a\x7fb", "esc": "q\\"\\\\/\\u00e9"}',
+            text[:-1] + ', "id": 1e3}',
+        ][i % 5]
+        lines.append(extra)
+    lines.insert(7, "")
+    src = tmp_path / "cases.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    outs = []
+    for junit in (None, str(tmp_path / "j.xml")):
+        res_path = tmp_path / f"r{junit is None}.jsonl"
+        # a chunk a row: rows the tight loop leaves to the general one do not hide the others
+        opts = runs.RunOptions(results=str(res_path), junit=junit, on_error="skip", chunk_rows=1)
+        summary = runs.run_file(str(src), opts)
+        for k in ("elapsed_s", "rows_per_s", "junit_file", "results_file"):
+            summary.pop(k, None)
+        outs.append((res_path.read_bytes(), summary))
+    assert outs[0] == outs[1]
+    assert outs[0][1]["results"] > 30

@@ -1082,6 +1082,9 @@ def _plain_jsonl(
     scan = _SCAN
     ws = _JSON_WS
     vector = scorer.vector
+    vz = getattr(scorer, "_vz", None)
+    vz_vector = vz.vector if vz is not None else None  # what ``Scorer.vector`` calls, if set
+    sublinear = scorer.sublinear
     best = scorer.best_vector
     input_terms = state.input_terms
     refs_cache = state.refs
@@ -1139,7 +1142,7 @@ def _plain_jsonl(
                 if not reference.strip():
                     return None
                 ref = get_ref(reference)
-            vec = vector(output)
+            vec = vz_vector(output, sublinear) if vz_vector is not None else vector(output)
             if not vec or not ref.vec:
                 return None
             asked = input_terms(scorer, text_in) if text_in is not None else b""
@@ -1170,7 +1173,27 @@ def _plain_jsonl(
                     else:
                         heapq.heapreplace(worst, item)
                 seq += 1
-            head = line_encode(row)
+            # a line of printable ASCII without a backslash holds strings whose JSON is
+            # their text in quotes (no character of them needs an escape, and the scanner
+            # refused control characters): the row's JSON is then its pieces joined, as the
+            # encoder would write them, without scanning every string for escapes again
+            head = ""
+            if line.isascii() and b"\\" not in line and b"\x7f" not in line:
+                pieces = []
+                for k, v in row.items():
+                    c = v.__class__
+                    if c is str_:
+                        pieces.append(f'"{k}": "{v}"')
+                    elif c is int_:
+                        pieces.append(f'"{k}": {int_.__repr__(v)}')
+                    elif v is None:
+                        pieces.append(f'"{k}": null')
+                    else:
+                        break
+                else:
+                    head = "{" + ", ".join(pieces) + "}"
+            if not head:
+                head = line_encode(row)
             append(
                 f'{head[:-1]}{", " if len(head) > 2 else ""}"score": {score!r}, "pass": '
                 f'{"true" if passed else "false"}{mid}{at}, "matched_reference": '
