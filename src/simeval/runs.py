@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from simeval._vector import absent as _absent
+from simeval._vector import best as _vector_best
 from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
@@ -822,6 +823,7 @@ class _State:
     singles: dict[int, EvalSet] = field(default_factory=dict)
     refs: dict[Any, _Ref] = field(default_factory=dict)
     inputs: dict[tuple[int, str], bytes] = field(default_factory=dict)
+    plain_inputs: dict[str, bytes] = field(default_factory=dict)  # a plain run's, by text
 
     def ref(self, text: str) -> _Ref:
         """A plain run's reference answer, vectorised once while it stays in the cache."""
@@ -1085,8 +1087,11 @@ def _plain_jsonl(
     vz = getattr(scorer, "_vz", None)
     vz_vector = vz.vector if vz is not None else None  # what ``Scorer.vector`` calls, if set
     sublinear = scorer.sublinear
-    best = scorer.best_vector
+    best = _vector_best
+    pair, input_weight, negation = scorer.pair, scorer.input_weight, scorer.negation
+    negators = scorer._negators
     input_terms = state.input_terms
+    asked_by = state.plain_inputs
     refs_cache = state.refs
     get_ref = state.ref
     threshold = cfg.threshold
@@ -1145,8 +1150,16 @@ def _plain_jsonl(
             vec = vz_vector(output, sublinear) if vz_vector is not None else vector(output)
             if not vec or not ref.vec:
                 return None
-            asked = input_terms(scorer, text_in) if text_in is not None else b""
-            score, at = best(vec, [ref.vec], asked)
+            asked = b""
+            if text_in is not None:
+                got = asked_by.get(text_in)
+                if got is None:
+                    if len(asked_by) >= _INPUT_CACHE_LIMIT:
+                        asked_by.clear()
+                    got = asked_by[text_in] = input_terms(scorer, text_in)
+                asked = got
+            # ``Scorer.best_vector`` for a non-empty vector is this call
+            score, at = best(vec, [ref.vec], pair, asked, input_weight, negators, negation)
             if score.__class__ is not float_:
                 return None
             rows += 1
