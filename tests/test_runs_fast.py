@@ -170,3 +170,38 @@ def test_add_run_rows_stores_what_add_run_results_does(tmp_path: Path) -> None:
     for x, y in zip(sorted(a, key=order), sorted(b, key=order), strict=True):
         assert {k: getattr(x, k) for k in keep} == {k: getattr(y, k) for k in keep}
     assert any(r.eval_id is not None for r in a)
+
+
+def test_absent_is_its_python_reference() -> None:
+    from array import array
+
+    from simeval import _vector
+
+    scorer = simeval.get_scorer()
+    vecs = [scorer.vector(t) for t in TEXTS] + [b""]
+    for a in vecs:
+        for b in vecs[::3]:
+            ranked = array("Q", reversed(array("Q", b)[0::3])).tobytes()
+            for top in (0, 1, 5, 100):
+                assert _vector.absent(a, ranked, top) == _vector.absent_py(a, ranked, top)
+
+
+@pytest.mark.parametrize("options", OPTION_SETS, ids=repr)
+def test_missing_of_is_missing_in_and_missing_asked(options: dict[str, Any]) -> None:
+    scorer = simeval.get_scorer(**options)
+    terms = runs._terms(scorer)
+    assert terms is not None
+    for output in TEXTS:
+        vec = scorer.vector(output)
+        if not vec:
+            continue
+        for ref_text in TEXTS[::4]:
+            ref = runs._Ref(ref_text, scorer.vector(ref_text))
+            if not ref.vec:
+                continue
+            for question in INPUTS:
+                asked = scorer.input_terms(question)
+                for top in (0, 3, 5):
+                    got = terms.missing_of(ref, vec, asked, top)
+                    want = [m.term for m in scorer.explain(output, ref_text, top, question).missing]
+                    assert got == want

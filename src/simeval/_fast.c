@@ -232,6 +232,37 @@ static PyObject *py_has_any(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* absent(vec: bytes, hashes: bytes, top: int) -> list[int]: the positions in `hashes` (packed
+ * uint64, any order: a reference's terms ranked for "missing terms") of the first `top` hashes
+ * the vector does not have, in that order; a binary search of the vector's sorted records per
+ * hash. `_vector.absent_py` is the reference. */
+static PyObject *py_absent(PyObject *self, PyObject *args) {
+    Py_buffer a, h;
+    Py_ssize_t top;
+    if (!PyArg_ParseTuple(args, "y*y*n", &a, &h, &top)) return NULL;
+    const Term *t = (const Term *)a.buf;
+    size_t n = (size_t)a.len / sizeof(Term);
+    const uint64_t *want = (const uint64_t *)h.buf;
+    size_t m = (size_t)h.len / sizeof(uint64_t);
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out != NULL && i < m && PyList_GET_SIZE(out) < top; i++) {
+        uint64_t x = want[i];
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (t[mid].hash < x) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < n && t[lo].hash == x) continue;
+        PyObject *pos = PyLong_FromSize_t(i);
+        if (pos == NULL || PyList_Append(out, pos) < 0) Py_CLEAR(out);
+        Py_XDECREF(pos);
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&h);
+    return out;
+}
+
 /* ---- Characters ---------------------------------------------------------------------------
  * What the tokenizer and the normaliser need to know of a code point comes from
  * analyzer.char_info (Python's unicodedata, so both sides read the same Unicode version),
@@ -896,6 +927,7 @@ static PyMethodDef methods[] = {
     {"cosine", cosine, METH_VARARGS, "Score of two packed term vectors."},
     {"best", best, METH_VARARGS, "Best score of one packed vector against many."},
     {"has_any", py_has_any, METH_VARARGS, "Whether a packed vector has one of the hashes."},
+    {"absent", py_absent, METH_VARARGS, "Positions of the first hashes a vector lacks."},
     {NULL, NULL, 0, NULL},
 };
 

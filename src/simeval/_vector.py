@@ -74,6 +74,14 @@ def has_any_py(vec: bytes, packed: bytes) -> bool:
     return any(h in found for h, _, _ in unpack(vec))
 
 
+def absent_py(vec: bytes, packed: bytes, top: int) -> list[int]:
+    """Positions in ``packed`` (uint64 hashes, any order) of the first ``top`` hashes ``vec``
+    does not have, in that order."""
+    have = {h for h, _, _ in unpack(vec)}
+    hashes = [h for (h,) in _HASH.iter_unpack(packed)]
+    return [i for i, h in enumerate(hashes) if h not in have][: max(top, 0)]
+
+
 def _cosine(
     ta: list[tuple[int, float, float]],
     tb: list[tuple[int, float, float]],
@@ -153,10 +161,11 @@ def best_py(
 
 
 try:
-    from simeval._fast import Vectorizer, best, cosine, has_any, vectorize
+    from simeval._fast import Vectorizer, absent, best, cosine, has_any, vectorize
 
     ACCELERATED = True
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     vectorize, cosine, best, has_any = vectorize_py, cosine_py, best_py, has_any_py
+    absent = absent_py
     Vectorizer = None
     ACCELERATED = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -296,20 +296,23 @@ def run(
             base = runs.load_stored_baseline(svc, baseline, name)
         else:
             base = runs.load_baseline(baseline, columns)
-    store_fn = None
+    store_to = None
     if svc is not None and store:
 
-        def store_fn(rows: Iterator[list[tuple[Any, ...]]], summary: dict[str, Any]) -> int:
+        def stored_summary(summary: dict[str, Any]) -> dict[str, Any]:
             gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
             summary["run_name"] = name
-            return runs.store_run(svc, name, file, rows, {**summary, "gates": gates})
+            return {**summary, "gates": gates}
+
+        # the rows go to the database while the run is scored (a failed run leaves none)
+        store_to = runs.RunStore(svc, name, file, stored_summary)
 
     opts = runs.RunOptions(
         columns=columns,
         threshold=check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold),
         options=options,
         evals=evals,
-        store=store_fn,
+        store=store_to,
         fmt=fmt,
         quoting=not no_quoting,
         results=results_path,

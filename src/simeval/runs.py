@@ -41,6 +41,8 @@ from itertools import filterfalse, islice, repeat
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from simeval._vector import absent as _absent
+from simeval._vector import best as _vector_best
 from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
@@ -235,14 +237,17 @@ class _Ref:
     needed, its JSON text, its terms ranked for missing terms, its side of an explanation, its
     term hashes and whether it negates."""
 
-    __slots__ = ("hset", "json", "negator", "ranked", "side", "text", "vec")
+    __slots__ = ("asked_ranked", "hset", "json", "negator", "ranked", "side", "text", "vec")
 
     def __init__(self, text: str, vec: bytes):
         self.text = text
         self.vec = vec
         self.hset: frozenset[int] | None = None
         self.negator: bool | None = None
-        self.ranked: tuple[list[int], dict[int, str]] | None = None
+        # missing terms: (hashes ranked, word by hash, the ranked hashes packed, the words in
+        # that order); per set of its terms an input shares, (packed, words) ranked so
+        self.ranked: tuple[list[int], dict[int, str], bytes, list[str]] | None = None
+        self.asked_ranked: dict[frozenset[int], tuple[bytes, list[str]]] | None = None
         self.side: tuple[dict[int, float], float, list[Any], str] | None = None
         self.json: str | None = None
 
@@ -346,10 +351,55 @@ class _Terms:
             return []
         ranked = ref.ranked
         if ranked is None:
-            pairs = self.ranked(ref.text, ref.vec)
-            ranked = ref.ranked = ([h for h, _ in pairs], dict(pairs))
-        hashes, words = ranked
+            ranked = self._ranked(ref)
+        hashes, words = ranked[:2]
         return list(map(words.__getitem__, islice(filterfalse(have.__contains__, hashes), top)))
+
+    def _ranked(self, ref: _Ref) -> tuple[list[int], dict[int, str], bytes, list[str]]:
+        ranked = ref.ranked
+        if ranked is None:
+            pairs = self.ranked(ref.text, ref.vec)
+            hashes = [h for h, _ in pairs]
+            packed = array("Q", hashes).tobytes()
+            ranked = ref.ranked = (hashes, dict(pairs), packed, [w for _, w in pairs])
+        return ranked
+
+    def missing_of(self, ref: _Ref, vec: bytes, terms: bytes, top: int) -> list[str]:
+        """``missing_in`` / ``missing_asked`` for an output's vector ``vec`` and the input's
+        terms ``terms``: the reference's terms ranked once (per set of terms the input shares
+        with it), the first ``top`` the output lacks found in C (``_vector.absent``)."""
+        if top <= 0:
+            return []
+        if terms and ref.asked(terms):
+            assert ref.hset is not None
+            shared = ref.hset.intersection(array("Q", terms))
+            cache = ref.asked_ranked
+            if cache is None:
+                cache = ref.asked_ranked = {}
+            got = cache.get(shared)
+            if got is None:
+                if len(cache) > 64:
+                    cache.clear()
+                got = cache[shared] = self._asked_ranked(ref, shared)
+            packed, words = got
+        else:
+            packed, words = self._ranked(ref)[2:]
+        return [words[i] for i in _absent(vec, packed, top)]
+
+    def _asked_ranked(self, ref: _Ref, shared: frozenset[int]) -> tuple[bytes, list[str]]:
+        """All of the reference's terms in ``missing_asked``'s order for an input sharing the
+        terms ``shared`` with it (its keys and words: a term the output has drops out without
+        changing the order of the others)."""
+        rtok = self.tokens(ref.text)
+        sr = dict(reversed(rtok))
+        wr = dict(zip(*_records(ref.vec), strict=True))
+        weight = self.scorer.input_weight
+        for h in sorted(shared):
+            wr[h] *= weight
+        rw = list(map(wr.__getitem__, dict.fromkeys(map(_first, rtok))))
+        nr = math.sqrt(sum(map(operator.mul, rw, rw))) or 1.0
+        ranked = sorted((-((w / nr) ** 2), sr[h], h) for h, w in wr.items())
+        return array("Q", [h for _, _, h in ranked]).tobytes(), [word for _, word, _ in ranked]
 
     def missing_asked(self, ref: _Ref, have: set[int], terms: bytes, top: int) -> list[str]:
         """``missing_in`` for a row whose input (its terms ``terms``) shares terms with the
@@ -774,6 +824,7 @@ class _State:
     singles: dict[int, EvalSet] = field(default_factory=dict)
     refs: dict[Any, _Ref] = field(default_factory=dict)
     inputs: dict[tuple[int, str], bytes] = field(default_factory=dict)
+    plain_inputs: dict[str, bytes] = field(default_factory=dict)  # a plain run's, by text
 
     def ref(self, text: str) -> _Ref:
         """A plain run's reference answer, vectorised once while it stays in the cache."""
@@ -1007,6 +1058,174 @@ def _list_json(words: list[str]) -> str:
     return "[" + ", ".join(map(_STR_JSON, words)) + "]" if words else "[]"
 
 
+# json.loads' own (C) scanner, without its Python frames
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_WS = " \t\n\r"
+
+
+def _plain_jsonl(
+    cfg: RunConfig, chunk: Chunk, state: _State, terms: _Terms, line_encode: Callable[[Any], str]
+) -> tuple[Any, ...] | None:
+    """The rows of a plain run's JSONL chunk written to a JSONL results file, in one tight
+    loop: the same lines, statistics, worst cases and stored rows as ``process_chunk``'s
+    general loop, with none of its per-row choices. It covers the common row (a JSON object
+    with a text output, one non-blank text reference, an optional text input and a text or
+    integer id, no result field's name among its keys, scorable terms on both sides) and
+    gives up (None) at the first row that is anything else: the general loop then takes the
+    whole chunk, so whatever it does with such rows (an error, a skip, another path) stays
+    its own."""
+    scorer = state.scorer
+    assert scorer is not None and chunk.lines is not None
+    cols = cfg.columns
+    if len(cols.references) != 1 or cols.input_required or cols.id_required:
+        return None
+    out_col, ref_col, in_col, id_col = cols.output, cols.references[0], cols.input, cols.id
+    result_names = frozenset(cfg.result_fields)
+    isdisjoint = result_names.isdisjoint
+    scan = _SCAN
+    ws = _JSON_WS
+    vector = scorer.vector
+    vz = getattr(scorer, "_vz", None)
+    vz_vector = vz.vector if vz is not None else None  # what ``Scorer.vector`` calls, if set
+    sublinear = scorer.sublinear
+    best = _vector_best
+    pair, input_weight, negation = scorer.pair, scorer.input_weight, scorer.negation
+    negators = scorer._negators
+    input_terms = state.input_terms
+    asked_by = state.plain_inputs
+    refs_cache = state.refs
+    get_ref = state.ref
+    threshold = cfg.threshold
+    top = cfg.top_missing
+    missing_of = terms.missing_of
+    worst_n = cfg.worst
+    want_store = cfg.store
+    threshold_json = _ENCODE(threshold)
+    fingerprint = scorer.fingerprint
+    tail = f', "fingerprint": {_ENCODE(fingerprint)}}}'
+    mid = f', "threshold": {threshold_json}, "matched_index": '
+    list_json = _list_json
+    where_prefix = f"{cfg.source} {'line'} "
+    lines: list[str] = []
+    append = lines.append
+    missing_words: list[str] = []
+    extend = missing_words.extend
+    worst: list[tuple[float, int, tuple[Any, ...]]] = []
+    store_rows: list[tuple[Any, ...]] = []
+    nothing: list[str] = []
+    rows = results = passed_n = seq = 0
+    score_sum = 0.0
+    ordinal = chunk.ordinal
+    start = chunk.start
+    str_, int_, float_ = str, int, float
+    try:
+        for i, line in enumerate(chunk.lines):
+            if line[:1] != b"{":
+                if not line.strip():
+                    continue  # a blank line: no row
+                return None
+            text = line.decode("utf-8")
+            row, end = scan(text, 0)
+            if end != len(text) and text[end:].strip(ws):
+                return None
+            if row.__class__ is not dict or not isdisjoint(row):
+                return None
+            output = row.get(out_col)
+            reference = row.get(ref_col)
+            text_in = row.get(in_col)
+            case_id = row.get(id_col)
+            if output.__class__ is not str_ or reference.__class__ is not str_:
+                return None
+            if text_in is not None and text_in.__class__ is not str_:
+                return None
+            if case_id is not None:
+                if case_id.__class__ is int_:
+                    case_id = str_(case_id)
+                elif case_id.__class__ is not str_:
+                    return None
+            ref = refs_cache.get(reference)
+            if ref is None:
+                if not reference.strip():
+                    return None
+                ref = get_ref(reference)
+            vec = vz_vector(output, sublinear) if vz_vector is not None else vector(output)
+            if not vec or not ref.vec:
+                return None
+            asked = b""
+            if text_in is not None:
+                got = asked_by.get(text_in)
+                if got is None:
+                    if len(asked_by) >= _INPUT_CACHE_LIMIT:
+                        asked_by.clear()
+                    got = asked_by[text_in] = input_terms(scorer, text_in)
+                asked = got
+            # ``Scorer.best_vector`` for a non-empty vector is this call
+            score, at = best(vec, [ref.vec], pair, asked, input_weight, negators, negation)
+            if score.__class__ is not float_:
+                return None
+            rows += 1
+            results += 1
+            score_sum += score
+            passed = score >= threshold
+            if passed:
+                missing = nothing
+                passed_n += 1
+            else:
+                missing = missing_of(ref, vec, asked, top)
+                extend(missing)
+            if worst_n:
+                if len(worst) < worst_n or score < -worst[0][0]:
+                    where = where_prefix + str_(start + i)
+                    item = (
+                        -score,
+                        -seq,
+                        (where, case_id, text_in, output, score, passed, threshold, None, at,
+                         missing if missing is not nothing else [], reference, scorer),
+                    )  # fmt: skip
+                    if len(worst) < worst_n:
+                        heapq.heappush(worst, item)
+                    else:
+                        heapq.heapreplace(worst, item)
+                seq += 1
+            # a line of printable ASCII without a backslash holds strings whose JSON is
+            # their text in quotes (no character of them needs an escape, and the scanner
+            # refused control characters): the row's JSON is then its pieces joined, as the
+            # encoder would write them, without scanning every string for escapes again
+            head = ""
+            if line.isascii() and b"\\" not in line and b"\x7f" not in line:
+                pieces = []
+                for k, v in row.items():
+                    c = v.__class__
+                    if c is str_:
+                        pieces.append(f'"{k}": "{v}"')
+                    elif c is int_:
+                        pieces.append(f'"{k}": {int_.__repr__(v)}')
+                    elif v is None:
+                        pieces.append(f'"{k}": null')
+                    else:
+                        break
+                else:
+                    head = "{" + ", ".join(pieces) + "}"
+            if not head:
+                head = line_encode(row)
+            append(
+                f'{head[:-1]}{", " if len(head) > 2 else ""}"score": {score!r}, "pass": '
+                f'{"true" if passed else "false"}{mid}{at}, "matched_reference": '
+                f"{ref.encoded()}, "
+                f'"missing_terms": {list_json(missing)}{tail}'
+            )
+            if want_store:
+                where = where_prefix + str_(start + i)
+                store_rows.append(
+                    (None, None, score, passed, threshold, fingerprint, at, text_in, output,
+                     reference, f'{{"case": {_origin_json(case_id, where, ordinal)}}}')
+                )  # fmt: skip
+            ordinal += 1
+    except Exception:  # anything unusual: the general loop decides (and names the problem)
+        return None
+    return rows, results, passed_n, score_sum, lines, missing_words, worst, store_rows
+
+
 def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     """Score one chunk: the unit of work of every executor (inline, process pool, Dask).
 
@@ -1063,7 +1282,21 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
     rs: list[_Ref] = []
     results = passed_n = seq = 0
     score_sum = 0.0
-    for index, (where, ordinal, row) in enumerate(_decode(cfg, chunk)):
+    rows_in: Iterable[tuple[int, tuple[str, int, Any]]] = ()
+    fast = None
+    if (
+        lines_in is not None
+        and jsonl_out
+        and plain_terms is not None
+        and not (want_junit or want_keys or collect is not None or evals)
+    ):
+        fast = _plain_jsonl(cfg, chunk, state, plain_terms, line_encode)
+    if fast is not None:
+        out.rows, results, passed_n, score_sum, lines, missing_words, worst, fast_store = fast
+        store_rows.extend(fast_store)
+    else:
+        rows_in = enumerate(_decode(cfg, chunk))
+    for index, (where, ordinal, row) in rows_in:
         out.rows += 1
         try:
             if isinstance(row, _BadRowError):
@@ -1276,20 +1509,9 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                         )
                     )
             if want_store:
-                # the explanation the studio shows for a result (terms with weights), plus
-                # where the row came from: a stored run can be a later run's baseline
-                origin = _origin_json(case_id, where, ordinal)
-                if eval_def is not None:
-                    explained = state.explain_json(
-                        pos, sc, output, at, score, rowvecs, origin, text_in
-                    )
-                elif plain_terms is not None:
-                    explained = plain_terms.explain_json(
-                        output, vec, refs, rs[at], score, at, origin, text_in, asked
-                    )
-                else:
-                    expl = sc.explain(output, list(refs), top=10, input=text_in).to_dict()
-                    explained = _ENCODE_ASCII(expl)[:-1] + f', "case": {origin}}}'
+                # no explanation here: it is computed when the row is shown, from the row's
+                # own texts and the scorer options the run keeps; the row keeps where it came
+                # from (a stored run can be a later run's baseline)
                 store_rows.append(
                     (
                         eval_name,
@@ -1302,7 +1524,7 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
                         text_in,
                         output,
                         reference,
-                        explained,
+                        f'{{"case": {_origin_json(case_id, where, ordinal)}}}',
                     )
                 )
             if collected is not None:
@@ -2007,9 +2229,10 @@ class RunOptions:
     chunk_rows: int = CHUNK_ROWS
     quoting: bool = True
     collect: str | None = None
-    # called once the run has succeeded, with the rows to store (lists of STORE_COLUMNS
-    # tuples) and the summary; returns the stored run's id (see ``store_run``)
-    store: Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
+    # a ``RunStore`` (the rows go to the database while the run is scored), or a function
+    # called once the run has succeeded with the rows to store (lists of STORE_COLUMNS tuples)
+    # and the summary, returning the stored run's id (see ``store_run``)
+    store: RunStore | Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
 
 
 def run_file(
@@ -2079,9 +2302,13 @@ def run_file(
     if out_fmt == "parquet" or fmt == "parquet":
         _parquet_ok()
     total = input_size(path, fmt)
-    # rows to store wait in a spool file: the database sees a run only once it has succeeded
-    # (closed in the finally below)
-    spool = tempfile.TemporaryFile() if opts.store is not None else None  # noqa: SIM115
+    sink = opts.store if isinstance(opts.store, RunStore) else None
+    # rows to store for a ``store`` function wait in a spool file: the database sees them only
+    # once the run has succeeded (closed in the finally below); a ``RunStore`` writes them as
+    # they come and throws them away if the run fails
+    spool = None
+    if opts.store is not None and sink is None:
+        spool = tempfile.TemporaryFile()  # noqa: SIM115
     writer = None
     junit = None
     try:
@@ -2089,6 +2316,16 @@ def run_file(
             writer = ResultsWriter(results_path, cfg)
         if opts.junit:
             junit = JUnitWriter(opts.junit, f"simeval run {Path(path).name}")
+        keep: Callable[[list[tuple[Any, ...]]], None] | None = None
+        if sink is not None:
+            sink.start(_stored_options(scorer, opts, threshold, fmt))
+            keep = sink.add
+        elif spool is not None:
+            dump, dest = pickle.dump, spool
+
+            def keep(rows: list[tuple[Any, ...]]) -> None:
+                dump(rows, dest, pickle.HIGHEST_PROTOCOL)
+
         summary = _consume(
             cfg,
             read_chunks(path, fmt, opts.chunk_rows, opts.quoting),
@@ -2097,7 +2334,7 @@ def run_file(
             junit,
             progress,
             total,
-            spool,
+            keep,
         )
         if summary["rows"] == 0:
             raise InvalidInput(f"{path}: the file has no rows")
@@ -2122,7 +2359,10 @@ def run_file(
             summary["threshold"] = threshold
             summary["fingerprint"] = scorer.fingerprint
             summary["options"] = scorer.describe()
-        if spool is not None and opts.store is not None:
+        if sink is not None:
+            summary["run_id"] = sink.finish(summary)
+        elif spool is not None and opts.store is not None:
+            assert not isinstance(opts.store, RunStore)
             summary["run_id"] = opts.store(_spooled(spool), summary)
         if writer:
             writer.commit()
@@ -2138,6 +2378,8 @@ def run_file(
             writer.discard()
         if junit:
             junit.discard()
+        if sink is not None:
+            sink.abort()
         raise
     finally:
         if spool is not None:
@@ -2160,7 +2402,7 @@ def _consume(
     junit: JUnitWriter | None,
     progress: Callable[[int, int], None] | None,
     total: int,
-    spool: IO[bytes] | None = None,
+    keep: Callable[[list[tuple[Any, ...]]], None] | None = None,
 ) -> dict[str, Any]:
     rows = results = passed = unmatched = 0
     score_sum = 0.0
@@ -2198,8 +2440,8 @@ def _consume(
             if comparison is not None:
                 for key, score, ok, name, miss in out.cases:
                     comparison.add(key, score, ok, name, miss)
-            if out.store_rows and spool is not None:
-                pickle.dump(out.store_rows, spool, pickle.HIGHEST_PROTOCOL)
+            if out.store_rows and keep is not None:
+                keep(out.store_rows)
             if out.collected:
                 collected.extend(out.collected)
             if writer:
@@ -2261,25 +2503,140 @@ def _spooled(spool: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
             return
 
 
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _stored_options(
+    scorer: Scorer | None, opts: RunOptions, threshold: float, fmt: str
+) -> dict[str, Any]:
+    """A stored run's ``options``: what the summary says of its scorer, and the scorer options
+    themselves (``scorer``, or ``evals`` by eval name), from which an explanation of one of
+    its rows is computed when the row is shown."""
+    out: dict[str, Any] = {
+        "threshold": threshold if scorer is not None else None,
+        "fingerprint": scorer.fingerprint if scorer is not None else None,
+        "options": scorer.describe() if scorer is not None else None,
+        "workers": opts.workers,
+        "format": fmt,
+    }
+    if scorer is not None:
+        out["scorer"] = dict(opts.options)
+    else:
+        out["evals"] = {e.name: dict(e.options) for e in opts.evals}
+    return dict(_json_safe(out))
+
+
+_STORE_QUEUE = 8  # chunks of rows waiting for the writer thread (memory stays bounded)
+_STORE_ROWS_PER_TRANSACTION = 10_000
+
+
+class RunStore:
+    """``RunOptions.store`` that writes a run to ``svc``'s database while it is scored.
+
+    ``run_file`` calls ``start`` (the run is recorded, its summary saying ``storing``: no
+    baseline yet), ``add`` with each chunk's rows (``STORE_COLUMNS`` tuples; a writer thread
+    inserts them through ``Service.add_run_rows`` while the next chunks are scored), then
+    ``finish`` with the summary (returns the run's id) or, if the run fails, ``abort`` (the
+    run and the rows written so far are deleted). ``prepare(summary)``, if given, returns the
+    summary to store.
+    """
+
+    def __init__(
+        self,
+        svc: Any,
+        name: str,
+        source: str,
+        prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ):
+        self.svc, self.name, self.source, self.prepare = svc, name, source, prepare
+        self.run_id: int | None = None
+        self.error: BaseException | None = None
+        self.queue: Any = None
+        self.thread: Any = None
+
+    def start(self, options: dict[str, Any]) -> None:
+        import queue
+        import threading
+
+        self.run_id = self.svc.create_run(
+            self.name, self.source, options=options, summary={"status": "storing"}
+        )
+        self.queue = queue.Queue(_STORE_QUEUE)
+        self.thread = threading.Thread(target=self._write, name="simeval-run-store", daemon=True)
+        self.thread.start()
+
+    def _write(self) -> None:
+        get = self.queue.get
+        try:
+            self.svc.add_run_rows(
+                self.run_id, STORE_COLUMNS, iter(get, None), _STORE_ROWS_PER_TRANSACTION
+            )
+        except BaseException as exc:  # handed to the run's thread by add or finish
+            self.error = exc
+            while get() is not None:  # let the run go on to its end, where it fails
+                pass
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def add(self, rows: list[tuple[Any, ...]]) -> None:
+        self._check()
+        self.queue.put(rows)
+
+    def _stop(self) -> None:
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+
+    def finish(self, summary: dict[str, Any]) -> int:
+        self._stop()
+        self._check()
+        assert self.run_id is not None
+        stored = self.prepare(summary) if self.prepare is not None else summary
+        self.svc.update_run_summary(
+            self.run_id, {**stored, "status": "complete", "run_id": self.run_id}
+        )
+        return self.run_id
+
+    def abort(self) -> None:
+        self._stop()
+        if self.run_id is not None:
+            with contextlib.suppress(Exception):  # the run's own error is the one to report
+                self.svc.discard_run(self.run_id)
+            self.run_id = None
+
+
 def store_run(
     svc: Any,
     name: str,
     source: str,
     rows: Iterable[Sequence[tuple[Any, ...]]],
     summary: dict[str, Any],
+    scorer_options: dict[str, Any] | None = None,
+    evals: Sequence[EvalDef] = (),
 ) -> int:
     """Store a finished run in ``svc``'s database; returns its id.
 
     ``rows`` are batches of ``STORE_COLUMNS`` tuples (as ``run_file`` hands them to
     ``RunOptions.store``). The run is written first, marked unfinished, then its rows in bulk,
     then its summary: a run whose summary still says ``storing`` was interrupted and is no
-    baseline.
+    baseline. ``scorer_options`` (a plain run's) or ``evals`` (an eval-file run's) are kept
+    with the run: a row's explanation is computed from them when it is shown (without them,
+    from the summary's ``options``).
     """
     keep = ("threshold", "fingerprint", "options", "workers", "format")
+    options = {k: summary.get(k) for k in keep}
+    if evals:
+        options["evals"] = {e.name: dict(e.options) for e in evals}
+    else:
+        options["scorer"] = scorer_options if scorer_options is not None else summary.get("options")
     run_id: int = svc.create_run(
         name,
         source,
-        options={k: summary.get(k) for k in keep},
+        options=_json_safe(options),
         summary={"status": "storing"},
     )
     add_rows = getattr(svc, "add_run_rows", None)
@@ -2292,7 +2649,7 @@ def store_run(
                 {
                     **dict(zip(STORE_COLUMNS[:-1], r[:-1], strict=True)),
                     "matched_reference": r[9],
-                    "explanation": json.loads(r[10]),
+                    "explanation": None if r[10] is None else json.loads(r[10]),
                 }
                 for batch in rows
                 for r in batch

@@ -28,7 +28,51 @@ from simeval.service.queries import (
     parse_result_id,
     run_row,
 )
-from simeval.store import Capture, Eval, EvalVersion, Result, Review
+from simeval.store import Capture, Eval, EvalVersion, Result, Review, Run
+
+
+def _unexplained(explanation: dict[str, Any] | None) -> bool:
+    """Whether a stored run row's explanation is still to be computed (``None``, or only the
+    row's origin: ``{"case": ...}``)."""
+    return explanation is None or "score" not in explanation
+
+
+def run_row_options(run_options: dict[str, Any], eval_name: str | None) -> dict[str, Any] | None:
+    """The scorer options a run row was scored with, from its run's ``options`` (``scorer``
+    for a plain run, ``evals`` by eval name for an eval-file run); None when not kept."""
+    if eval_name is not None:
+        evals = run_options.get("evals")
+        got = evals.get(eval_name) if isinstance(evals, dict) else None
+    else:
+        got = run_options.get("scorer")
+    return dict(got) if isinstance(got, dict) else None
+
+
+def _explain_run_row(row: Result, run_options: dict[str, Any]) -> dict[str, Any]:
+    """The explanation of a run row stored without one: ``scorer.explain(output, reference,
+    input=)`` of its own texts with its run's scorer options, ``matched_reference`` the index
+    the row matched (as the explanation made at scoring time had it), then its ``case``."""
+    stub = row.explanation or {}
+    options = run_row_options(run_options, row.eval_name)
+    data: dict[str, Any]
+    if options is None or row.reference is None:
+        data = {"note": "cannot explain: the run did not keep its scorer options"}
+    else:
+        try:
+            scorer = get_scorer(**options)
+        except SimevalError as exc:
+            data = {"note": f"cannot explain: the run's scorer cannot be built now ({exc})"}
+        else:
+            data = scorer.explain(row.output or "", [row.reference], 10, row.input).to_dict()
+            data["matched_reference"] = row.matched_index
+            if scorer.fingerprint != row.fingerprint:
+                data["note"] = (
+                    f"explained with scorer {scorer.fingerprint}; the result was scored with "
+                    f"{row.fingerprint}, so terms may not match the stored score exactly"
+                )
+    if "case" in stub:
+        data["case"] = stub["case"]
+    return data
 
 
 class ResultsMixin(QueriesMixin):
@@ -42,7 +86,22 @@ class ResultsMixin(QueriesMixin):
             for i, n, t in s.execute(select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids)))
         }
         refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
-        return [self._result_out(r, names, refs, explain) for r in rows]
+        out = [self._result_out(r, names, refs, explain) for r in rows]
+        if explain:
+            # a run row stored without its explanation (only where it came from): explained
+            # now, from its own texts and the scorer options its run kept
+            todo = [
+                (o, r.run_row)
+                for o, r in zip(out, rows, strict=True)
+                if r.run_row is not None and _unexplained(r.run_row.explanation)
+            ]
+            if todo:
+                run_ids = {row.run_id for _, row in todo}
+                q = select(Run.id, Run.options).where(Run.id.in_(run_ids))
+                options = {i: o for i, o in s.execute(q)}
+                for o, row in todo:
+                    o.explanation = _explain_run_row(row, options.get(row.run_id) or {})
+        return out
 
     def _result_out(
         self,

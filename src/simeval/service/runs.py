@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import case, func, select, true
+from sqlalchemy import case, delete, func, select, true
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
@@ -15,7 +15,7 @@ from simeval.models import RunOut
 from simeval.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
-from simeval.store import Eval, Result, Run
+from simeval.store import Eval, Result, Review, Run
 
 _RUN_CHUNK = 10_000
 _ROWS_PER_TRANSACTION = 50_000
@@ -195,6 +195,7 @@ class RunsMixin(ServiceBase):
         run_id: int,
         columns: Sequence[str],
         batches: Iterable[Sequence[Sequence[Any]]],
+        rows_per_transaction: int = _ROWS_PER_TRANSACTION,
     ) -> int:
         """Store rows a run has already checked and scored, in bulk; returns the count.
 
@@ -202,9 +203,10 @@ class RunsMixin(ServiceBase):
         passed, threshold, fingerprint, matched_index, input, output, reference,
         explanation), the explanation already JSON text; ``batches`` are lists of such
         tuples. The rows are not checked again: use ``add_run_results`` for rows from
-        elsewhere. On SQLite they go to the driver as they are (one cached statement, about
-        50,000 rows per transaction); other databases take them through ``add_run_results``'s
-        bulk insert. A row whose ``eval_name`` names a stored eval is linked to it.
+        elsewhere. On SQLite they go to the driver as they are (one cached statement,
+        ``rows_per_transaction`` rows per transaction); other databases take them through
+        ``add_run_results``'s bulk insert. A row whose ``eval_name`` names a stored eval is
+        linked to it.
         """
         if tuple(columns) != _RAW_COLUMNS[:11]:
             raise InvalidInput(f"run rows: columns must be {', '.join(_RAW_COLUMNS[:11])}")
@@ -250,13 +252,30 @@ class RunsMixin(ServiceBase):
                 pending.extend([(*r, get_id(r[0]), *tail) for r in batch])
             else:
                 pending.extend([(*r, get_id(r[0])) for r in batch])
-            if len(pending) >= _ROWS_PER_TRANSACTION:
+            if len(pending) >= rows_per_transaction:
                 total += len(pending)
                 flush()
         if pending:
             total += len(pending)
             flush()
         return total
+
+    def discard_run(self, run_id: int) -> None:
+        """Delete a run that did not finish, with the rows stored for it so far (a run whose
+        rows are stored while it is scored, and which then failed)."""
+        rid = _check_id(run_id, "run")
+
+        def work(s: Session) -> None:
+            run = _get(s, Run, rid, "run")
+            s.execute(
+                delete(Review).where(
+                    Review.result_id.in_(select(Result.id).where(Result.run_id == rid))
+                )
+            )
+            s.execute(delete(Result).where(Result.run_id == rid))
+            s.delete(run)
+
+        self._write(work)
 
     def _run_stats(self, s: Session, ids: list[int]) -> dict[int, tuple[int, int, float | None]]:
         if not ids:
