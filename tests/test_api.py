@@ -20,8 +20,8 @@ POOR = "I think the weather in Spain is usually sunny."
 
 
 @pytest.fixture
-def client(tmp_path: Any) -> Iterator[TestClient]:
-    app = create_app(db=str(tmp_path / "api.db"))
+def client(db: str) -> Iterator[TestClient]:
+    app = create_app(db=db)
     with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         yield c
 

@@ -1,10 +1,17 @@
 """The store: SQLAlchemy 2 models, the database engine and its Alembic migrations.
 
 Everything that touches SQL lives here; ``simeval.service`` is the only caller. SQLite is the
-embedded default and the only backend tested so far; PostgreSQL (``postgresql+psycopg://...``)
-is planned for teams, so the SQL the service builds is kept portable, and the two
-dialect-specific pieces (the trend's time buckets and the
-driver-level bulk insert) are in this module.
+embedded default; PostgreSQL (``postgresql+psycopg://...``, the ``simeval[postgres]`` extra) is
+the team store, tested by the same suites. The SQL the service builds is portable; the
+dialect-specific pieces (the trend's time buckets, the driver-level inserts, the capture lock)
+are in this module.
+
+On PostgreSQL, reads run at REPEATABLE READ (one snapshot per read, as SQLite's WAL gives), and
+every capture transaction holds a shared transaction-level advisory lock (``CAPTURE_LOCK``)
+that the trend rollup takes exclusively: ids come from a sequence and concurrent transactions
+can commit them out of order, so the rollup must not move its watermark past an id whose
+capture is still uncommitted. Under the exclusive lock no capture transaction is open, and any
+later capture draws a larger id.
 
 SQLite is opened in WAL mode (readers never wait for the writer), with a 30 s busy timeout and
 foreign keys on. Write transactions start with ``BEGIN IMMEDIATE``: the write lock is taken up
@@ -67,6 +74,8 @@ from simeval.errors import InvalidInput, SimevalError
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BUSY_TIMEOUT_S = 30.0
 _LOCK_RETRIES = 3
+# the advisory lock key (any constant bigint) shared by captures and the trend rollup
+CAPTURE_LOCK = 0x5133_E7A1
 T = TypeVar("T")
 
 
@@ -701,6 +710,11 @@ class Store:
         self.engine = make_engine(url)
         self.writer = self.engine.execution_options(simeval_write=True)
         self.dialect = self.engine.dialect.name
+        self.reader = (
+            self.engine.execution_options(isolation_level="REPEATABLE READ")
+            if self.dialect == "postgresql"
+            else self.engine
+        )
         try:
             self._migrate()
         except BaseException:
@@ -763,7 +777,7 @@ class Store:
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A read-only session (a consistent snapshot; never waits for writers in WAL)."""
-        with Session(self.engine, expire_on_commit=False) as session:
+        with Session(self.reader, expire_on_commit=False) as session:
             yield session
 
     @contextmanager
@@ -802,6 +816,9 @@ class Store:
                                 f"for more than {BUSY_TIMEOUT_S:.0f} s; nothing was written"
                             ) from None
                         time.sleep(0.05 * (attempt + 1))
+            elif self.dialect == "postgresql":
+                # see the module doc: the rollup waits for open captures
+                cur.execute(f"SELECT pg_advisory_xact_lock_shared({CAPTURE_LOCK})")
             try:
                 yield cur
                 raw.commit()
