@@ -17,6 +17,7 @@ from simeval.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scorer import check_references, get_scorer
 from simeval.service.base import ServiceBase
 from simeval.service.checks import (
+    check_storable_all,
     UNSET,
     _check_name,
     _check_options,
@@ -172,6 +173,7 @@ class EvalsMixin(ServiceBase):
         """
         clean = _check_name(name)
         refs = check_references(references)
+        check_storable_all(refs, "reference answer")
         limit = check_threshold(threshold)
         scope = _check_scope(input_scope)
         opts, fp = _check_options(options)
@@ -294,6 +296,7 @@ class EvalsMixin(ServiceBase):
             changes_in["name"] = _check_name(new_name)
         if references is not None:
             changes_in["references"] = check_references(references)
+            check_storable_all(changes_in["references"], "reference answer")
         if threshold is not None:
             changes_in["threshold"] = check_threshold(threshold)
         if not isinstance(input_scope, _Unset):

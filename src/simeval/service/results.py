@@ -15,7 +15,7 @@ from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.models import ResultOut
 from simeval.options import check_unit
 from simeval.scorer import get_scorer
-from simeval.service.checks import _check_page, _now, _utc
+from simeval.service.checks import _check_page, _now, _utc, check_storable
 from simeval.service.queries import (
     QueriesMixin,
     Row,
@@ -176,6 +176,7 @@ class ResultsMixin(QueriesMixin):
             raise InvalidType(f"review note must be a string, not {type(note).__name__}")
         if len(note) > 10_000:
             raise InvalidInput("review note is longer than 10,000 characters")
+        check_storable(note, "review note")
 
         def work(s: Session) -> str:
             row = self._row(s, result_id)
