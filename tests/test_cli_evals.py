@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from dbhelp import sql, table_counts
 from simeval.cli import cli
 from simeval.cli_evals import sparkline
-
-from dbhelp import sql, table_counts
 
 REFERENCE = "The capital of France is Paris, which stands on the Seine."
 QUESTION = "What is the capital of France?"

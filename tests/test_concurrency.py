@@ -16,12 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dbhelp import sql
 from simeval.service import Service
 from simeval.service.rollup import roll_up
 from simeval.store import unpack_results
 from simeval.web.server_process import running_server
-
-from dbhelp import sql
 
 QUESTION = "What is the capital of France?"
 REFERENCE = "The capital of France is Paris."

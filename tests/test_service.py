@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 import simeval
+from dbhelp import table_counts
 from simeval import Conflict, InvalidInput, NotFound
 from simeval.service import MAX_TEXT_CHARS, Service, scope_key
-
-from dbhelp import table_counts
 
 REFERENCE = "The capital of France is Paris, which stands on the Seine."
 QUESTION = "What is the capital of France?"

@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
+from dbhelp import is_pg, sql, table_counts
 from simeval import InvalidInput
 from simeval import store as store_mod
 from simeval.service import Service
 from simeval.store import head_revision, make_engine, resolve_db_url, upgrade
-
-from dbhelp import is_pg, sql, table_counts
 
 QUESTION = "What is the capital of France?"
 REFERENCE = "The capital of France is Paris."

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound
+from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound, Unstorable
 from simeval.scorer import check_text, get_scorer
 from simeval.store import Capture, Result, Run
 
@@ -33,11 +33,11 @@ def check_storable(text: str, what: str) -> str:
     'café'
     """
     if "\x00" in text:
-        raise InvalidInput(f"{what} contains a NUL character (\\x00), which cannot be stored")
+        raise Unstorable(f"{what} contains a NUL character (\\x00), which cannot be stored")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInput(
+        raise Unstorable(
             f"{what} contains a lone surrogate ({text[exc.start]!r} at character {exc.start}), "
             "which is not valid Unicode text"
         ) from None
@@ -54,25 +54,25 @@ def check_json_value(value: Any, what: str, depth: int = 0) -> None:
     """A JSON value the store can hold and give back: objects with string keys, arrays,
     storable strings, finite numbers, nested at most ``MAX_JSON_DEPTH`` levels."""
     if depth > MAX_JSON_DEPTH:
-        raise InvalidInput(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+        raise Unstorable(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
     if isinstance(value, str):
         check_storable(value, what)
     elif isinstance(value, bool) or value is None or isinstance(value, int):
         return
     elif isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidInput(f"{what} contains {value!r}, which JSON cannot hold")
+            raise Unstorable(f"{what} contains {value!r}, which JSON cannot hold")
     elif isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise InvalidType(f"{what} has a key that is not a string: {key!r}")
+                raise Unstorable(f"{what} has a key that is not a string: {key!r}")
             check_storable(key, f"{what} key")
             check_json_value(item, f"{what}.{key}"[:200], depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
             check_json_value(item, what, depth + 1)
     else:
-        raise InvalidType(f"{what} is not JSON: {type(value).__name__}")
+        raise Unstorable(f"{what} is not JSON: {type(value).__name__}")
 
 
 class _Unset:

@@ -17,7 +17,6 @@ from simeval.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scorer import check_references, get_scorer
 from simeval.service.base import ServiceBase
 from simeval.service.checks import (
-    check_storable_all,
     UNSET,
     _check_name,
     _check_options,
@@ -26,6 +25,7 @@ from simeval.service.checks import (
     _now,
     _Unset,
     _utc,
+    check_storable_all,
 )
 from simeval.service.rollup import tally_range
 from simeval.service.settings import _REV_KEY

@@ -28,6 +28,7 @@ from simeval.models import (
 )
 from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
 from simeval.service import RESULT_ID_PATTERN, Service, check_capture
+from simeval.service.checks import MAX_ID
 
 router = APIRouter(prefix="/api")
 
@@ -148,7 +149,7 @@ class ResultFilters:
         since: Annotated[datetime | None, Query(description="ISO time, inclusive.")] = None,
         until: Annotated[datetime | None, Query(description="ISO time, exclusive.")] = None,
         reviewed: Annotated[bool | None, Query()] = None,
-        run_id: Annotated[int | None, Query()] = None,
+        run_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     ):
         self.values: dict[str, Any] = {
             "eval_name": eval,
@@ -247,13 +248,7 @@ def create_eval(body: EvalIn, service: ServiceDep) -> JSONResponse:
     return _json(out, 201)
 
 
-@router.get("/evals/{name}", response_model=EvalOut, tags=["evals"])
-def get_eval(name: str, service: ServiceDep) -> JSONResponse:
-    """One eval, by name or id."""
-    return _json(service.get_eval(name))
-
-
-@router.patch("/evals/{name}", response_model=EvalOut, tags=["evals"])
+@router.patch("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
 def edit_eval(name: str, body: EvalPatch, service: ServiceDep) -> JSONResponse:
     """Change an eval; a change makes a new version (it then needs a new passing test)."""
     kwargs: dict[str, Any] = {
@@ -267,43 +262,43 @@ def edit_eval(name: str, body: EvalPatch, service: ServiceDep) -> JSONResponse:
     return _json(service.edit_eval(name, **kwargs))
 
 
-@router.delete("/evals/{name}", response_model=EvalOut, tags=["evals"])
+@router.delete("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
 def delete_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Archive an eval: it stops scoring and is hidden; its results are kept."""
     return _json(service.archive_eval(name))
 
 
-@router.get("/evals/{name}/versions", response_model=list[EvalVersionOut], tags=["evals"])
+@router.get("/evals/{name:path}/versions", response_model=list[EvalVersionOut], tags=["evals"])
 def eval_versions(name: str, service: ServiceDep) -> JSONResponse:
     """The versions of an eval, oldest first, with what changed."""
     return _json(service.eval_versions(name))
 
 
-@router.post("/evals/{name}/test", response_model=TestOut, tags=["evals"])
+@router.post("/evals/{name:path}/test", response_model=TestOut, tags=["evals"])
 def test_eval(name: str, body: TestIn, service: ServiceDep) -> JSONResponse:
     """Run the eval on a sample input and output (recorded; a pass allows activation)."""
     return _json(service.test_eval(name, body.input, body.output))
 
 
-@router.post("/evals/{name}/activate", response_model=EvalOut, tags=["evals"])
+@router.post("/evals/{name:path}/activate", response_model=EvalOut, tags=["evals"])
 def activate_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Start scoring captures (409 unless a test of the current version passed)."""
     return _json(service.activate_eval(name))
 
 
-@router.post("/evals/{name}/deactivate", response_model=EvalOut, tags=["evals"])
+@router.post("/evals/{name:path}/deactivate", response_model=EvalOut, tags=["evals"])
 def deactivate_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Stop scoring captures (back to draft)."""
     return _json(service.deactivate_eval(name))
 
 
-@router.post("/evals/{name}/archive", response_model=EvalOut, tags=["evals"])
+@router.post("/evals/{name:path}/archive", response_model=EvalOut, tags=["evals"])
 def archive_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Archive an eval (hidden, not scoring, results kept)."""
     return _json(service.archive_eval(name))
 
 
-@router.get("/evals/{name}/trend", response_model=TrendOut, tags=["evals"])
+@router.get("/evals/{name:path}/trend", response_model=TrendOut, tags=["evals"])
 def eval_trend(
     name: str,
     service: ServiceDep,
@@ -318,12 +313,19 @@ def eval_trend(
 # -- captures and results ------------------------------------------------------------------
 
 
+# after the routes under an eval: a name may hold '/' (made before names were limited)
+@router.get("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
+def get_eval(name: str, service: ServiceDep) -> JSONResponse:
+    """One eval, by name or id."""
+    return _json(service.get_eval(name))
+
+
 @router.get("/results", response_model=ResultPage, tags=["results"])
 def list_results(
     service: ServiceDep,
     filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> JSONResponse:
     """Results, newest first, filtered by eval, pass/fail, time range, review or run."""
     items = service.list_results(**filters.values, limit=limit, offset=offset)

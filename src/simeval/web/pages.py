@@ -439,13 +439,13 @@ def _eval_page(
     return render(request, "eval.html", ctx, status=status)
 
 
-@router.get("/evals/{name}")
+@router.get("/evals/{name:path}")
 def eval_page(request: Request, name: str) -> Response:
     """An eval: its definition (editable), the inline tester, Activate and its versions."""
     return _eval_page(request, _service(request).get_eval(name))
 
 
-@router.post("/evals/{name}/edit")
+@router.post("/evals/{name:path}/edit")
 async def edit_eval(request: Request, name: str) -> Response:
     """Save the definition; a change makes a new version (which needs a new passing test)."""
     form = await checked_form(request)
@@ -481,7 +481,7 @@ def _same_options(new: dict[str, Any], old: dict[str, Any]) -> bool:
         return False
 
 
-@router.post("/evals/{name}/test")
+@router.post("/evals/{name:path}/test")
 async def test_eval(request: Request, name: str) -> Response:
     """Run Test: score the sample output, record the test, show the explanation."""
     form = await checked_form(request)
@@ -512,19 +512,19 @@ async def _status_action(request: Request, name: str, action: str) -> Response:
     return _redirect(_eval_url(ev.name), action + "d")
 
 
-@router.post("/evals/{name}/activate")
+@router.post("/evals/{name:path}/activate")
 async def activate_eval(request: Request, name: str) -> Response:
     """Activate (refused unless a test of the current version passed)."""
     return await _status_action(request, name, "activate")
 
 
-@router.post("/evals/{name}/deactivate")
+@router.post("/evals/{name:path}/deactivate")
 async def deactivate_eval(request: Request, name: str) -> Response:
     """Deactivate: back to draft."""
     return await _status_action(request, name, "deactivate")
 
 
-@router.post("/evals/{name}/archive")
+@router.post("/evals/{name:path}/archive")
 async def archive_eval(request: Request, name: str) -> Response:
     """Archive: hidden, not scoring, results kept."""
     return await _status_action(request, name, "archive")
