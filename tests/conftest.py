@@ -13,6 +13,7 @@ from, e.g. ``postgresql+psycopg://me@127.0.0.1:5432/postgres``).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -117,10 +118,8 @@ class PgServer:
         )
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
             self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
-        except (subprocess.SubprocessError, OSError):
-            pass
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
