@@ -36,11 +36,27 @@ EXPORT_COLUMNS = (
 )
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection)
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formula(text: str) -> str:
+    """``text`` as a spreadsheet shows it, never runs it: a leading ``'`` before a formula
+    prefix (OWASP's advice for CSV exports).
+
+    >>> neutralise_formula("=HYPERLINK(1)"), neutralise_formula("Paris")
+    ("'=HYPERLINK(1)", 'Paris')
+    """
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
 def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str):
+        return neutralise_formula(value)
     return value
 
 

@@ -26,7 +26,12 @@ from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
 from simeval.web import api, pages
-from simeval.web.security import BodyLimitMiddleware, GuardMiddleware, is_api_path
+from simeval.web.security import (
+    BodyLimitMiddleware,
+    DocsHeadersMiddleware,
+    GuardMiddleware,
+    is_api_path,
+)
 from simeval.web.writer import CaptureWriter
 
 HERE = Path(__file__).parent
@@ -134,6 +139,7 @@ def create_app(
     app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
     app.include_router(pages.router)
     # Added last = runs first: the size limit, then host/origin/token checks.
+    app.add_middleware(DocsHeadersMiddleware, page_csp=pages.CSP)
     app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
     return app

@@ -800,7 +800,7 @@ async def login(request: Request) -> Response:
     if not secret_matches(_text(form, "token").strip(), token):
         return render(request, "login.html", {"next": target, "error": "wrong token"}, 401)
     response = _redirect(target)
-    response.raw_headers.append(session_cookie_header(token))
+    response.raw_headers.append(session_cookie_header(token, request.url.scheme == "https"))
     return response
 
 
