@@ -795,30 +795,53 @@ class Store:
             raise
 
     @contextmanager
-    def raw_write(self) -> Iterator[Any]:
+    def raw_write(self, lock_wait: float | None = None) -> Iterator[Any]:
         """A driver cursor in a write transaction: the capture's hot path, where SQLAlchemy's
         per-statement work cost more than the statements. Committed at the end, rolled back
-        on error. Waiting for the write lock is retried, then ``DatabaseBusyError``."""
+        on error. Waiting for the write lock is retried, then ``DatabaseBusyError``.
+
+        ``lock_wait`` (seconds) bounds the wait for the lock instead, with one attempt: a
+        server answers 503 with Retry-After rather than hold a request for minutes. Nothing
+        is written when the lock is not had."""
         raw = self.engine.raw_connection()
         try:
             cur = raw.cursor()
             if self.dialect == "sqlite":
-                for attempt in range(_LOCK_RETRIES):
-                    try:
-                        cur.execute("BEGIN IMMEDIATE")
-                        break
-                    except Exception as exc:
-                        if not _driver_locked(exc):
-                            raise
-                        if attempt == _LOCK_RETRIES - 1:
-                            raise DatabaseBusyError(
-                                f"database {self._where()} stayed locked by another process "
-                                f"for more than {BUSY_TIMEOUT_S:.0f} s; nothing was written"
-                            ) from None
-                        time.sleep(0.05 * (attempt + 1))
+                attempts = _LOCK_RETRIES if lock_wait is None else 1
+                if lock_wait is not None:
+                    cur.execute(f"PRAGMA busy_timeout = {max(1, int(lock_wait * 1000))}")
+                try:
+                    for attempt in range(attempts):
+                        try:
+                            cur.execute("BEGIN IMMEDIATE")
+                            break
+                        except Exception as exc:
+                            if not _driver_locked(exc):
+                                raise
+                            if attempt == attempts - 1:
+                                waited = BUSY_TIMEOUT_S if lock_wait is None else lock_wait
+                                raise DatabaseBusyError(
+                                    f"database {self._where()} stayed locked by another "
+                                    f"process for more than {waited:g} s; nothing was written"
+                                ) from None
+                            time.sleep(0.05 * (attempt + 1))
+                finally:
+                    if lock_wait is not None:
+                        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             elif self.dialect == "postgresql":
+                if lock_wait is not None:
+                    cur.execute(f"SET LOCAL lock_timeout = {max(1, int(lock_wait * 1000))}")
                 # see the module doc: the rollup waits for open captures
-                cur.execute(f"SELECT pg_advisory_xact_lock_shared({CAPTURE_LOCK})")
+                try:
+                    cur.execute(f"SELECT pg_advisory_xact_lock_shared({CAPTURE_LOCK})")
+                except Exception as exc:
+                    raw.rollback()
+                    if "lock timeout" in str(exc).lower():
+                        raise DatabaseBusyError(
+                            f"database {self._where()} stayed locked for more than "
+                            f"{lock_wait:g} s; nothing was written"
+                        ) from None
+                    raise
             try:
                 yield cur
                 raw.commit()

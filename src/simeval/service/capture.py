@@ -3,6 +3,7 @@ against every active eval in scope, and reading captures back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -19,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
+from simeval.store import DatabaseBusyError
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.models import CaptureOut, CaptureResultOut
 from simeval.service.base import ServiceBase
@@ -168,14 +170,19 @@ class CaptureMixin(ServiceBase):
         return self.capture_checked([checked], explain=explain)[0]
 
     def capture_checked(
-        self, items: Sequence[CheckedCapture], *, explain: bool = False
+        self,
+        items: Sequence[CheckedCapture],
+        *,
+        explain: bool = False,
+        lock_wait: float | None = None,
     ) -> list[CaptureOut]:
         """Store captures already checked by ``check_capture``, in one transaction (all or
         none): what ``capture`` does for one, for a server that gathers the captures arriving
-        together into one commit."""
+        together into one commit. ``lock_wait`` bounds the wait for the write lock
+        (``Store.raw_write``): ``DatabaseBusyError`` after it, nothing stored."""
         if not items:
             return []
-        with self.store.raw_write() as cur:
+        with self.store.raw_write(lock_wait) as cur:
             cur.execute(_FLAGS_SQL)
             flags: dict[str, Any] = dict(cur.fetchall())
             auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
@@ -183,8 +190,10 @@ class CaptureMixin(ServiceBase):
             outs = [self._capture(cur, active, *item, explain) for item in items]
         upto = int(_json_flag(flags.get(ROLLUP_KEY), 0) or 0)
         if outs[-1].id - upto >= ROLLUP_EVERY:
-            # a step of the rollup every few hundred captures, in its own transaction
-            self.store.run_write(lambda s: roll_up(s.connection()))
+            # a step of the rollup every few hundred captures, in its own transaction; the
+            # captures are committed: a busy database only postpones it to a later capture
+            with contextlib.suppress(DatabaseBusyError):
+                self.store.run_write(lambda s: roll_up(s.connection()))
         return outs
 
     def _capture(

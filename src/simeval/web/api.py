@@ -29,6 +29,7 @@ from simeval.models import (
 from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
 from simeval.service import RESULT_ID_PATTERN, Service, check_capture
 from simeval.service.checks import MAX_ID
+from simeval.web.idf_files import idf_option
 
 router = APIRouter(prefix="/api")
 
@@ -236,20 +237,23 @@ def list_evals(
 
 
 @router.post("/evals", response_model=EvalOut, status_code=201, tags=["evals"])
-def create_eval(body: EvalIn, service: ServiceDep) -> JSONResponse:
-    """Create a similarity eval (as a draft: test it, then activate it)."""
+def create_eval(body: EvalIn, service: ServiceDep, request: Request) -> JSONResponse:
+    """Create a similarity eval (as a draft: test it, then activate it).
+
+    A corpus IDF table (``options.idf``) is named, not given by path: a file in the server's
+    IDF directory (``simeval serve --idf-dir``)."""
     out = service.create_eval(
         body.name,
         body.references,
         threshold=body.threshold,
         input_scope=body.input_scope,
-        options=body.options,
+        options=idf_option(request.app.state.idf_dir, body.options),
     )
     return _json(out, 201)
 
 
 @router.patch("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
-def edit_eval(name: str, body: EvalPatch, service: ServiceDep) -> JSONResponse:
+def edit_eval(name: str, body: EvalPatch, service: ServiceDep, request: Request) -> JSONResponse:
     """Change an eval; a change makes a new version (it then needs a new passing test)."""
     kwargs: dict[str, Any] = {
         "new_name": body.name,
@@ -257,6 +261,8 @@ def edit_eval(name: str, body: EvalPatch, service: ServiceDep) -> JSONResponse:
         "threshold": body.threshold,
         "options": body.options,
     }
+    if body.options and body.options.get("idf") != service.get_eval(name).options.get("idf"):
+        kwargs["options"] = idf_option(request.app.state.idf_dir, body.options)
     if "input_scope" in body.model_fields_set:
         kwargs["input_scope"] = body.input_scope
     return _json(service.edit_eval(name, **kwargs))

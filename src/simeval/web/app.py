@@ -9,6 +9,7 @@ so the studio works with no internet.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterable
 from importlib.resources import files
 from pathlib import Path
@@ -26,13 +27,14 @@ from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
 from simeval.web import api, pages
+from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.security import (
     BodyLimitMiddleware,
     DocsHeadersMiddleware,
     GuardMiddleware,
     is_api_path,
 )
-from simeval.web.writer import CaptureWriter
+from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
 
 HERE = Path(__file__).parent
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
@@ -61,12 +63,17 @@ def create_app(
     *,
     service: Service | None = None,
     allowed_hosts: Iterable[str] | None = None,
+    lock_wait: float = LOCK_WAIT_S,
+    idf_dir: str | os.PathLike[str] | None = None,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
     ``db``: a file path or SQLAlchemy URL (None: ``SIMEVAL_DATABASE_URL`` or the default file).
     ``token``: when set, every API call and page needs it (see ``simeval.web.security``).
     ``max_body``: request bodies above this many bytes get 413.
+    ``lock_wait``: seconds a capture waits for the database's write lock before a 503 with
+    ``Retry-After``. ``idf_dir``: where corpus IDF tables named over the API are looked up
+    (by name; default: the directory of the SQLite file, else the user data directory).
     ``service``: an open ``Service`` to use instead of opening ``db`` (it is then not closed
     by the app). ``allowed_hosts``: host names served when no token is set (default: the
     loopback names; ``["*"]`` turns the check off).
@@ -98,11 +105,19 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = svc
-    writer = app.state.writer = CaptureWriter(svc)
+    writer = app.state.writer = CaptureWriter(svc, lock_wait)
+    app.state.idf_dir = resolve_idf_dir(svc.url, idf_dir)
     app.state.token = token or None
 
     @app.exception_handler(SimevalError)
     async def simeval_error(request: Request, exc: SimevalError) -> Response:
+        if exc.status_code == 503:  # the database is busy: worth trying again shortly
+            retry = {"Retry-After": str(max(1, round(lock_wait)))}
+            if is_api_path(request.url.path):
+                return JSONResponse({"error": str(exc)}, status_code=503, headers=retry)
+            page = pages.error_page(request, 503, str(exc))
+            page.headers.update(retry)
+            return page
         if is_api_path(request.url.path):
             return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
         return pages.error_page(request, exc.status_code, str(exc))

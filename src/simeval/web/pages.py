@@ -46,6 +46,7 @@ from simeval.scorer import resolve_options as _resolve_options
 from simeval.service import Service
 from simeval.store import describe_url
 from simeval.web import charts
+from simeval.web.idf_files import idf_option
 from simeval.web.security import (
     CSRF_FIELD,
     SESSION_COOKIE,
@@ -387,7 +388,7 @@ async def create_eval(request: Request) -> Response:
             d["references"],
             threshold=d["threshold"],
             input_scope=d["input_scope"],
-            options=d["options"],
+            options=idf_option(request.app.state.idf_dir, d["options"]),
         )
     except SimevalError as exc:
         ctx = _form_context(_form_values(form))
@@ -454,6 +455,8 @@ async def edit_eval(request: Request, name: str) -> Response:
     try:
         d = _definition(form)
         options = d["options"]
+        if options is not None and options.get("idf") != ev.options.get("idf"):
+            options = idf_option(request.app.state.idf_dir, options)
         if options is not None and _same_options(options, ev.options):
             options = None
         kwargs: dict[str, Any] = {

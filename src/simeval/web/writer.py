@@ -5,7 +5,9 @@ Each ``POST /api/capture`` hands its checked capture to the writer and waits. On
 and answers every waiting request; requests that arrive meanwhile form the next batch. Under
 load a commit then serves many captures instead of one, and while another process holds the
 database's write lock the event loop keeps answering health checks and pages. A capture is
-acknowledged only after the transaction that stored it has committed.
+acknowledged only after the transaction that stored it has committed. A capture that cannot
+get the write lock within ``lock_wait`` seconds gets 503 with ``Retry-After`` (nothing of it
+stored), so a request is never held for minutes behind another process's long write.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from typing import Any
 from simeval.models import CaptureOut
 from simeval.service import Service
 from simeval.service.checks import CheckedCapture
+from simeval.store import DatabaseBusyError
 
 MAX_BATCH = 256  # captures per transaction at most
+LOCK_WAIT_S = 5.0  # the longest a capture waits for the write lock before a 503
 
 
 class CaptureWriter:
     """Batches checked captures into transactions on one writer thread (see the module doc)."""
 
-    def __init__(self, service: Service):
+    def __init__(self, service: Service, lock_wait: float = LOCK_WAIT_S):
         self.service = service
+        self.lock_wait = lock_wait
         self._pending: list[tuple[CheckedCapture, asyncio.Future[CaptureOut]]] = []
         self._flushing = False
         self._task: asyncio.Task[None] | None = None
@@ -51,26 +56,29 @@ class CaptureWriter:
                 del self._pending[:MAX_BATCH]
                 try:
                     outs: list[Any] = await loop.run_in_executor(
-                        self._thread, self.service.capture_checked, [item for item, _ in batch]
+                        self._thread, self._store, [item for item, _ in batch]
                     )
                 except Exception as exc:
-                    if len(batch) == 1:
-                        _settle(batch[0][1], exc)
+                    if len(batch) == 1 or isinstance(exc, DatabaseBusyError):
+                        # one, or busy (nothing was stored): each capture gets the error
+                        for _, future in batch:
+                            _settle(future, exc)
                         continue
                     # nothing of the batch was stored: each capture alone, so that one the
                     # database refuses does not fail the others
                     outs = []
                     for item, _ in batch:
                         try:
-                            outs += await loop.run_in_executor(
-                                self._thread, self.service.capture_checked, [item]
-                            )
+                            outs += await loop.run_in_executor(self._thread, self._store, [item])
                         except Exception as one:
                             outs.append(one)
                 for (_, future), out in zip(batch, outs, strict=True):
                     _settle(future, out)
         finally:
             self._flushing = False
+
+    def _store(self, items: list[CheckedCapture]) -> list[CaptureOut]:
+        return self.service.capture_checked(items, lock_wait=self.lock_wait)
 
     def close(self) -> None:
         """Finish what was handed over and stop the thread."""
