@@ -17,7 +17,9 @@ from fastapi.testclient import TestClient
 
 from dbhelp import sql, table_counts
 from simeval.cli import cli
+from simeval.idf import fit_idf
 from simeval.web.app import create_app
+from simeval.web.idf_files import MAX_IDF_BYTES
 
 REF = "The capital of France is Paris."
 Q = "What is the capital of France?"
@@ -150,3 +152,39 @@ def test_cli_bad_line_is_one_line_and_nothing_stored(db: str, tmp_path: Path) ->
     assert table_counts(db, ("captures",)) == {"captures": 0}
     res = CliRunner().invoke(cli, ["evals", "create", "a/b", "-r", REF, "--db", db])
     assert res.exit_code == 2 and "letters, digits" in res.stderr
+
+
+def test_idf_over_the_api_only_by_name_from_the_idf_dir(db: str, tmp_path: Path) -> None:
+    idf_dir = tmp_path / "idf"
+    idf_dir.mkdir()
+    fit_idf([REF, "Berlin is the capital of Germany.", "Rome is in Italy."]).save(
+        idf_dir / "capitals.json"
+    )
+    (idf_dir / "sub").mkdir()
+    with (idf_dir / "big.json").open("wb") as big:
+        big.truncate(MAX_IDF_BYTES + 1)  # sparse: no 64 MB written
+    outside = tmp_path / "outside.json"
+    fit_idf([REF, "Other text."]).save(outside)
+    with TestClient(create_app(db=db, idf_dir=idf_dir), base_url="http://127.0.0.1:8000") as c:
+        before = table_counts(db, TABLES)
+        for idf in (
+            "/dev/zero",
+            str(outside),
+            "../outside.json",
+            "sub",
+            "big.json",
+            "missing.json",
+            str(idf_dir / "capitals.json"),
+        ):
+            body = {"name": "x", "references": [REF], "options": {"idf": idf}}
+            r = c.post("/api/evals", json=body)
+            assert r.status_code == 400, (idf, r.status_code)
+            assert "IDF directory" in r.json()["error"]
+        assert table_counts(db, TABLES) == before
+        body = {"name": "x", "references": [REF], "options": {"idf": "capitals.json"}}
+        r = c.post("/api/evals", json=body)
+        assert r.status_code == 201, r.text
+        assert c.post("/api/evals/x/test", json={"input": Q, "output": REF}).json()["passed"]
+        r = c.patch("/api/evals/x", json={"options": {"idf": "/etc/passwd"}})
+        assert r.status_code == 400
+        assert c.patch("/api/evals/x", json={"options": {"idf": "pair"}}).status_code == 200
