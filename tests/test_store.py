@@ -248,7 +248,7 @@ def test_a_sqlite_file_of_another_program_is_refused(tmp_path: Path) -> None:
     assert tables == {"customers"}
     text = tmp_path / "notes.db"
     text.write_text("not a database at all, just some text that is long enough " * 20)
-    with pytest.raises(InvalidInput, match="cannot open database"):
+    with pytest.raises(InvalidInput, match="not a SQLite file"):
         Service(text)
 
 

@@ -367,6 +367,69 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+QUICK_CHECK_BYTES = 64 * 1024 * 1024
+
+
+def database_problem(exc: BaseException) -> str | None:
+    """What a driver error says about the database file itself (damaged, read-only, not a
+    database), in a few words; None for any other error."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    if "malformed" in text or "file is not a database" in text or "corrupt" in text:
+        return "is damaged (" + text.splitlines()[0] + "); restore it from a backup"
+    if "readonly" in text or "read-only" in text:
+        return "is read-only; simeval needs to write to it and its directory"
+    if "unable to open database file" in text:
+        return "cannot be opened (" + text.splitlines()[0] + ")"
+    return None
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse a file that is not a simeval database before anything writes to it: a file
+    that is not SQLite, a damaged one, another program's database, or one this process may
+    not write. Read-only, so the file's bytes are untouched (the switch to WAL comes after).
+    """
+    if not path.exists():
+        return
+    where = str(path)
+    if path.stat().st_size == 0:
+        return
+    with path.open("rb") as fh:
+        head = fh.read(len(_SQLITE_HEADER))
+    if head != _SQLITE_HEADER:
+        raise InvalidInput(f"{where} is not a simeval database (not a SQLite file)")
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InvalidInput(f"database {where} cannot be opened ({exc})") from None
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "alembic_version" not in tables:
+            shown = ", ".join(sorted(tables)[:3])
+            raise InvalidInput(
+                f"{where} is not a simeval database (it has tables {shown}... but no simeval "
+                "schema revision); it was not changed"
+            )
+        if path.stat().st_size <= QUICK_CHECK_BYTES:
+            # every page read once (milliseconds at this size); a larger file is checked as
+            # it is read, and a damaged page found then is reported in one line the same way
+            found = con.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if found != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed ({found})")
+    except sqlite3.DatabaseError as exc:
+        problem = database_problem(exc) or f"cannot be read ({exc})"
+        raise InvalidInput(f"database {where} {problem}") from None
+    finally:
+        con.close()
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise InvalidInput(
+            f"database {where} is read-only (no write permission on the file or its "
+            "directory); simeval needs to write to it"
+        )
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``, with SQLite set up for concurrent use (see the module doc)."""
     try:
@@ -383,6 +446,7 @@ def make_engine(url: str) -> Engine:
                     raise InvalidInput(f"database path {database} is a directory, not a file")
                 if not path.parent.is_dir():
                     raise InvalidInput(f"directory of the database does not exist: {path.parent}")
+                check_sqlite_file(path)
             kwargs: dict[str, Any] = {
                 "connect_args": {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
             }
@@ -763,6 +827,9 @@ class Store:
                 raise DatabaseBusyError(
                     f"database {self._where()} is locked by another process"
                 ) from None
+            problem = database_problem(exc)
+            if problem:
+                raise InvalidInput(f"database {self._where()} {problem}") from None
             raise InvalidInput(f"cannot open database {self._where()}: {exc.orig}") from None
         except DatabaseError as exc:
             raise InvalidInput(

@@ -20,7 +20,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
-from simeval.store import DatabaseBusyError
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.models import CaptureOut, CaptureResultOut
 from simeval.service.base import ServiceBase
@@ -34,7 +33,7 @@ from simeval.service.queries import (
 )
 from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
 from simeval.service.settings import _AUTO_KEY, _REV_KEY
-from simeval.store import Capture, Eval
+from simeval.store import Capture, DatabaseBusyError, Eval
 
 log = logging.getLogger("simeval.service")
 

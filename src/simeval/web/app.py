@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -26,6 +28,7 @@ from starlette.routing import Route
 from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
+from simeval.store import database_problem
 from simeval.web import api, pages
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.security import (
@@ -121,6 +124,19 @@ def create_app(
         if is_api_path(request.url.path):
             return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
         return pages.error_page(request, exc.status_code, str(exc))
+
+    async def database_error(request: Request, exc: Exception) -> Response:
+        # the file itself is damaged or read-only: say so (503), not a bare 500
+        problem = database_problem(exc)
+        if problem is None:
+            raise exc
+        message = f"the database {problem}"
+        if is_api_path(request.url.path):
+            return JSONResponse({"error": message}, status_code=503)
+        return pages.error_page(request, 503, message)
+
+    app.add_exception_handler(sqlalchemy.exc.DBAPIError, database_error)
+    app.add_exception_handler(sqlite3.DatabaseError, database_error)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
