@@ -105,6 +105,9 @@ class ResultOut(_Model):
     id: str
     capture_id: int | None
     run_id: int | None
+    run_status: str | None = Field(
+        default=None, description="The run's status for a run's row (complete, interrupted...)"
+    )
     eval_id: int | None
     eval_name: str | None
     eval_type: str = "similarity"
@@ -267,3 +270,8 @@ class RunOut(_Model):
     summary: dict[str, Any]
     created_at: datetime
     results: int
+    status: str = Field(
+        default="complete",
+        description="running, complete, or interrupted (killed while storing: its rows are "
+        "incomplete; delete it with DELETE /api/runs/{id})",
+    )

@@ -28,7 +28,8 @@ from simeval.service.queries import (
     parse_result_id,
     run_row,
 )
-from simeval.store import Capture, Eval, EvalVersion, Result, Review
+from simeval.service.runstatus import effective_status
+from simeval.store import Capture, Eval, EvalVersion, Result, Review, Run
 
 
 class ResultsMixin(QueriesMixin):
@@ -42,7 +43,18 @@ class ResultsMixin(QueriesMixin):
             for i, n, t in s.execute(select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids)))
         }
         refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
-        return [self._result_out(r, names, refs, explain) for r in rows]
+        outs = [self._result_out(r, names, refs, explain) for r in rows]
+        run_ids = {o.run_id for o in outs if o.run_id is not None}
+        if run_ids:
+            status = {
+                run.id: effective_status(run)
+                for run in s.scalars(select(Run).where(Run.id.in_(run_ids)))
+            }
+            outs = [
+                o if o.run_id is None else o.model_copy(update={"run_status": status.get(o.run_id)})
+                for o in outs
+            ]
+        return outs
 
     def _result_out(
         self,

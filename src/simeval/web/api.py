@@ -22,6 +22,7 @@ from simeval.models import (
     EvalOut,
     EvalVersionOut,
     ResultOut,
+    RunOut,
     SettingsOut,
     TestOut,
     TrendOut,
@@ -379,6 +380,31 @@ def review_result(result_id: ResultId, body: ReviewIn, service: ServiceDep) -> J
 
 
 # -- settings ------------------------------------------------------------------------------
+@router.get("/runs", response_model=list[RunOut], tags=["runs"])
+def list_runs(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+) -> JSONResponse:
+    """Stored data-set runs, newest first; ``status`` says whether one was interrupted."""
+    return _json(service.list_runs(limit=limit, offset=offset))
+
+
+RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run's id")]
+
+
+@router.get("/runs/{run_id}", response_model=RunOut, tags=["runs"])
+def get_run(run_id: RunId, service: ServiceDep) -> JSONResponse:
+    """One stored run."""
+    return _json(service.get_run(run_id))
+
+
+@router.delete("/runs/{run_id}", response_model=RunOut, tags=["runs"])
+def delete_run(run_id: RunId, service: ServiceDep) -> JSONResponse:
+    """Delete a run and its rows (409 while it is still being stored)."""
+    return _json(service.delete_run(run_id))
+
+
 @router.get("/settings", response_model=SettingsOut, tags=["settings"])
 def get_settings(service: ServiceDep) -> JSONResponse:
     """Automatic evaluation and retention."""
