@@ -17,10 +17,9 @@ from pathlib import Path
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from dbhelp import table_counts
 from simeval.cli import cli
 from simeval.web.app import create_app
-
-from dbhelp import table_counts
 
 KILLED = textwrap.dedent(
     """
