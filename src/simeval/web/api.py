@@ -32,7 +32,28 @@ from simeval.service import RESULT_ID_PATTERN, Service, check_capture
 from simeval.service.checks import MAX_ID
 from simeval.web.idf_files import idf_option
 
-router = APIRouter(prefix="/api")
+
+class ErrorOut(BaseModel):
+    """Every error: one line naming the problem (``details`` for a malformed body: 422)."""
+
+    error: str
+    details: list[dict[str, Any]] | None = None
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+# documented on every route (the OpenAPI schema says what a client may get back)
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _error("Bad input: a value out of range, a bad option, a bad file"),
+    404: _error("No such eval, result or run"),
+    409: _error("Contradicts what is stored (a duplicate name, an activation not allowed)"),
+    413: _error("Request body over the server's limit"),
+    422: _error("Malformed request, or text the store cannot hold (lone surrogate, NUL, NaN)"),
+    503: _error("The database is busy (see Retry-After), damaged or read-only"),
+}
+router = APIRouter(prefix="/api", responses=ERRORS)
 
 
 async def get_service(request: Request) -> Service:
