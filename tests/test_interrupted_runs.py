@@ -71,6 +71,8 @@ def test_a_killed_run_is_interrupted_everywhere_and_can_be_deleted(db: str) -> N
         exported = c.get(f"/api/results/export?run_id={run_id}").text
         first = next(csv.DictReader(io.StringIO(exported)))
         assert first["run_status"] == "interrupted"
+        # the studio says so on the result's page
+        assert "was interrupted" in c.get(f"/results/{page[0]['id']}").text
         assert c.delete(f"/api/runs/{2**64}").status_code == 422
         assert c.delete(f"/api/runs/{run_id + 1}").status_code == 404
         deleted = c.delete(f"/api/runs/{run_id}")
