@@ -91,6 +91,9 @@ COVERED: dict[tuple[str, str], str] = {
     ("GET", "/api/settings"): "test_settings",
     ("PATCH", "/api/settings"): "test_settings",
     ("POST", "/api/cleanup"): "test_cleanup",
+    ("GET", "/api/runs"): "test_interrupted_runs.py",
+    ("GET", "/api/runs/{run_id}"): "test_interrupted_runs.py",
+    ("DELETE", "/api/runs/{run_id}"): "test_interrupted_runs.py",
 }
 
 

@@ -76,6 +76,7 @@ BUSY_TIMEOUT_S = 30.0
 _LOCK_RETRIES = 3
 # the advisory lock key (any constant bigint) shared by captures and the trend rollup
 CAPTURE_LOCK = 0x5133_E7A1
+MIGRATE_LOCK = 0x5133_E7A2
 T = TypeVar("T")
 
 
@@ -799,6 +800,9 @@ class Store:
             for attempt in range(_LOCK_RETRIES):
                 try:
                     with self.writer.connect() as conn, conn.begin():
+                        if self.dialect == "postgresql":
+                            # processes opening a new database at once migrate one at a time
+                            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
                         # read again under the write lock: another process may have migrated
                         current = _current_revision(conn)
                         if current == head:
