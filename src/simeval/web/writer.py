@@ -34,13 +34,20 @@ class CaptureWriter:
         self._pending: list[tuple[CheckedCapture, asyncio.Future[CaptureOut]]] = []
         self._flushing = False
         self._task: asyncio.Task[None] | None = None
-        self._thread = concurrent.futures.ThreadPoolExecutor(
+        self._thread = self._new_thread()
+        self._closed = False
+
+    @staticmethod
+    def _new_thread() -> concurrent.futures.ThreadPoolExecutor:
+        return concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="simeval-capture"
         )
 
     async def capture(self, item: CheckedCapture) -> CaptureOut:
         """Store one capture with the others waiting; its answer once committed."""
         loop = asyncio.get_running_loop()
+        if self._closed:  # the app is serving again after its lifespan ended (a test client)
+            self._thread, self._closed = self._new_thread(), False
         future: asyncio.Future[CaptureOut] = loop.create_future()
         self._pending.append((item, future))
         if not self._flushing:
@@ -82,6 +89,7 @@ class CaptureWriter:
 
     def close(self) -> None:
         """Finish what was handed over and stop the thread."""
+        self._closed = True
         self._thread.shutdown(wait=True)
 
 
