@@ -20,8 +20,8 @@ POOR = "I think the weather in Spain is usually sunny."
 
 
 @pytest.fixture
-def client(tmp_path: Any) -> Iterator[TestClient]:
-    app = create_app(db=str(tmp_path / "api.db"))
+def client(db: str) -> Iterator[TestClient]:
+    app = create_app(db=db)
     with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         yield c
 
@@ -102,6 +102,7 @@ COVERED: dict[tuple[str, str], str] = {
     ("GET", "/api/runs/{run_id}"): "test_runs_listing_and_page",
     ("POST", "/api/evals/{name}/backtest"): "test_backtest_and_rescore",
     ("POST", "/api/rescore"): "test_backtest_and_rescore",
+    ("DELETE", "/api/runs/{run_id}"): "test_interrupted_runs.py",
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from dbhelp import sql, table_counts
 from simeval.cli import cli
 from simeval.cli_evals import sparkline
 
@@ -23,31 +24,23 @@ POOR = "France is a large country in western Europe."
 GOOD = "Paris, on the Seine, is the capital of France."
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "evals.db"
-
-
-def run(db: Path | None, *args: str, input: str | bytes | None = None) -> Result:
+def run(db: Path | str | None, *args: str, input: str | bytes | None = None) -> Result:
     argv = list(args) + (["--db", str(db)] if db is not None else [])
     return CliRunner().invoke(cli, argv, input=input)
 
 
-def ok(db: Path, *args: str) -> Any:
+def ok(db: Path | str, *args: str) -> Any:
     res = run(db, *args, "--json")
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
 
-def counts(db: Path) -> dict[str, int]:
-    con = sqlite3.connect(db)
-    try:
-        tables = ("evals", "eval_versions", "eval_tests", "captures", "results", "reviews")
-        out = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
-        out["settings"] = hash(tuple(con.execute("SELECT key, value FROM settings ORDER BY key")))
-        return out
-    finally:
-        con.close()
+def counts(db: Path | str) -> dict[str, int]:
+    tables = ("evals", "eval_versions", "eval_tests", "captures", "results", "reviews")
+    out = table_counts(db, tables)
+    settings = sql(db, "SELECT key, CAST(value AS TEXT) FROM settings ORDER BY key")
+    out["settings"] = hash(tuple(settings))
+    return out
 
 
 def one_line_error(res: Result, *needles: str) -> None:
@@ -59,7 +52,7 @@ def one_line_error(res: Result, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
-def test_seed_flow_through_the_cli(db: Path, tmp_path: Path) -> None:
+def test_seed_flow_through_the_cli(db: str, tmp_path: Path) -> None:
     created = ok(db, "evals", "create", "capital", "-r", REFERENCE, "--threshold", "0.8")
     assert (created["status"], created["version"], created["threshold"]) == ("draft", 1, 0.8)
 
@@ -140,7 +133,7 @@ def test_seed_flow_through_the_cli(db: Path, tmp_path: Path) -> None:
     assert again.exit_code == 0 and "0 captures" in again.stdout
 
 
-def test_evals_list_show_edit_archive(db: Path) -> None:
+def test_evals_list_show_edit_archive(db: str) -> None:
     ok(db, "evals", "create", "capital", "-r", REFERENCE, "-r", "Paris.", "--scope", QUESTION)
     ok(db, "evals", "create", "greeting", "-r", "Hello, how can I help?", "--ngram", "2")
     names = [e["name"] for e in ok(db, "evals", "list")]
@@ -167,7 +160,7 @@ def test_evals_list_show_edit_archive(db: Path) -> None:
     assert table.exit_code == 0 and "capital" in table.stdout and "greeting" in table.stdout
 
 
-def test_reference_file_and_stdin(db: Path, tmp_path: Path) -> None:
+def test_reference_file_and_stdin(db: str, tmp_path: Path) -> None:
     ref = tmp_path / "ref.txt"
     ref.write_text(REFERENCE, encoding="utf-8")
     ev = ok(db, "evals", "create", "capital", "--reference-file", str(ref))
@@ -179,7 +172,7 @@ def test_reference_file_and_stdin(db: Path, tmp_path: Path) -> None:
     assert run(db, "evals", "test", "capital", "--output-file", str(out)).exit_code == 0
 
 
-def test_export_and_import_evals(db: Path, tmp_path: Path) -> None:
+def test_export_and_import_evals(db: str, tmp_path: Path) -> None:
     ok(db, "evals", "create", "capital", "-r", REFERENCE)
     run(db, "evals", "test", "capital", GOOD)
     run(db, "evals", "activate", "capital")
@@ -211,7 +204,7 @@ def test_export_and_import_evals(db: Path, tmp_path: Path) -> None:
     assert ok(other, "evals", "show", "strict")["status"] == "draft"
 
 
-def test_settings_and_auto_eval(db: Path) -> None:
+def test_settings_and_auto_eval(db: str) -> None:
     ok(db, "evals", "create", "capital", "-r", REFERENCE)
     run(db, "evals", "test", "capital", REFERENCE)
     run(db, "evals", "activate", "capital")
@@ -230,7 +223,7 @@ def test_settings_and_auto_eval(db: Path) -> None:
     assert bad.exit_code == 2
 
 
-def test_capture_from_a_jsonl_file(db: Path, tmp_path: Path) -> None:
+def test_capture_from_a_jsonl_file(db: str, tmp_path: Path) -> None:
     ok(db, "evals", "create", "capital", "-r", REFERENCE)
     run(db, "evals", "test", "capital", REFERENCE)
     run(db, "evals", "activate", "capital")
@@ -275,7 +268,7 @@ def test_help_has_an_example_for_every_command() -> None:
 
 # -- bad input: exit 2, one line, nothing changed ------------------------------------------------
 @pytest.fixture
-def seeded(db: Path) -> Path:
+def seeded(db: str) -> str:
     ok(db, "evals", "create", "capital", "-r", REFERENCE)
     run(db, "evals", "test", "capital", REFERENCE)
     run(db, "evals", "activate", "capital")
@@ -312,14 +305,14 @@ def seeded(db: Path) -> Path:
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(
-    seeded: Path, args: tuple[str, ...], needles: tuple[str, ...]
+    seeded: str, args: tuple[str, ...], needles: tuple[str, ...]
 ) -> None:
     before = counts(seeded)
     one_line_error(run(seeded, *args), *needles)
     assert counts(seeded) == before
 
 
-def test_bad_files_are_one_line_exit_2_and_change_nothing(seeded: Path, tmp_path: Path) -> None:
+def test_bad_files_are_one_line_exit_2_and_change_nothing(seeded: str, tmp_path: Path) -> None:
     before = counts(seeded)
     broken = tmp_path / "evals.yaml"
     broken.write_text(
@@ -349,7 +342,7 @@ def test_bad_files_are_one_line_exit_2_and_change_nothing(seeded: Path, tmp_path
     assert counts(seeded) == before
 
 
-def test_ten_megabyte_output_is_refused(seeded: Path, tmp_path: Path) -> None:
+def test_ten_megabyte_output_is_refused(seeded: str, tmp_path: Path) -> None:
     before = counts(seeded)
     big = tmp_path / "big.txt"
     big.write_text("Paris is the capital of France. " * 330_000, encoding="utf-8")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +40,7 @@ def csrf_of(client: TestClient, path: str = "/evals/new/similarity") -> str:
     html = client.get(path).text
     match = re.search(r'name="csrf_token" value="([^"]+)"', html)
     assert match, "the form carries a CSRF token"
-    assert client.cookies.get(CSRF_COOKIE) == match.group(1)
+    assert client.cookies.get(CSRF_COOKIE)  # the session it is tied to
     return match.group(1)
 
 
@@ -306,3 +308,66 @@ def test_served_body_limit_and_token(tmp_path: Path) -> None:
         assert r.status_code == 303 and r.headers["location"].startswith("/login")
         assert api.get("/api/results").json()["total"] == 1  # the accepted capture only
         api.close()
+
+
+# -- issue 10: CSRF tied to the session, Secure cookies, the docs' headers, CSV formulas --------
+def test_a_made_up_equal_cookie_and_field_pair_is_refused(client: TestClient) -> None:
+    for forged in ("", "x", "A" * 43, "A" * 43 + ".deadbeef"):
+        client.cookies.clear()
+        client.cookies.set(CSRF_COOKIE, forged)
+        r = client.post("/evals", data=eval_form(forged))
+        assert r.status_code == 403, forged
+        client.cookies.clear()
+    # a genuine session's token does not work with another session's cookie
+    token = csrf_of(client)
+    client.cookies.clear()
+    csrf_of(client)  # a new session
+    assert client.post("/evals", data=eval_form(token)).status_code == 403
+    assert client.get("/api/evals").json() == []
+    # the session id is 32 random bytes, signed; the form's token is not the cookie
+    sid, _, sig = (client.cookies.get(CSRF_COOKIE) or "").partition(".")
+    assert len(sid) >= 43 and len(sig) == 64
+    assert csrf_of(client) not in (client.cookies.get(CSRF_COOKIE), sid)
+
+
+def test_cookies_are_secure_over_https(db: str) -> None:
+    with TestClient(create_app(db=db), base_url="https://127.0.0.1") as c:
+        r = c.get("/evals/new/similarity")
+        assert "secure" in r.headers["set-cookie"].lower()
+    with TestClient(create_app(db=db), base_url="http://127.0.0.1") as c:
+        assert "secure" not in c.get("/evals/new/similarity").headers["set-cookie"].lower()
+    with TestClient(
+        create_app(db=db, token="s3cret-token"),
+        base_url="https://10.0.0.5",
+        follow_redirects=False,
+    ) as c:
+        r = c.get("/results?token=s3cret-token")
+        assert r.status_code == 303 and "secure" in r.headers["set-cookie"].lower()
+
+
+def test_docs_cannot_be_framed_and_run_only_their_own_scripts(client: TestClient) -> None:
+    for path in ("/docs", "/redoc"):
+        r = client.get(path)
+        assert r.status_code == 200
+        csp = r.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp and "default-src 'self'" in csp
+        assert "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+        assert r.headers["x-frame-options"] == "DENY"
+        assert int(r.headers["content-length"]) == len(r.content)
+    assert "'sha256-" in client.get("/docs").headers["content-security-policy"]
+
+
+def test_csv_export_neutralises_formulas(client: TestClient) -> None:
+    client.post("/api/evals", json={"name": "c", "references": [REF]})
+    client.post("/api/evals/c/test", json={"input": "q", "output": REF})
+    client.post("/api/evals/c/activate")
+    evil = ['=HYPERLINK("http://evil")', "+1+1", "-2+3", "@SUM(A1)", "\t=1"]
+    for text in evil:
+        assert client.post("/api/capture", json={"input": text, "output": text}).status_code == 201
+    rows = list(csv.DictReader(io.StringIO(client.get("/api/results/export").text)))
+    assert sorted(r["output"] for r in rows) == sorted("'" + t for t in evil)
+    assert all(not r["input"].startswith(("=", "+", "-", "@", "\t")) for r in rows)
+    # JSON keeps the text as it is
+    assert sorted(r["output"] for r in client.get("/api/results/export?format=json").json()) == (
+        sorted(evil)
+    )

@@ -1,12 +1,12 @@
 """The eval lifecycle, captures, results, reviews, trends, settings, export and import through
-the library (``simeval.Service``) on a real SQLite file."""
+the library (``simeval.Service``) on a real SQLite file and a real PostgreSQL database
+(``conftest.db``)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import simeval
+from dbhelp import table_counts
 from simeval import Conflict, InvalidInput, NotFound
 from simeval.service import MAX_TEXT_CHARS, Service, scope_key
 
@@ -41,24 +42,16 @@ REQUIRED = (
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "evals.db"
-
-
-@pytest.fixture
-def svc(db: Path) -> Iterator[Service]:
+def svc(db: str) -> Iterator[Service]:
     with Service(db) as s:
         yield s
 
 
-def counts(db: Path) -> dict[str, int]:
-    """Rows per table, read with plain sqlite3 (not through the code under test)."""
-    con = sqlite3.connect(db)
-    try:
-        tables = ("evals", "eval_versions", "eval_tests", "captures", "results", "reviews")
-        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
-    finally:
-        con.close()
+def counts(db: str) -> dict[str, int]:
+    """Rows per table, read with a plain connection (not through the code under test)."""
+    return table_counts(
+        db, ("evals", "eval_versions", "eval_tests", "captures", "results", "reviews")
+    )
 
 
 def activated(svc: Service, name: str, reference: str | list[str] = REFERENCE, **kw: Any) -> None:
@@ -68,7 +61,7 @@ def activated(svc: Service, name: str, reference: str | list[str] = REFERENCE, *
     svc.activate_eval(name)
 
 
-def test_seed_flow_through_the_library(svc: Service, db: Path) -> None:
+def test_seed_flow_through_the_library(svc: Service, db: str) -> None:
     ev = svc.create_eval("capital", REFERENCE, threshold=0.8)
     assert (ev.status, ev.version, ev.threshold, ev.strictness) == ("draft", 1, 0.8, "strict")
 
@@ -199,7 +192,7 @@ def test_live_edit_keeps_the_active_version_scoring(svc: Service) -> None:
     assert svc.deactivate_eval("capital").active_version is None
 
 
-def test_validation(svc: Service, db: Path) -> None:
+def test_validation(svc: Service, db: str) -> None:
     svc.create_eval("capital", REFERENCE)
     before = counts(db)
     with pytest.raises(Conflict, match="already exists"):
@@ -225,7 +218,7 @@ def test_validation(svc: Service, db: Path) -> None:
     assert counts(db) == before
 
 
-def test_ten_megabyte_output_is_refused_and_nothing_is_stored(svc: Service, db: Path) -> None:
+def test_ten_megabyte_output_is_refused_and_nothing_is_stored(svc: Service, db: str) -> None:
     activated(svc, "capital")
     before = counts(db)
     ten_mb = "The capital of France is Paris. " * 330_000
@@ -279,7 +272,7 @@ def test_retention_values(svc: Service) -> None:
     assert svc.get_settings().retention_days is None
 
 
-def test_cleanup_keeps_recent_and_reports_counts(svc: Service, db: Path) -> None:
+def test_cleanup_keeps_recent_and_reports_counts(svc: Service, db: str) -> None:
     activated(svc, "a")
     activated(svc, "b", "Paris is the capital.")
     now = datetime(2026, 6, 1, 12, 0)
@@ -384,7 +377,7 @@ def test_import_is_idempotent_by_name(svc: Service, tmp_path: Path) -> None:
     assert svc.import_evals(svc.export_evals())["unchanged"] == ["capital", "greeting"]
 
 
-def test_import_validates_everything_first(svc: Service, db: Path, tmp_path: Path) -> None:
+def test_import_validates_everything_first(svc: Service, db: str, tmp_path: Path) -> None:
     svc.create_eval("kept", REFERENCE)
     before = counts(db)
     bad = tmp_path / "bad.yaml"

@@ -4,7 +4,6 @@ batch capture and eval calibration."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,8 @@ POOR = "France is a large country in western Europe."
 
 
 @pytest.fixture
-def svc(tmp_path: Path) -> Iterator[Service]:
-    with Service(tmp_path / "evals.db") as svc:
+def svc(db: str) -> Iterator[Service]:
+    with Service(db) as svc:
         svc.create_eval("capital", REFERENCE)
         svc.test_eval("capital", QUESTION, GOOD)
         svc.activate_eval("capital")

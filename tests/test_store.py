@@ -1,5 +1,6 @@
 """The store: one-transaction captures, two processes writing at once, migrations forward and
-the refusal of a schema from a newer simeval. Real SQLite files, real processes."""
+the refusal of a schema from a newer simeval. Real SQLite files and a real PostgreSQL server
+(``conftest.db``), real processes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dbhelp import is_pg, sql, table_counts
 from simeval import InvalidInput
 from simeval import store as store_mod
 from simeval.service import Service
@@ -24,19 +26,9 @@ QUESTION = "What is the capital of France?"
 REFERENCE = "The capital of France is Paris."
 
 
-def counts(db: Path) -> dict[str, int]:
-    con = sqlite3.connect(db)
-    try:
-        out = {
-            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("evals", "captures", "results", "reviews")
-        }
-        # captured results are packed on their capture (one row per capture)
-        for (blob,) in con.execute("SELECT scores FROM captures"):
-            out["results"] += len(store_mod.unpack_results(blob))
-        return out
-    finally:
-        con.close()
+def counts(db: Path | str) -> dict[str, int]:
+    # captured results are packed on their capture (one row per capture)
+    return table_counts(db, ("evals", "captures", "results", "reviews"), packed=True)
 
 
 def active_evals(svc: Service, n: int) -> None:
@@ -48,9 +40,8 @@ def active_evals(svc: Service, n: int) -> None:
 
 # -- atomicity ----------------------------------------------------------------------------------
 def test_failure_between_capture_and_results_stores_neither(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = tmp_path / "evals.db"
     with Service(db) as svc:
         active_evals(svc, 3)
         svc.capture(QUESTION, REFERENCE)
@@ -77,19 +68,29 @@ def test_failure_between_capture_and_results_stores_neither(
     assert counts(db)["results"] == 6
 
 
-def test_a_result_the_database_rejects_rolls_back_the_capture(tmp_path: Path) -> None:
-    db = tmp_path / "evals.db"
+def test_a_result_the_database_rejects_rolls_back_the_capture(db: str) -> None:
     with Service(db) as svc:
         active_evals(svc, 2)
         before = counts(db)
         # a constraint the database itself enforces rejects the capture's row with its results
-        con = sqlite3.connect(db)
-        con.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON captures WHEN NEW.output = 'refused' "
-            "BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed'); END"
-        )
-        con.commit()
-        con.close()
+        if is_pg(db):
+            sql(
+                db,
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.output = 'refused' THEN "
+                "RAISE EXCEPTION 'FOREIGN KEY constraint failed'; END IF; RETURN NEW; END $$",
+            )
+            sql(
+                db,
+                "CREATE TRIGGER refuse BEFORE INSERT ON captures "
+                "FOR EACH ROW EXECUTE FUNCTION refuse()",
+            )
+        else:
+            sql(
+                db,
+                "CREATE TRIGGER refuse BEFORE INSERT ON captures WHEN NEW.output = 'refused' "
+                "BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed'); END",
+            )
         with pytest.raises(Exception, match="FOREIGN KEY"):
             svc.capture(QUESTION, "refused")
         assert counts(db) == before
@@ -117,8 +118,7 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_capture_into_one_file(tmp_path: Path) -> None:
-    db = tmp_path / "evals.db"
+def test_two_processes_capture_into_one_database(db: str, tmp_path: Path) -> None:
     n, evals = 500, 4
     with Service(db) as svc:
         active_evals(svc, evals)
@@ -142,14 +142,10 @@ def test_two_processes_capture_into_one_file(tmp_path: Path) -> None:
     c = counts(db)
     assert c["captures"] == 2 * n
     assert c["results"] == 2 * n * evals
-    con = sqlite3.connect(db)
-    per_capture = con.execute(
-        "SELECT count(*) FROM (SELECT capture_id, count(*) AS k FROM results "
-        "GROUP BY capture_id HAVING k != ?)",
-        (evals,),
-    ).fetchone()[0]
-    con.close()
-    assert per_capture == 0  # every capture has all its results
+    per_capture = [
+        len(store_mod.unpack_results(blob)) for (blob,) in sql(db, "SELECT scores FROM captures")
+    ]
+    assert set(per_capture) == {evals}  # every capture has all its results
 
 
 # -- migrations ---------------------------------------------------------------------------------
@@ -252,7 +248,7 @@ def test_a_sqlite_file_of_another_program_is_refused(tmp_path: Path) -> None:
     assert tables == {"customers"}
     text = tmp_path / "notes.db"
     text.write_text("not a database at all, just some text that is long enough " * 20)
-    with pytest.raises(InvalidInput, match="cannot open database"):
+    with pytest.raises(InvalidInput, match="not a SQLite file"):
         Service(text)
 
 

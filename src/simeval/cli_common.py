@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -56,10 +57,25 @@ class Group(click.Group):
             return super().invoke(ctx)
         except SimevalError as exc:
             raise UserError(str(exc)) from None
+        except sqlite3.DatabaseError as exc:
+            raise _database_error(exc) from None
         except (OSError, UnicodeDecodeError) as exc:
             if isinstance(exc, BrokenPipeError):
                 sys.exit(0)
             raise UserError(str(exc)) from None
+        except Exception as exc:
+            sa_exc = sys.modules.get("sqlalchemy.exc")  # imported only by the store's commands
+            if sa_exc is not None and isinstance(exc, sa_exc.DBAPIError):
+                raise _database_error(exc) from None
+            raise
+
+
+def _database_error(exc: Exception) -> Exception:
+    """One line for an error of the database file itself (damaged, read-only), else ``exc``."""
+    from simeval.store import database_problem
+
+    problem = database_problem(exc)
+    return exc if problem is None else UserError(f"the database {problem}")
 
 
 def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:

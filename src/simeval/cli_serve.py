@@ -104,8 +104,36 @@ def _url(host: str, port: int) -> str:
     help="Also proxy an OpenAI-compatible API under /v1 and capture its replies "
     "(as `simeval proxy`), e.g. https://api.openai.com/v1.",
 )
+@click.option(
+    "--lock-wait",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0.05, 600),
+    help="Seconds a capture waits for the database's write lock before a 503 with Retry-After.",
+)
+@click.option(
+    "--idf-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Directory of the corpus IDF tables the API may name in options.idf "
+    "(default: the database file's directory).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    help="Addresses of a TLS proxy trusted for X-Forwarded-Proto/For (e.g. 127.0.0.1): "
+    "behind it, cookies are marked Secure.",
+)
 def serve(
-    host: str, port: int, db: str | None, max_body: int, log_level: str, upstream: str | None
+    host: str,
+    port: int,
+    db: str | None,
+    max_body: int,
+    log_level: str,
+    lock_wait: float,
+    idf_dir: str | None,
+    forwarded_allow_ips: str | None,
+    upstream: str | None,
 ) -> None:
     """Start Eval Studio and the HTTP API (JSON under /api, docs at /docs).
 
@@ -119,6 +147,7 @@ def serve(
         simeval serve --port 8080 --db evals.db
         SIMEVAL_TOKEN=$(openssl rand -hex 16) simeval serve --host 0.0.0.0
         simeval serve --upstream https://api.openai.com/v1
+        simeval serve --db postgresql+psycopg://simeval@db/evals --forwarded-allow-ips 127.0.0.1
     """
     import uvicorn
 
@@ -130,7 +159,14 @@ def serve(
     token = os.environ.get("SIMEVAL_TOKEN") or None
     check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
     sock = _listen(host, port)
-    app = create_app(db, token=token, max_body=max_body, upstream=upstream)
+    app = create_app(
+        db,
+        token=token,
+        max_body=max_body,
+        lock_wait=lock_wait,
+        idf_dir=idf_dir,
+        upstream=upstream,
+    )
     actual = sock.getsockname()[1]
     url = _url(host, actual)
     click.echo(f"Eval Studio: {url}" + (" (token required)" if token else ""))
@@ -144,7 +180,12 @@ def serve(
         click.echo("No evals yet: open the studio and click 'Create an example eval'.")
     click.echo("Press Ctrl+C to stop.")
     config = uvicorn.Config(
-        app, log_level=log_level, access_log=log_level in ("info", "debug"), server_header=False
+        app,
+        log_level=log_level,
+        access_log=log_level in ("info", "debug"),
+        server_header=False,
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
     server = uvicorn.Server(config)
     try:

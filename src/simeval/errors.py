@@ -17,6 +17,13 @@ class InvalidInput(SimevalError, ValueError):
     """A value is out of range, empty, or malformed."""
 
 
+class Unstorable(InvalidInput):
+    """Text or JSON the store cannot hold and give back (a lone surrogate, a NUL, NaN in
+    metadata, nesting too deep): refused before anything is written (HTTP 422)."""
+
+    status_code = 422
+
+
 class InvalidType(SimevalError, TypeError):
     """A value has the wrong type (e.g. ``None`` where text was expected)."""
 

@@ -111,6 +111,9 @@ class ResultOut(_Model):
     id: str
     capture_id: int | None
     run_id: int | None
+    run_status: str | None = Field(
+        default=None, description="The run's status for a run's row (complete, interrupted...)"
+    )
     eval_id: int | None
     eval_name: str | None
     eval_type: str = "similarity"
@@ -292,7 +295,11 @@ class RunOut(_Model):
     summary: dict[str, Any]
     created_at: datetime
     results: int
-    status: str = "complete"
+    status: str = Field(
+        default="complete",
+        description="running, complete, or interrupted (killed while storing: its rows are "
+        "incomplete; delete it with DELETE /api/runs/{id})",
+    )
     heartbeat_at: datetime | None = None
     passed: int = 0
     pass_rate: float | None = None

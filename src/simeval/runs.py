@@ -1829,6 +1829,39 @@ def _map_dask(cfg: RunConfig, chunks: Iterator[Chunk], address: str) -> Iterator
 
 
 # -- writing ---------------------------------------------------------------------------------
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_orphans(directory: Path, name: str) -> int:
+    """Remove the hidden temp files a killed run left beside ``name``
+    (``.<name>.<pid>.<random>.tmp|.cases``) whose process is gone; returns how many."""
+    removed = 0
+    prefix = f".{name}."
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(prefix) or not entry.name.endswith((".tmp", ".cases")):
+            continue
+        pid_text = entry.name[len(prefix) :].split(".", 1)[0]
+        if pid_text.isdigit() and not pid_alive(int(pid_text)):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
 class AtomicFile:
     """A file written beside its final path and renamed over it only on ``commit``."""
 
@@ -1837,7 +1870,10 @@ class AtomicFile:
         directory = self.path.parent
         if not directory.is_dir():
             raise InvalidInput(f"cannot write {self.path}: directory {directory} does not exist")
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+        remove_orphans(directory, self.path.name)
+        fd, tmp = tempfile.mkstemp(
+            dir=directory, prefix=f".{self.path.name}.{os.getpid()}.", suffix=".tmp"
+        )
         self.tmp = Path(tmp)
         self.fh: IO[bytes] = os.fdopen(fd, "wb")
 
@@ -1918,7 +1954,9 @@ class JUnitWriter:
     def __init__(self, path: str, suite: str):
         self.final = AtomicFile(path)
         fd, body = tempfile.mkstemp(
-            dir=self.final.path.parent, prefix=f".{self.final.path.name}.", suffix=".cases"
+            dir=self.final.path.parent,
+            prefix=f".{self.final.path.name}.{os.getpid()}.",
+            suffix=".cases",
         )
         self.body_path = Path(body)
         self.body = os.fdopen(fd, "w+b")

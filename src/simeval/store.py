@@ -1,10 +1,17 @@
 """The store: SQLAlchemy 2 models, the database engine and its Alembic migrations.
 
 Everything that touches SQL lives here; ``simeval.service`` is the only caller. SQLite is the
-embedded default and the only backend tested so far; PostgreSQL (``postgresql+psycopg://...``)
-is planned for teams, so the SQL the service builds is kept portable, and the two
-dialect-specific pieces (the trend's time buckets and the
-driver-level bulk insert) are in this module.
+embedded default; PostgreSQL (``postgresql+psycopg://...``, the ``simeval[postgres]`` extra) is
+the team store, tested by the same suites. The SQL the service builds is portable; the
+dialect-specific pieces (the trend's time buckets, the driver-level inserts, the capture lock)
+are in this module.
+
+On PostgreSQL, reads run at REPEATABLE READ (one snapshot per read, as SQLite's WAL gives), and
+every capture transaction holds a shared transaction-level advisory lock (``CAPTURE_LOCK``)
+that the trend rollup takes exclusively: ids come from a sequence and concurrent transactions
+can commit them out of order, so the rollup must not move its watermark past an id whose
+capture is still uncommitted. Under the exclusive lock no capture transaction is open, and any
+later capture draws a larger id.
 
 SQLite is opened in WAL mode (readers never wait for the writer), with a 30 s busy timeout and
 foreign keys on. Write transactions start with ``BEGIN IMMEDIATE``: the write lock is taken up
@@ -67,6 +74,9 @@ from simeval.errors import InvalidInput, SimevalError
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BUSY_TIMEOUT_S = 30.0
 _LOCK_RETRIES = 3
+# the advisory lock key (any constant bigint) shared by captures and the trend rollup
+CAPTURE_LOCK = 0x5133_E7A1
+MIGRATE_LOCK = 0x5133_E7A2
 T = TypeVar("T")
 
 
@@ -358,6 +368,69 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+QUICK_CHECK_BYTES = 64 * 1024 * 1024
+
+
+def database_problem(exc: BaseException) -> str | None:
+    """What a driver error says about the database file itself (damaged, read-only, not a
+    database), in a few words; None for any other error."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    if "malformed" in text or "file is not a database" in text or "corrupt" in text:
+        return "is damaged (" + text.splitlines()[0] + "); restore it from a backup"
+    if "readonly" in text or "read-only" in text:
+        return "is read-only; simeval needs to write to it and its directory"
+    if "unable to open database file" in text:
+        return "cannot be opened (" + text.splitlines()[0] + ")"
+    return None
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse a file that is not a simeval database before anything writes to it: a file
+    that is not SQLite, a damaged one, another program's database, or one this process may
+    not write. Read-only, so the file's bytes are untouched (the switch to WAL comes after).
+    """
+    if not path.exists():
+        return
+    where = str(path)
+    if path.stat().st_size == 0:
+        return
+    with path.open("rb") as fh:
+        head = fh.read(len(_SQLITE_HEADER))
+    if head != _SQLITE_HEADER:
+        raise InvalidInput(f"{where} is not a simeval database (not a SQLite file)")
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InvalidInput(f"database {where} cannot be opened ({exc})") from None
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "alembic_version" not in tables:
+            shown = ", ".join(sorted(tables)[:3])
+            raise InvalidInput(
+                f"{where} is not a simeval database (it has tables {shown}... but no simeval "
+                "schema revision); it was not changed"
+            )
+        if path.stat().st_size <= QUICK_CHECK_BYTES:
+            # every page read once (milliseconds at this size); a larger file is checked as
+            # it is read, and a damaged page found then is reported in one line the same way
+            found = con.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if found != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed ({found})")
+    except sqlite3.DatabaseError as exc:
+        problem = database_problem(exc) or f"cannot be read ({exc})"
+        raise InvalidInput(f"database {where} {problem}") from None
+    finally:
+        con.close()
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise InvalidInput(
+            f"database {where} is read-only (no write permission on the file or its "
+            "directory); simeval needs to write to it"
+        )
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``, with SQLite set up for concurrent use (see the module doc)."""
     try:
@@ -374,6 +447,7 @@ def make_engine(url: str) -> Engine:
                     raise InvalidInput(f"database path {database} is a directory, not a file")
                 if not path.parent.is_dir():
                     raise InvalidInput(f"directory of the database does not exist: {path.parent}")
+                check_sqlite_file(path)
             kwargs: dict[str, Any] = {
                 "connect_args": {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
             }
@@ -701,6 +775,11 @@ class Store:
         self.engine = make_engine(url)
         self.writer = self.engine.execution_options(simeval_write=True)
         self.dialect = self.engine.dialect.name
+        self.reader = (
+            self.engine.execution_options(isolation_level="REPEATABLE READ")
+            if self.dialect == "postgresql"
+            else self.engine
+        )
         try:
             self._migrate()
         except BaseException:
@@ -721,6 +800,9 @@ class Store:
             for attempt in range(_LOCK_RETRIES):
                 try:
                     with self.writer.connect() as conn, conn.begin():
+                        if self.dialect == "postgresql":
+                            # processes opening a new database at once migrate one at a time
+                            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
                         # read again under the write lock: another process may have migrated
                         current = _current_revision(conn)
                         if current == head:
@@ -749,6 +831,9 @@ class Store:
                 raise DatabaseBusyError(
                     f"database {self._where()} is locked by another process"
                 ) from None
+            problem = database_problem(exc)
+            if problem:
+                raise InvalidInput(f"database {self._where()} {problem}") from None
             raise InvalidInput(f"cannot open database {self._where()}: {exc.orig}") from None
         except DatabaseError as exc:
             raise InvalidInput(
@@ -763,7 +848,7 @@ class Store:
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A read-only session (a consistent snapshot; never waits for writers in WAL)."""
-        with Session(self.engine, expire_on_commit=False) as session:
+        with Session(self.reader, expire_on_commit=False) as session:
             yield session
 
     @contextmanager
@@ -781,27 +866,53 @@ class Store:
             raise
 
     @contextmanager
-    def raw_write(self) -> Iterator[Any]:
+    def raw_write(self, lock_wait: float | None = None) -> Iterator[Any]:
         """A driver cursor in a write transaction: the capture's hot path, where SQLAlchemy's
         per-statement work cost more than the statements. Committed at the end, rolled back
-        on error. Waiting for the write lock is retried, then ``DatabaseBusyError``."""
+        on error. Waiting for the write lock is retried, then ``DatabaseBusyError``.
+
+        ``lock_wait`` (seconds) bounds the wait for the lock instead, with one attempt: a
+        server answers 503 with Retry-After rather than hold a request for minutes. Nothing
+        is written when the lock is not had."""
         raw = self.engine.raw_connection()
         try:
             cur = raw.cursor()
             if self.dialect == "sqlite":
-                for attempt in range(_LOCK_RETRIES):
-                    try:
-                        cur.execute("BEGIN IMMEDIATE")
-                        break
-                    except Exception as exc:
-                        if not _driver_locked(exc):
-                            raise
-                        if attempt == _LOCK_RETRIES - 1:
-                            raise DatabaseBusyError(
-                                f"database {self._where()} stayed locked by another process "
-                                f"for more than {BUSY_TIMEOUT_S:.0f} s; nothing was written"
-                            ) from None
-                        time.sleep(0.05 * (attempt + 1))
+                attempts = _LOCK_RETRIES if lock_wait is None else 1
+                if lock_wait is not None:
+                    cur.execute(f"PRAGMA busy_timeout = {max(1, int(lock_wait * 1000))}")
+                try:
+                    for attempt in range(attempts):
+                        try:
+                            cur.execute("BEGIN IMMEDIATE")
+                            break
+                        except Exception as exc:
+                            if not _driver_locked(exc):
+                                raise
+                            if attempt == attempts - 1:
+                                waited = BUSY_TIMEOUT_S if lock_wait is None else lock_wait
+                                raise DatabaseBusyError(
+                                    f"database {self._where()} stayed locked by another "
+                                    f"process for more than {waited:g} s; nothing was written"
+                                ) from None
+                            time.sleep(0.05 * (attempt + 1))
+                finally:
+                    if lock_wait is not None:
+                        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            elif self.dialect == "postgresql":
+                if lock_wait is not None:
+                    cur.execute(f"SET LOCAL lock_timeout = {max(1, int(lock_wait * 1000))}")
+                # see the module doc: the rollup waits for open captures
+                try:
+                    cur.execute(f"SELECT pg_advisory_xact_lock_shared({CAPTURE_LOCK})")
+                except Exception as exc:
+                    raw.rollback()
+                    if "lock timeout" in str(exc).lower():
+                        raise DatabaseBusyError(
+                            f"database {self._where()} stayed locked for more than "
+                            f"{lock_wait:g} s; nothing was written"
+                        ) from None
+                    raise
             try:
                 yield cur
                 raw.commit()

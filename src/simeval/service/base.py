@@ -48,7 +48,10 @@ class ServiceBase:
             found = s.scalar(select(Eval).where(Eval.name == name_or_id.strip()))
             if found is not None:
                 return found
-        if isinstance(name_or_id, int) or name_or_id.strip().isdigit():
+        digits = isinstance(name_or_id, int) or (
+            name_or_id.strip().isascii() and (name_or_id.strip().isdigit())
+        )
+        if digits and 0 < int(name_or_id) < 2**63:
             by_id = s.get(Eval, int(name_or_id))
             if by_id is not None:
                 return by_id

@@ -3,6 +3,7 @@ against every active eval in scope, and reading captures back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -45,7 +46,7 @@ from simeval.service.queries import (
 )
 from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
 from simeval.service.settings import _AUTO_KEY, _REV_KEY
-from simeval.store import Capture, Eval, EvalVersion
+from simeval.store import Capture, DatabaseBusyError, Eval, EvalVersion
 
 log = logging.getLogger("simeval.service")
 
@@ -235,7 +236,11 @@ class CaptureMixin(ServiceBase):
         return self.capture_checked([keyed], explain=explain)[0]
 
     def capture_checked(
-        self, items: Sequence[CheckedCapture | KeyedCapture], *, explain: bool = False
+        self,
+        items: Sequence[CheckedCapture | KeyedCapture],
+        *,
+        explain: bool = False,
+        lock_wait: float | None = None,
     ) -> list[CaptureOut]:
         """Store captures already checked by ``check_capture``, in one transaction (all or
         none): what ``capture`` does for one, for a server that gathers the captures arriving
@@ -246,7 +251,8 @@ class CaptureMixin(ServiceBase):
         earlier item of the batch, is not stored; its answer is the stored capture, marked
         ``replayed``. The database's unique index on the key decides between writers racing
         with the same key: the loser's transaction is rolled back and run again, and then
-        finds the winner's capture.
+        finds the winner's capture. ``lock_wait`` bounds the wait for the write lock
+        (``Store.raw_write``): ``DatabaseBusyError`` after it, nothing stored.
         """
         if not items:
             return []
@@ -255,7 +261,7 @@ class CaptureMixin(ServiceBase):
         races = 0
         for _ in range(_KEY_RACE_RETRIES + 10):
             try:
-                return self._capture_batch(items, explain)
+                return self._capture_batch(items, explain, lock_wait)
             except _Unprepared as missing:
                 self._prepared(missing.revision)  # then again, the revision ready
             except Exception as exc:
@@ -266,11 +272,14 @@ class CaptureMixin(ServiceBase):
         raise RuntimeError("the active evals kept changing while capturing; nothing stored")
 
     def _capture_batch(
-        self, items: Sequence[CheckedCapture | KeyedCapture], explain: bool
+        self,
+        items: Sequence[CheckedCapture | KeyedCapture],
+        explain: bool,
+        lock_wait: float | None,
     ) -> list[CaptureOut]:
         keys: list[str | None] = [item[5] if len(item) > 5 else None for item in items]
         outs: list[CaptureOut | int] = []
-        with self.store.raw_write() as cur:
+        with self.store.raw_write(lock_wait) as cur:
             cur.execute(_FLAGS_SQL)
             flags: dict[str, Any] = dict(cur.fetchall())
             auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
@@ -310,8 +319,10 @@ class CaptureMixin(ServiceBase):
         new_ids = [o.id for o in done if not o.replayed]
         upto = int(_json_flag(flags.get(ROLLUP_KEY), 0) or 0)
         if new_ids and max(new_ids) - upto >= ROLLUP_EVERY:
-            # a step of the rollup every few hundred captures, in its own transaction
-            self.store.run_write(lambda s: roll_up(s.connection()))
+            # a step of the rollup every few hundred captures, in its own transaction; the
+            # captures are committed: a busy database only postpones it to a later capture
+            with contextlib.suppress(DatabaseBusyError):
+                self.store.run_write(lambda s: roll_up(s.connection()))
         return done
 
     def _stored_keys(self, cur: Any, keys: set[str]) -> dict[str, int]:

@@ -12,12 +12,67 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound
+from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound, Unstorable
 from simeval.scorer import check_text, get_scorer
 from simeval.store import Capture, Result, Run
 
 MAX_TEXT_CHARS = 1_000_000
 MAX_NAME_CHARS = 200
+MAX_JSON_DEPTH = 32
+# eval names: letters, digits, '-', '_', '.' and spaces, so every name is a safe URL segment
+NAME_ALLOWED = "letters, digits, '-', '_', '.' and spaces"
+_NAME_EXTRA = frozenset("-_. ")
+
+
+def check_storable(text: str, what: str) -> str:
+    """``text`` if the database and JSON can hold it: no lone surrogate (not UTF-8, so the
+    answer could not be serialised after the commit) and no NUL (PostgreSQL's text cannot hold
+    it). Else ``InvalidInput`` naming ``what``.
+
+    >>> check_storable("caf\u00e9", "output")
+    'café'
+    """
+    if "\x00" in text:
+        raise Unstorable(f"{what} contains a NUL character (\\x00), which cannot be stored")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise Unstorable(
+            f"{what} contains a lone surrogate ({text[exc.start]!r} at character {exc.start}), "
+            "which is not valid Unicode text"
+        ) from None
+    return text
+
+
+def check_storable_all(texts: list[str], what: str) -> None:
+    """``check_storable`` on each text of a list (e.g. reference answers)."""
+    for i, text in enumerate(texts):
+        check_storable(text, what if len(texts) == 1 else f"{what} {i + 1}")
+
+
+def check_json_value(value: Any, what: str, depth: int = 0) -> None:
+    """A JSON value the store can hold and give back: objects with string keys, arrays,
+    storable strings, finite numbers, nested at most ``MAX_JSON_DEPTH`` levels."""
+    if depth > MAX_JSON_DEPTH:
+        raise Unstorable(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+    if isinstance(value, str):
+        check_storable(value, what)
+    elif isinstance(value, bool) or value is None or isinstance(value, int):
+        return
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise Unstorable(f"{what} contains {value!r}, which JSON cannot hold")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise Unstorable(f"{what} has a key that is not a string: {key!r}")
+            check_storable(key, f"{what} key")
+            check_json_value(item, f"{what}.{key}"[:200], depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            check_json_value(item, what, depth + 1)
+    else:
+        raise Unstorable(f"{what} is not JSON: {type(value).__name__}")
 
 
 class _Unset:
@@ -29,6 +84,7 @@ UNSET: Any = _Unset()
 """Marker for "leave unchanged" where None is a meaningful value (e.g. no input scope)."""
 
 _M = TypeVar("_M", Capture, Result, Run)
+MAX_ID = 2**63 - 1  # the largest id either database can hold; a larger one names nothing
 
 
 def _now() -> datetime:
@@ -89,6 +145,10 @@ def _check_name(name: Any) -> str:
         raise InvalidInput(f"eval name is longer than {MAX_NAME_CHARS} characters")
     if any(unicodedata.category(c) == "Cc" for c in clean):
         raise InvalidInput("eval name contains a control character (e.g. a newline)")
+    check_storable(clean, "eval name")
+    bad = next((c for c in clean if not (c.isalnum() or c in _NAME_EXTRA)), None)
+    if bad is not None:
+        raise InvalidInput(f"eval name contains {bad!r}; a name may use only {NAME_ALLOWED}")
     return clean
 
 
@@ -97,6 +157,7 @@ def _check_scope(scope: Any) -> str | None:
         return None
     if not isinstance(scope, str):
         raise InvalidType(f"input scope must be a string or null, not {type(scope).__name__}")
+    check_storable(scope, "input scope")
     # a blank scope from a form means "no scope"
     return scope.strip() or None
 
@@ -133,6 +194,8 @@ def _check_texts(input: Any, output: Any) -> None:
     check_text(output, "output")
     _check_text_size(input, "input")
     _check_text_size(output, "output")
+    check_storable(input, "input")
+    check_storable(output, "output")
 
 
 CheckedCapture = tuple[str, str, str | None, dict[str, Any] | None, datetime | None]
@@ -180,11 +243,13 @@ def check_capture(
         conversation_id = str(conversation_id)
         if len(conversation_id) > 200:
             raise InvalidInput("conversation_id is longer than 200 characters")
+        check_storable(conversation_id, "conversation_id")
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise InvalidType(f"metadata must be a JSON object, not {type(metadata).__name__}")
+        check_json_value(metadata, "metadata")
         try:
-            json.dumps(metadata)
+            json.dumps(metadata, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidType(f"metadata is not JSON: {exc}") from None
     return input, output, conversation_id, metadata, parse_time(captured_at, "captured_at")
@@ -258,6 +323,8 @@ def _check_id(value: Any, what: str) -> int:
         raise InvalidInput(f"{what} id must be a positive integer, not {value!r}") from None
     if number < 1 or str(number) != str(value).strip():
         raise InvalidInput(f"{what} id must be a positive integer, not {value!r}")
+    if number > MAX_ID:
+        raise NotFound(f"no {what} with id {value}")
     return number
 
 

@@ -13,7 +13,12 @@ from sqlalchemy.orm import Session
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scorer import check_references, read_text_file
-from simeval.service.checks import _check_name, _check_options, _check_scope
+from simeval.service.checks import (
+    _check_name,
+    _check_options,
+    _check_scope,
+    check_storable_all,
+)
 from simeval.service.evals import EvalsMixin, _pending
 from simeval.store import Eval
 
@@ -95,6 +100,7 @@ def _validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
             if "references" in item and "reference" in item:
                 raise InvalidInput("give references or reference, not both")
             refs = check_references(item.get("references", item.get("reference")))
+            check_storable_all(refs, "reference answer")
             threshold = check_threshold(item.get("threshold", DEFAULT_THRESHOLD))
             scope = _check_scope(item.get("input_scope"))
             opts, fp = _check_options(item.get("options"))

@@ -25,6 +25,7 @@ from simeval.service.checks import (
     _now,
     _Unset,
     _utc,
+    check_storable_all,
 )
 from simeval.service.rollup import tally_range
 from simeval.service.settings import _REV_KEY
@@ -180,6 +181,7 @@ class EvalsMixin(ServiceBase):
         """
         clean = _check_name(name)
         refs = check_references(references)
+        check_storable_all(refs, "reference answer")
         limit = check_threshold(threshold)
         scope = _check_scope(input_scope)
         opts, fp = _check_options(options)
@@ -303,6 +305,7 @@ class EvalsMixin(ServiceBase):
             changes_in["name"] = _check_name(new_name)
         if references is not None:
             changes_in["references"] = check_references(references)
+            check_storable_all(changes_in["references"], "reference answer")
         if threshold is not None:
             changes_in["threshold"] = check_threshold(threshold)
         if not isinstance(input_scope, _Unset):

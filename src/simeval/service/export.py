@@ -18,6 +18,7 @@ EXPORT_COLUMNS = (
     "result_id",
     "capture_id",
     "run_id",
+    "run_status",
     "conversation_id",
     "captured_at",
     "eval_name",
@@ -56,6 +57,20 @@ def reasoning(out: ResultOut) -> str:
     return line
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection)
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formula(text: str) -> str:
+    """``text`` as a spreadsheet shows it, never runs it: a leading ``'`` before a formula
+    prefix (OWASP's advice for CSV exports).
+
+    >>> neutralise_formula("=HYPERLINK(1)"), neutralise_formula("Paris")
+    ("'=HYPERLINK(1)", 'Paris')
+    """
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
 def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
@@ -63,6 +78,8 @@ def _csv_value(value: Any) -> Any:
         return "true" if value else "false"
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        return neutralise_formula(value)
     return value
 
 
@@ -98,6 +115,7 @@ class ExportMixin(ResultsMixin):
                         "result_id": out.id,
                         "capture_id": out.capture_id,
                         "run_id": out.run_id,
+                        "run_status": out.run_status,
                         "conversation_id": out.conversation_id,
                         "captured_at": out.captured_at.isoformat(),
                         "eval_name": out.eval_name,

@@ -22,7 +22,7 @@ from sqlalchemy import and_, false, func, or_, select, true, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from simeval.errors import InvalidInput
+from simeval.errors import InvalidInput, NotFound
 from simeval.models import ReviewOut
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _check_id, _utc, parse_time
@@ -30,8 +30,11 @@ from simeval.service.rollup import tally_range
 from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
 
 _CHUNK = 200  # captures read per step of a listing
-_ID = re.compile(r"^\s*(?:(\d{1,18})-(\d{1,18})|r?(\d{1,18}))\s*$")
+_ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")
 RESULT_ID_PATTERN = r"^(\d+-\d+|r?\d+)$"  # for routes: another form is a 422
+
+
+_MAX_ID = 2**63 - 1
 
 
 def parse_result_id(value: Any) -> tuple[int, int] | int:
@@ -46,9 +49,13 @@ def parse_result_id(value: Any) -> tuple[int, int] | int:
         raise InvalidInput(
             f"result id must look like 12-3 (capture-eval) or r7 (a run's row), not {value!r}"
         )
+    numbers = [int(g) for g in m.groups() if g is not None]
+    if any(n > _MAX_ID for n in numbers):
+        # larger than any id the database can hold: names nothing (not an overflow)
+        raise NotFound(f"no result with id {value}")
     if m.group(3) is not None:
-        return int(m.group(3))
-    return int(m.group(1)), int(m.group(2))
+        return numbers[0]
+    return numbers[0], numbers[1]
 
 
 def capture_result_id(capture_id: int, eval_id: int) -> str:

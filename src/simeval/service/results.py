@@ -15,7 +15,7 @@ from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.models import ResultOut
 from simeval.options import check_unit
 from simeval.scorer import get_scorer
-from simeval.service.checks import _check_page, _now, _utc
+from simeval.service.checks import _check_page, _now, _utc, check_storable
 from simeval.service.queries import (
     QueriesMixin,
     Row,
@@ -28,6 +28,7 @@ from simeval.service.queries import (
     parse_result_id,
     run_row,
 )
+from simeval.service.runstatus import effective_status
 from simeval.store import Capture, Eval, EvalVersion, Result, Review, Run
 
 
@@ -101,6 +102,16 @@ class ResultsMixin(QueriesMixin):
                 options = {i: o for i, o in s.execute(q)}
                 for o, row in todo:
                     o.explanation = _explain_run_row(row, options.get(row.run_id) or {})
+        run_ids = {o.run_id for o in out if o.run_id is not None}
+        if run_ids:
+            status = {
+                run.id: effective_status(run)
+                for run in s.scalars(select(Run).where(Run.id.in_(run_ids)))
+            }
+            out = [
+                o if o.run_id is None else o.model_copy(update={"run_status": status.get(o.run_id)})
+                for o in out
+            ]
         return out
 
     def _result_out(
@@ -260,6 +271,7 @@ class ResultsMixin(QueriesMixin):
             raise InvalidType(f"review note must be a string, not {type(note).__name__}")
         if len(note) > 10_000:
             raise InvalidInput("review note is longer than 10,000 characters")
+        check_storable(note, "review note")
 
         def work(s: Session) -> str:
             row = self._row(s, result_id)

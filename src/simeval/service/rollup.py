@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from simeval.store import (
+    CAPTURE_LOCK,
     PACK_VERSION,
     Capture,
     Review,
@@ -143,7 +144,13 @@ def watermark(conn: Connection | Session) -> int:
 
 def roll_up(conn: Connection, upto: int | None = None) -> int:
     """Add the captures past the watermark to ``trend_rollup`` and move the watermark; in the
-    caller's write transaction. Returns the new watermark."""
+    caller's write transaction. Returns the new watermark.
+
+    On PostgreSQL the transaction first takes the capture lock exclusively (see
+    ``simeval.store``): every capture with an id at or below the new watermark is committed.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})")
     start = watermark(conn) if upto is None else upto
     tally = Tally()
     last = start

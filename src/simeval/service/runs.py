@@ -6,15 +6,16 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, true
+from sqlalchemy import case, delete, func, select, true, update
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
-from simeval.errors import InvalidInput, InvalidType
+from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.models import RunOut
 from simeval.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
+from simeval.service.runstatus import effective_status, mark_interrupted, process_info
 from simeval.store import Eval, Result, Review, Run
 
 _RUN_CHUNK = 10_000
@@ -89,6 +90,11 @@ def _run_row(row: Any, n: int, eval_ids: dict[str, int], columns: Sequence[str])
     return tuple(values[c] for c in columns)
 
 
+def _beat(s: Session, run_id: int) -> None:
+    """The run's heartbeat, in the transaction that stores its rows."""
+    s.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=_now()))
+
+
 class RunsMixin(ServiceBase):
     """Stored data-set runs."""
 
@@ -99,7 +105,11 @@ class RunsMixin(ServiceBase):
         options: dict[str, Any] | None = None,
         summary: dict[str, Any] | None = None,
     ) -> int:
-        """Record a data-set run; its rows follow with ``add_run_results``. Returns its id."""
+        """Record a data-set run; its rows follow with ``add_run_results``. Returns its id.
+
+        The run is ``running`` (with this process's pid and host, and a heartbeat) until a
+        summary with ``"status": "complete"`` is written (``update_run_summary``); runs of
+        processes that are gone are marked ``interrupted`` first."""
         if not isinstance(name, str) or not name.strip():
             raise InvalidInput("run name is empty")
         for what, value in (("options", options), ("summary", summary)):
@@ -111,12 +121,16 @@ class RunsMixin(ServiceBase):
                 raise InvalidType(f"run {what} is not JSON: {exc}") from None
 
         def work(s: Session) -> int:
+            mark_interrupted(s)
+            now = _now()
             run = Run(
                 name=name.strip()[:200],
                 source=str(source),
                 options=options or {},
-                summary=summary or {},
-                created_at=_now(),
+                summary={**(summary or {}), **process_info()},
+                created_at=now,
+                status="running",
+                heartbeat_at=now,
             )
             s.add(run)
             s.flush()
@@ -130,7 +144,11 @@ class RunsMixin(ServiceBase):
         rid = _check_id(run_id, "run")
 
         def work(s: Session) -> None:
-            _get(s, Run, run_id, "run").summary = dict(summary)
+            run = _get(s, Run, run_id, "run")
+            run.summary = dict(summary)
+            if summary.get("status") == "complete" or run.status == "running":
+                run.status = "complete"
+            run.heartbeat_at = _now()
 
         self._write(work)
         return self.get_run(rid)
@@ -176,6 +194,7 @@ class RunsMixin(ServiceBase):
                     chunk,
                     {"run_id": rid, "created_at": now},
                 )
+                _beat(s, rid)
 
             self._write(work)
             chunk.clear()
@@ -242,6 +261,7 @@ class RunsMixin(ServiceBase):
                         rows,
                         {"run_id": rid, "created_at": now},
                     )
+                _beat(s, rid)
 
             self._write(work)
             pending.clear()
@@ -304,7 +324,7 @@ class RunsMixin(ServiceBase):
             summary=run.summary,
             created_at=_utc(run.created_at),
             results=n,
-            status=run.status or "complete",
+            status=effective_status(run),
             heartbeat_at=_utc(run.heartbeat_at) if run.heartbeat_at else None,
             passed=passed,
             pass_rate=passed / n if n else None,
@@ -315,6 +335,24 @@ class RunsMixin(ServiceBase):
         """A stored run, with its pass rate and mean score (automated verdicts)."""
         with self.store.read() as s:
             return self._run_out(s, _get(s, Run, run_id, "run"))
+
+    def delete_run(self, run_id: int) -> RunOut:
+        """Delete a run and its rows (with their reviews); refused (``Conflict``) while the run
+        is still being stored by a live process. Returns the run as it was."""
+        with self.store.read() as s:
+            out = self._run_out(s, _get(s, Run, run_id, "run"))
+        if out.status == "running":
+            raise Conflict(f"run {out.id} is still being stored; delete it when it has finished")
+
+        def work(s: Session) -> None:
+            run = _get(s, Run, run_id, "run")
+            keys = select(Result.id).where(Result.run_id == run.id)
+            s.execute(delete(Review).where(Review.result_id.in_(keys)))
+            s.execute(delete(Result).where(Result.run_id == run.id))
+            s.delete(run)
+
+        self._write(work)
+        return out
 
     def list_runs(self, limit: int = 100, offset: int = 0) -> list[RunOut]:
         """Stored runs, newest first."""

@@ -25,13 +25,15 @@ from simeval.models import (
     EvalOut,
     EvalVersionOut,
     ResultOut,
+    RunOut,
     SettingsOut,
     TestOut,
     TrendOut,
 )
 from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
 from simeval.service import RESULT_ID_PATTERN, Service, check_capture
-from simeval.service.checks import KeyedCapture, check_capture_key
+from simeval.service.checks import MAX_ID, KeyedCapture, check_capture_key
+from simeval.web.idf_files import idf_option
 
 
 def jsonable(value: Any) -> Any:
@@ -39,7 +41,27 @@ def jsonable(value: Any) -> Any:
     return json.loads(pydantic_core.to_json(value))
 
 
-router = APIRouter(prefix="/api")
+class ErrorOut(BaseModel):
+    """Every error: one line naming the problem (``details`` for a malformed body: 422)."""
+
+    error: str
+    details: list[dict[str, Any]] | None = None
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+# documented on every route (the OpenAPI schema says what a client may get back)
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _error("Bad input: a value out of range, a bad option, a bad file"),
+    404: _error("No such eval, result or run"),
+    409: _error("Contradicts what is stored (a duplicate name, an activation not allowed)"),
+    413: _error("Request body over the server's limit"),
+    422: _error("Malformed request, or text the store cannot hold (lone surrogate, NUL, NaN)"),
+    503: _error("The database is busy (see Retry-After), damaged or read-only"),
+}
+router = APIRouter(prefix="/api", responses=ERRORS)
 
 
 async def get_service(request: Request) -> Service:
@@ -213,7 +235,7 @@ class ResultFilters:
         ] = None,
         until: Annotated[str | None, Query(description="ISO time or an age, exclusive.")] = None,
         reviewed: Annotated[bool | None, Query()] = None,
-        run_id: Annotated[int | None, Query()] = None,
+        run_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
         meta: Annotated[
             list[str] | None,
             Query(description="Capture metadata KEY:VALUE (or KEY=VALUE); repeat for more."),
@@ -368,26 +390,23 @@ def list_evals(
 
 
 @router.post("/evals", response_model=EvalOut, status_code=201, tags=["evals"])
-def create_eval(body: EvalIn, service: ServiceDep) -> JSONResponse:
-    """Create a similarity eval (as a draft: test it, then activate it)."""
+def create_eval(body: EvalIn, service: ServiceDep, request: Request) -> JSONResponse:
+    """Create a similarity eval (as a draft: test it, then activate it).
+
+    A corpus IDF table (``options.idf``) is named, not given by path: a file in the server's
+    IDF directory (``simeval serve --idf-dir``)."""
     out = service.create_eval(
         body.name,
         body.references,
         threshold=body.threshold,
         input_scope=body.input_scope,
-        options=body.options,
+        options=idf_option(request.app.state.idf_dir, body.options),
     )
     return _json(out, 201)
 
 
-@router.get("/evals/{name}", response_model=EvalOut, tags=["evals"])
-def get_eval(name: str, service: ServiceDep) -> JSONResponse:
-    """One eval, by name or id."""
-    return _json(service.get_eval(name))
-
-
-@router.patch("/evals/{name}", response_model=EvalOut, tags=["evals"])
-def edit_eval(name: str, body: EvalPatch, service: ServiceDep) -> JSONResponse:
+@router.patch("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
+def edit_eval(name: str, body: EvalPatch, service: ServiceDep, request: Request) -> JSONResponse:
     """Change an eval; a change makes a new version (it then needs a new passing test)."""
     kwargs: dict[str, Any] = {
         "new_name": body.name,
@@ -395,48 +414,50 @@ def edit_eval(name: str, body: EvalPatch, service: ServiceDep) -> JSONResponse:
         "threshold": body.threshold,
         "options": body.options,
     }
+    if body.options and body.options.get("idf") != service.get_eval(name).options.get("idf"):
+        kwargs["options"] = idf_option(request.app.state.idf_dir, body.options)
     if "input_scope" in body.model_fields_set:
         kwargs["input_scope"] = body.input_scope
     return _json(service.edit_eval(name, **kwargs))
 
 
-@router.delete("/evals/{name}", response_model=EvalOut, tags=["evals"])
+@router.delete("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
 def delete_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Archive an eval: it stops scoring and is hidden; its results are kept."""
     return _json(service.archive_eval(name))
 
 
-@router.get("/evals/{name}/versions", response_model=list[EvalVersionOut], tags=["evals"])
+@router.get("/evals/{name:path}/versions", response_model=list[EvalVersionOut], tags=["evals"])
 def eval_versions(name: str, service: ServiceDep) -> JSONResponse:
     """The versions of an eval, oldest first, with what changed."""
     return _json(service.eval_versions(name))
 
 
-@router.post("/evals/{name}/test", response_model=TestOut, tags=["evals"])
+@router.post("/evals/{name:path}/test", response_model=TestOut, tags=["evals"])
 def test_eval(name: str, body: TestIn, service: ServiceDep) -> JSONResponse:
     """Run the eval on a sample input and output (recorded; a pass allows activation)."""
     return _json(service.test_eval(name, body.input, body.output))
 
 
-@router.post("/evals/{name}/activate", response_model=EvalOut, tags=["evals"])
+@router.post("/evals/{name:path}/activate", response_model=EvalOut, tags=["evals"])
 def activate_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Start scoring captures (409 unless a test of the current version passed)."""
     return _json(service.activate_eval(name))
 
 
-@router.post("/evals/{name}/deactivate", response_model=EvalOut, tags=["evals"])
+@router.post("/evals/{name:path}/deactivate", response_model=EvalOut, tags=["evals"])
 def deactivate_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Stop scoring captures (back to draft)."""
     return _json(service.deactivate_eval(name))
 
 
-@router.post("/evals/{name}/archive", response_model=EvalOut, tags=["evals"])
+@router.post("/evals/{name:path}/archive", response_model=EvalOut, tags=["evals"])
 def archive_eval(name: str, service: ServiceDep) -> JSONResponse:
     """Archive an eval (hidden, not scoring, results kept)."""
     return _json(service.archive_eval(name))
 
 
-@router.get("/evals/{name}/trend", response_model=TrendOut, tags=["evals"])
+@router.get("/evals/{name:path}/trend", response_model=TrendOut, tags=["evals"])
 def eval_trend(
     name: str,
     service: ServiceDep,
@@ -451,12 +472,19 @@ def eval_trend(
 # -- captures and results ------------------------------------------------------------------
 
 
+# after the routes under an eval: a name may hold '/' (made before names were limited)
+@router.get("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
+def get_eval(name: str, service: ServiceDep) -> JSONResponse:
+    """One eval, by name or id."""
+    return _json(service.get_eval(name))
+
+
 @router.get("/results", response_model=ResultPage, tags=["results"])
 def list_results(
     service: ServiceDep,
     filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> JSONResponse:
     """Results, newest first, filtered by eval, pass/fail, time range, review or run."""
     items = service.list_results(**filters.values, limit=limit, offset=offset)
@@ -504,6 +532,15 @@ def review_result(result_id: ResultId, body: ReviewIn, service: ServiceDep) -> J
 
 
 # -- settings ------------------------------------------------------------------------------
+RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run's id")]
+
+
+@router.delete("/runs/{run_id}", response_model=RunOut, tags=["runs"])
+def delete_run(run_id: RunId, service: ServiceDep) -> JSONResponse:
+    """Delete a run and its rows (409 while it is still being stored)."""
+    return _json(service.delete_run(run_id))
+
+
 @router.get("/settings", response_model=SettingsOut, tags=["settings"])
 def get_settings(service: ServiceDep) -> JSONResponse:
     """Automatic evaluation and retention."""
@@ -638,7 +675,7 @@ def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
 def list_runs(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> JSONResponse:
     """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status."""
     items = service.list_runs(limit=limit, offset=offset)
@@ -653,7 +690,7 @@ def list_runs(
 
 
 @router.get("/runs/{run_id}", tags=["runs"])
-def get_run(run_id: int, service: ServiceDep) -> JSONResponse:
+def get_run(run_id: RunId, service: ServiceDep) -> JSONResponse:
     """A stored run: its summary, pass rate, mean score and its worst rows."""
     run = service.get_run(run_id)
     worst = service.run_worst(run_id, 10)

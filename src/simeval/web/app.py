@@ -9,11 +9,14 @@ so the studio works with no internet.
 from __future__ import annotations
 
 import contextlib
+import os
+import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -25,9 +28,16 @@ from starlette.routing import Route
 from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
+from simeval.store import database_problem
 from simeval.web import api, otlp, pages, pages_studio
-from simeval.web.security import BodyLimitMiddleware, GuardMiddleware, is_api_path
-from simeval.web.writer import CaptureWriter
+from simeval.web.idf_files import resolve_idf_dir
+from simeval.web.security import (
+    BodyLimitMiddleware,
+    DocsHeadersMiddleware,
+    GuardMiddleware,
+    is_api_path,
+)
+from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
 
 HERE = Path(__file__).parent
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
@@ -58,12 +68,17 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     upstream: str | None = None,
     proxy_queue: int = 10_000,
+    lock_wait: float = LOCK_WAIT_S,
+    idf_dir: str | os.PathLike[str] | None = None,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
     ``db``: a file path or SQLAlchemy URL (None: ``SIMEVAL_DATABASE_URL`` or the default file).
     ``token``: when set, every API call and page needs it (see ``simeval.web.security``).
     ``max_body``: request bodies above this many bytes get 413.
+    ``lock_wait``: seconds a capture waits for the database's write lock before a 503 with
+    ``Retry-After``. ``idf_dir``: where corpus IDF tables named over the API are looked up
+    (by name; default: the directory of the SQLite file, else the user data directory).
     ``service``: an open ``Service`` to use instead of opening ``db`` (it is then not closed
     by the app). ``allowed_hosts``: host names served when no token is set (default: the
     loopback names; ``["*"]`` turns the check off). ``upstream``: an OpenAI-compatible base
@@ -108,15 +123,36 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = svc
-    writer = app.state.writer = CaptureWriter(svc)
+    writer = app.state.writer = CaptureWriter(svc, lock_wait)
+    app.state.idf_dir = resolve_idf_dir(svc.url, idf_dir)
     app.state.token = token or None
     app.state.proxy = proxy.captures if proxy is not None else None
 
     @app.exception_handler(SimevalError)
     async def simeval_error(request: Request, exc: SimevalError) -> Response:
+        if exc.status_code == 503:  # the database is busy: worth trying again shortly
+            retry = {"Retry-After": str(max(1, round(lock_wait)))}
+            if is_api_path(request.url.path):
+                return JSONResponse({"error": str(exc)}, status_code=503, headers=retry)
+            page = pages.error_page(request, 503, str(exc))
+            page.headers.update(retry)
+            return page
         if is_api_path(request.url.path):
             return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
         return pages.error_page(request, exc.status_code, str(exc))
+
+    async def database_error(request: Request, exc: Exception) -> Response:
+        # the file itself is damaged or read-only: say so (503), not a bare 500
+        problem = database_problem(exc)
+        if problem is None:
+            raise exc
+        message = f"the database {problem}"
+        if is_api_path(request.url.path):
+            return JSONResponse({"error": message}, status_code=503)
+        return pages.error_page(request, 503, message)
+
+    app.add_exception_handler(sqlalchemy.exc.DBAPIError, database_error)
+    app.add_exception_handler(sqlite3.DatabaseError, database_error)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
@@ -155,6 +191,7 @@ def create_app(
     app.include_router(pages.router)
     app.include_router(pages_studio.router)
     # Added last = runs first: the size limit, then host/origin/token checks.
+    app.add_middleware(DocsHeadersMiddleware, page_csp=pages.CSP)
     app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
     return app

@@ -46,6 +46,7 @@ from simeval.scorer import resolve_options as _resolve_options
 from simeval.service import Service
 from simeval.store import describe_url
 from simeval.web import charts
+from simeval.web.idf_files import idf_option
 from simeval.web.security import (
     CSRF_FIELD,
     SESSION_COOKIE,
@@ -420,7 +421,7 @@ async def create_eval(request: Request) -> Response:
             d["references"],
             threshold=d["threshold"],
             input_scope=d["input_scope"],
-            options=d["options"],
+            options=idf_option(request.app.state.idf_dir, d["options"]),
         )
     except SimevalError as exc:
         ctx = _form_context(_form_values(form))
@@ -480,13 +481,13 @@ def _eval_page(
     return render(request, "eval.html", ctx, status=status)
 
 
-@router.get("/evals/{name}")
+@router.get("/evals/{name:path}")
 def eval_page(request: Request, name: str) -> Response:
     """An eval: its definition (editable), the inline tester, Activate and its versions."""
     return _eval_page(request, _service(request).get_eval(name))
 
 
-@router.post("/evals/{name}/edit")
+@router.post("/evals/{name:path}/edit")
 async def edit_eval(request: Request, name: str) -> Response:
     """Save the definition; a change makes a new version (which needs a new passing test)."""
     form = await checked_form(request)
@@ -495,6 +496,8 @@ async def edit_eval(request: Request, name: str) -> Response:
     try:
         d = _definition(form)
         options = d["options"]
+        if options is not None and options.get("idf") != ev.options.get("idf"):
+            options = idf_option(request.app.state.idf_dir, options)
         if options is not None and _same_options(options, ev.options):
             options = None
         kwargs: dict[str, Any] = {
@@ -522,7 +525,7 @@ def _same_options(new: dict[str, Any], old: dict[str, Any]) -> bool:
         return False
 
 
-@router.post("/evals/{name}/test")
+@router.post("/evals/{name:path}/test")
 async def test_eval(request: Request, name: str) -> Response:
     """Run Test: score the sample output, record the test, show the explanation."""
     form = await checked_form(request)
@@ -553,19 +556,19 @@ async def _status_action(request: Request, name: str, action: str) -> Response:
     return _redirect(_eval_url(ev.name), action + "d")
 
 
-@router.post("/evals/{name}/activate")
+@router.post("/evals/{name:path}/activate")
 async def activate_eval(request: Request, name: str) -> Response:
     """Activate (refused unless a test of the current version passed)."""
     return await _status_action(request, name, "activate")
 
 
-@router.post("/evals/{name}/deactivate")
+@router.post("/evals/{name:path}/deactivate")
 async def deactivate_eval(request: Request, name: str) -> Response:
     """Deactivate: back to draft."""
     return await _status_action(request, name, "deactivate")
 
 
-@router.post("/evals/{name}/archive")
+@router.post("/evals/{name:path}/archive")
 async def archive_eval(request: Request, name: str) -> Response:
     """Archive: hidden, not scoring, results kept."""
     return await _status_action(request, name, "archive")
@@ -839,7 +842,7 @@ async def login(request: Request) -> Response:
     if not secret_matches(_text(form, "token").strip(), token):
         return render(request, "login.html", {"next": target, "error": "wrong token"}, 401)
     response = _redirect(target)
-    response.raw_headers.append(session_cookie_header(token))
+    response.raw_headers.append(session_cookie_header(token, request.url.scheme == "https"))
     return response
 
 

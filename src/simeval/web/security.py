@@ -9,8 +9,14 @@ visits in the same browser could try to talk to it. So, in order:
   refused; with a token, every API call needs it (``Authorization: Bearer``,
   ``X-Simeval-Token`` or the session cookie set by the login form) and pages redirect to the
   login form without it.
-- CSRF: every HTML form carries a token that must equal the ``simeval_csrf`` cookie
-  (double-submit; the cookie is SameSite=Strict, so another site can neither read nor send it).
+- CSRF: the ``simeval_csrf`` cookie holds a random 32-byte browser session id signed with the
+  server's secret (random per process); every HTML form carries a token derived from that
+  session id with the secret (HMAC), checked against the session on post. An equal
+  cookie/field pair made up by someone else (even empty) is refused: without the secret no one
+  can make a session the server accepts or the token that goes with it. The cookie is
+  HttpOnly and SameSite=Strict.
+- Cookies are ``Secure`` when the request came over HTTPS (directly, or through a TLS proxy
+  whose ``X-Forwarded-Proto`` uvicorn trusts: ``simeval serve --forwarded-allow-ips``).
   JSON API calls are covered by the content-type rule: a body must be ``application/json``,
   which a cross-site page can only send after a CORS preflight the app never grants.
 - ``BodyLimitMiddleware``: bodies over ``max_body`` bytes get 413, by Content-Length up front
@@ -19,10 +25,12 @@ visits in the same browser could try to talk to it. So, in order:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import ipaddress
 import json
+import re
 import secrets
 from collections.abc import Iterable
 from typing import Any
@@ -119,9 +127,11 @@ async def _send_redirect(
     await send({"type": "http.response.body", "body": b""})
 
 
-def session_cookie_header(token: str) -> tuple[bytes, bytes]:
-    """The Set-Cookie header that logs a browser in."""
+def session_cookie_header(token: str, secure: bool = False) -> tuple[bytes, bytes]:
+    """The Set-Cookie header that logs a browser in (``Secure`` over HTTPS)."""
     value = f"{SESSION_COOKIE}={session_value(token)}; Path=/; HttpOnly; SameSite=Strict"
+    if secure:
+        value += "; Secure"
     return (b"set-cookie", value.encode("latin-1"))
 
 
@@ -202,9 +212,73 @@ class GuardMiddleware:
         target = scope["path"] + (f"?{urlencode(query)}" if query else "")
         if secret_matches(given, self.token):
             # ?token= works once: trade it for the session cookie and drop it from the URL.
-            await _send_redirect(send, target, [session_cookie_header(self.token)])
+            secure = scope.get("scheme") == "https"
+            await _send_redirect(send, target, [session_cookie_header(self.token, secure)])
         else:
             await _send_redirect(send, "/login?" + urlencode({"next": target}))
+
+
+DOCS_PATHS = frozenset({"/docs", "/redoc", "/docs/oauth2-redirect"})
+_INLINE_SCRIPT = re.compile(rb"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", re.S | re.I)
+
+
+def docs_csp(body: bytes, page_csp: str) -> str:
+    """The pages' policy for an API docs page: its own inline scripts allowed by their hash
+    (not 'unsafe-inline'), Redoc's search worker from a blob."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(m.group(1)).digest()).decode() + "'"
+        for m in _INLINE_SCRIPT.finditer(body)
+    )
+    policy = page_csp.replace("script-src 'self'", f"script-src 'self' {hashes}".rstrip())
+    return policy + "; worker-src 'self' blob:"
+
+
+class DocsHeadersMiddleware:
+    """``/docs`` and ``/redoc`` get the pages' Content-Security-Policy (with
+    ``frame-ancestors 'none'``), ``X-Frame-Options: DENY`` and ``nosniff``: they cannot be
+    framed by another site (clickjacking) or run a script they did not ship."""
+
+    def __init__(self, app: ASGIApp, page_csp: str):
+        self.app = app
+        self.page_csp = page_csp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in DOCS_PATHS:
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def buffered(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            assert start is not None
+            body = b"".join(chunks)
+            headers = [
+                (k, v)
+                for k, v in start.get("headers", [])
+                if k.lower()
+                not in (b"content-security-policy", b"x-frame-options", b"content-length")
+            ]
+            headers += [
+                (b"content-security-policy", docs_csp(body, self.page_csp).encode("latin-1")),
+                (b"x-frame-options", b"DENY"),
+                (b"x-content-type-options", b"nosniff"),
+                (b"referrer-policy", b"same-origin"),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, buffered)
 
 
 class BodyTooLarge(HTTPException):
@@ -270,27 +344,58 @@ class CsrfError(HTTPException):
         super().__init__(403, "form expired or forged (CSRF token mismatch): reload the page")
 
 
+def _secret(request: Request) -> bytes:
+    secret: bytes | None = getattr(request.app.state, "csrf_secret", None)
+    if secret is None:
+        secret = request.app.state.csrf_secret = secrets.token_bytes(32)
+    return secret
+
+
+def _sign(secret: bytes, purpose: str, value: str) -> str:
+    return hmac.new(secret, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()
+
+
+def _csrf_session(request: Request) -> str | None:
+    """The browser's CSRF session id, when its cookie was issued by this server."""
+    cookie = request.cookies.get(CSRF_COOKIE) or ""
+    sid, _, sig = cookie.partition(".")
+    if len(sid) < 43 or not secret_matches(sig, _sign(_secret(request), "session", sid)):
+        return None
+    return sid
+
+
 def csrf_token(request: Request) -> str:
-    """The CSRF token of this browser: the cookie's, or a new one (set by ``render``)."""
-    token = request.cookies.get(CSRF_COOKIE)
-    if not token or len(token) < 32:
-        token = getattr(request.state, "new_csrf", None) or secrets.token_urlsafe(32)
-        request.state.new_csrf = token
-    return token
+    """The CSRF token of this browser's session (a new session is set by ``render``)."""
+    sid = _csrf_session(request)
+    if sid is None:
+        sid = getattr(request.state, "new_csrf_sid", None)
+        if sid is None:
+            sid = request.state.new_csrf_sid = secrets.token_urlsafe(32)  # 32 random bytes
+            request.state.new_csrf = f"{sid}.{_sign(_secret(request), 'session', sid)}"
+    return _sign(_secret(request), "csrf", sid)
 
 
 def set_csrf_cookie(request: Request, response: Any) -> None:
-    """Set the CSRF cookie on a response when this request created the token."""
-    token = getattr(request.state, "new_csrf", None)
-    if token:
-        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+    """Set the CSRF cookie on a response when this request created the session."""
+    value = getattr(request.state, "new_csrf", None)
+    if value:
+        response.set_cookie(
+            CSRF_COOKIE,
+            value,
+            httponly=True,
+            samesite="strict",
+            path="/",
+            secure=request.url.scheme == "https",
+        )
 
 
 async def checked_form(request: Request) -> FormData:
     """The posted form, after checking its CSRF token against the cookie (else ``CsrfError``)."""
     form = await request.form()
     sent = form.get(CSRF_FIELD)
-    cookie = request.cookies.get(CSRF_COOKIE)
-    if not isinstance(sent, str) or not secret_matches(sent, cookie):
+    sid = _csrf_session(request)
+    if sid is None or not isinstance(sent, str):
+        raise CsrfError()
+    if not secret_matches(sent, _sign(_secret(request), "csrf", sid)):
         raise CsrfError()
     return form

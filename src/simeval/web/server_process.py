@@ -36,6 +36,11 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _db_arg(db: str | os.PathLike[str]) -> str:
+    value = os.fspath(db)
+    return value if "://" in value else str(Path(value))
+
+
 @contextlib.contextmanager
 def running_server(
     db: str | os.PathLike[str], *args: str, token: str | None = None, timeout: float = 60.0
@@ -52,7 +57,7 @@ def running_server(
         env["SIMEVAL_TOKEN"] = token
     cmd = [sys.executable, "-c", "from simeval.cli import main; main()", "serve"]
     proc = subprocess.Popen(
-        [*cmd, "--port", "0", "--db", str(Path(db)), *args],
+        [*cmd, "--port", "0", "--db", _db_arg(db), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
