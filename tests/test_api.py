@@ -648,6 +648,7 @@ def test_runs_listing_and_page(client: TestClient) -> None:
         for i, s in enumerate((0.9, 0.2, 0.7))
     ]  # fmt: skip
     service.add_run_results(run_id, rows)
+    service.update_run_summary(run_id, {"status": "complete"})  # the run has finished
     page = client.get("/api/runs").json()
     assert page["total"] == 1
     (run,) = page["runs"]

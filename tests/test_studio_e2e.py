@@ -325,6 +325,7 @@ def test_compare_conversations_runs_backtest_and_live_edit(tmp_path: Path) -> No
                         for n, sc in enumerate(scores)
                     ],
                 )
+                svc.update_run_summary(run_id, {"status": "complete"})  # the run has finished
                 ids.append(run_id)
         page.goto(base + "/runs")
         expect(page.locator("#runs-table tbody tr")).to_have_count(2)
