@@ -121,12 +121,16 @@ def compare(
 
 @click.group(cls=Group)
 def runs() -> None:
-    """Data-set runs stored with `simeval run --store`.
+    """Data-set runs stored with `simeval run --store`: list, show, delete.
+
+    A run killed while its rows were being stored is shown as ``interrupted``: its rows are
+    incomplete; delete it and run the data set again.
 
     \b
     Example:
         simeval runs list
         simeval runs show 3
+        simeval runs delete 3
     """
 
 
@@ -193,6 +197,8 @@ def show_run(run_id: int, worst: int, db: str | None, as_json: bool) -> None:
     console.print(
         f"{run.results} rows, pass rate {_pct(run.pass_rate)}, mean score {_num(run.mean_score)}"
     )
+    if run.status == "interrupted":
+        console.print("interrupted while storing: its rows are incomplete (simeval runs delete)")
     for r in rows:
         console.print(
             f"  {r.score:.3f} {'PASS' if r.passed else 'FAIL'}  {escape(r.eval_name or '-')}  "
@@ -281,6 +287,25 @@ def backtest(name: str, limit: int, days: int, db: str | None, as_json: bool) ->
                 + (f"  missing: {escape(missing)}" if missing and not c["passed"] else ""),
                 soft_wrap=True,
             )
+
+
+@runs.command("delete")
+@click.argument("run_id")
+@db_option
+@json_option
+def delete_run(run_id: str, db: str | None, as_json: bool) -> None:
+    """Delete a stored run and its rows (not while it is still being stored).
+
+    \b
+    Example:
+        simeval runs delete 3
+    """
+    with _service(db) as svc:
+        run = svc.delete_run(run_id)
+    if as_json:
+        print_json(run.model_dump(mode="json"))
+        return
+    console.print(f"deleted run {run.id} ({run.results} rows)")
 
 
 COMMANDS: tuple[click.Command, ...] = (compare, runs, rescore)

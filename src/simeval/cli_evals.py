@@ -1042,98 +1042,6 @@ def cleanup(db: str | None, as_json: bool) -> None:
     )
 
 
-# -- runs -----------------------------------------------------------------------------------------
-@click.group()
-def runs() -> None:
-    """Stored data-set runs (``simeval run --store``): list, show, delete.
-
-    A run killed while its rows were being stored is shown as ``interrupted``: its rows are
-    incomplete; delete it and run the data set again.
-
-    \b
-    Example:
-        simeval runs list
-    """
-
-
-@runs.command("list")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
-@db_option
-@json_option
-def list_runs_cmd(limit: int, db: str | None, as_json: bool) -> None:
-    """List stored runs, newest first, with their status and row count.
-
-    \b
-    Example:
-        simeval runs list --json
-    """
-    with _service(db) as svc:
-        rows = svc.list_runs(limit=limit)
-    if as_json:
-        print_json([_dump(r) for r in rows])
-        return
-    if not rows:
-        console.print("no stored runs: store one with `simeval run FILE --store`")
-        return
-    table = Table("id", "name", "status", "rows", "pass rate", "created (UTC)")
-    for r in rows:
-        rate = r.summary.get("pass_rate")
-        table.add_row(
-            str(r.id),
-            escape(_short(r.name, 40)),
-            r.status,
-            str(r.results),
-            f"{rate:.0%}" if isinstance(rate, int | float) else "-",
-            r.created_at.strftime("%Y-%m-%d %H:%M"),
-        )
-    console.print(table)
-
-
-@runs.command("show")
-@click.argument("run_id")
-@db_option
-@json_option
-def show_run_cmd(run_id: str, db: str | None, as_json: bool) -> None:
-    """Show one stored run: status, source, options and summary.
-
-    \b
-    Example:
-        simeval runs show 3
-    """
-    with _service(db) as svc:
-        r = svc.get_run(run_id)
-    if as_json:
-        print_json(_dump(r))
-        return
-    console.print(f"run {r.id}: {escape(r.name)} [{r.status}]")
-    console.print(f"source: {escape(r.source)}")
-    console.print(f"rows stored: {r.results}   created: {r.created_at:%Y-%m-%d %H:%M} UTC")
-    if r.status == "interrupted":
-        console.print("interrupted while storing: its rows are incomplete (simeval runs delete)")
-    for key in ("pass_rate", "mean_score", "rows", "errors"):
-        if key in r.summary:
-            console.print(f"{key}: {r.summary[key]}")
-
-
-@runs.command("delete")
-@click.argument("run_id")
-@db_option
-@json_option
-def delete_run_cmd(run_id: str, db: str | None, as_json: bool) -> None:
-    """Delete a stored run and its rows (not while it is still being stored).
-
-    \b
-    Example:
-        simeval runs delete 3
-    """
-    with _service(db) as svc:
-        r = svc.delete_run(run_id)
-    if as_json:
-        print_json(_dump(r))
-        return
-    console.print(f"deleted run {r.id} ({r.results} rows)")
-
-
 COMMANDS: tuple[click.Command, ...] = (
     evals,
     capture,
@@ -1141,5 +1049,4 @@ COMMANDS: tuple[click.Command, ...] = (
     trend,
     settings,
     cleanup,
-    runs,
 )

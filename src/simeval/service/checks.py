@@ -71,8 +71,8 @@ def check_json_value(value: Any, what: str, depth: int = 0) -> None:
     elif isinstance(value, list | tuple):
         for item in value:
             check_json_value(item, what, depth + 1)
-    else:
-        raise Unstorable(f"{what} is not JSON: {type(value).__name__}")
+    else:  # a Python object, not JSON data: the caller's type mistake
+        raise InvalidType(f"{what} is not JSON: {type(value).__name__}")
 
 
 class _Unset:

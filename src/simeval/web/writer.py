@@ -44,11 +44,15 @@ class CaptureWriter:
             max_workers=1, thread_name_prefix="simeval-capture"
         )
 
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._closed:  # the app is serving again after its lifespan ended (a test client)
+            self._thread, self._closed = self._new_thread(), False
+        return self._thread
+
     async def capture(self, item: CheckedCapture | KeyedCapture) -> CaptureOut:
         """Store one capture with the others waiting; its answer once committed."""
         loop = asyncio.get_running_loop()
-        if self._closed:  # the app is serving again after its lifespan ended (a test client)
-            self._thread, self._closed = self._new_thread(), False
+        self._executor()
         future: asyncio.Future[CaptureOut] = loop.create_future()
         self._pending.append((item, future))
         if not self._flushing:
@@ -89,7 +93,7 @@ class CaptureWriter:
         """Store a client's batch in one transaction on the writer thread (between the
         gathered single captures, never beside them): all of it or, on an error, none."""
         loop = asyncio.get_running_loop()
-        outs: list[CaptureOut] = await loop.run_in_executor(self._thread, self._store, items)
+        outs: list[CaptureOut] = await loop.run_in_executor(self._executor(), self._store, items)
         return outs
 
     def _store(self, items: Sequence[CheckedCapture | KeyedCapture]) -> list[CaptureOut]:
