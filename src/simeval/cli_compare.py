@@ -10,6 +10,7 @@ from rich.table import Table
 
 from simeval.cli_common import Group, console, print_json
 from simeval.cli_evals import _service, db_option, evals, json_option
+from simeval.runs import iter_results_file
 
 
 def _pct(value: float | None) -> str:
@@ -111,7 +112,15 @@ def compare(
         simeval compare baseline.jsonl results.jsonl --json
     """
     with _service(db) as svc:
-        report = svc.compare(a, b, eval_name=eval_name, seed=seed, resamples=resamples, keep=top)
+        report = svc.compare(
+            a,
+            b,
+            eval_name=eval_name,
+            seed=seed,
+            resamples=resamples,
+            keep=top,
+            read_file=iter_results_file,
+        )
     if as_json:
         print_json(report)
     else:

@@ -48,6 +48,7 @@ from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.options import check_unit, yes_no
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
+from simeval.service.runstatus import pid_alive
 
 FORMATS = {
     ".jsonl": "jsonl",
@@ -1829,19 +1830,6 @@ def _map_dask(cfg: RunConfig, chunks: Iterator[Chunk], address: str) -> Iterator
 
 
 # -- writing ---------------------------------------------------------------------------------
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
 def remove_orphans(directory: Path, name: str) -> int:
     """Remove the hidden temp files a killed run left beside ``name``
     (``.<name>.<pid>.<random>.tmp|.cases``) whose process is gone; returns how many."""

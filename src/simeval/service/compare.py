@@ -15,6 +15,7 @@ run rows by their case id, else by the input. The statistics are in ``simeval.co
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import select
@@ -83,12 +84,14 @@ class CompareMixin(ResultsMixin):
         seed: int = DEFAULT_SEED,
         resamples: int = DEFAULT_RESAMPLES,
         keep: int = 20,
-        allow_files: bool = True,
+        read_file: Callable[[str], Iterable[dict[str, Any]]] | None = None,
     ) -> dict[str, Any]:
         """Compare side ``b`` with side ``a``, per eval (see ``simeval.compare``): n, pass rate
         and mean score of each side, B − A with 95% bootstrap intervals, McNemar on paired
         flips, a verdict, and the paired cases that regressed most with their missing terms.
-        ``eval_name`` keeps one eval only.
+        ``eval_name`` keeps one eval only. ``read_file`` reads a side given as a results file
+        (``simeval.runs.iter_results_file``; the CLI passes it): without it a file side is
+        refused, so a server never opens a path taken from a request.
 
         >>> svc = Service(":memory:")  # doctest: +SKIP
         >>> svc.compare("run:1", "run:2")["verdict"]  # doctest: +SKIP
@@ -104,26 +107,31 @@ class CompareMixin(ResultsMixin):
         if eval_name:
             with self.store.read() as s:
                 only = self._find_eval(s, eval_name).name
-        sides = [self._side(spec, allow_files, only) for spec in (a, b)]
+        sides = [self._side(spec, read_file, only) for spec in (a, b)]
         report = compare_sides(sides[0], sides[1], seed=seed, resamples=resamples, keep=keep)
         if not report["evals"]:
             raise NotFound("neither side has any results to compare")
         return report
 
     # -- sides ------------------------------------------------------------------------------
-    def _side(self, spec: str, allow_files: bool, only: str | None) -> Side:
+    def _side(
+        self,
+        spec: str,
+        read_file: Callable[[str], Iterable[dict[str, Any]]] | None,
+        only: str | None,
+    ) -> Side:
         kind, what = parse_side(spec)
         if kind == "run":
             side = self._run_side(what)
         elif kind == "captures":
             side = self._captures_side(spec.strip(), what)
         else:
-            if not allow_files:
+            if read_file is None:
                 raise InvalidInput(
                     f"compare side {spec!r}: give run:ID, run:latest or captures:... "
                     "(results files are compared with the CLI)"
                 )
-            side = self._file_side(what)
+            side = self._file_side(what, read_file(what))
         if only is not None:
             side.evals = {k: v for k, v in side.evals.items() if k == only}
         return side
@@ -219,11 +227,9 @@ class CompareMixin(ResultsMixin):
 
         return missing
 
-    def _file_side(self, path: str) -> Side:
-        from simeval.runs import iter_results_file
-
+    def _file_side(self, path: str, rows: Iterable[dict[str, Any]]) -> Side:
         side = Side(path)
-        for n, row in enumerate(iter_results_file(path)):
+        for n, row in enumerate(rows):
             if n >= MAX_SIDE:
                 break
             side.add(

@@ -10,13 +10,13 @@ The status shown is computed on read; a new run writes it down (``mark_interrupt
 
 from __future__ import annotations
 
+import os
 import socket
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from simeval.runs import pid_alive
 from simeval.service.checks import _now
 from simeval.store import Run
 
@@ -53,3 +53,16 @@ def mark_interrupted(s: Session) -> int:
             run.status = "interrupted"
             marked += 1
     return marked
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True

@@ -607,9 +607,7 @@ def compare(
     """Compare side B with side A per eval: n, pass rate and mean score, B − A with 95%
     bootstrap intervals (paired on case id or input, McNemar on flips), a verdict, and the
     most regressed cases with their missing terms."""
-    report = service.compare(
-        a, b, eval_name=eval, seed=seed, resamples=resamples, keep=top, allow_files=False
-    )
+    report = service.compare(a, b, eval_name=eval, seed=seed, resamples=resamples, keep=top)
     return JSONResponse(jsonable(report))
 
 

@@ -46,7 +46,7 @@ def compare_page(
     report, error, status = None, None, 200
     if a and b:
         try:
-            report = service.compare(a, b, eval_name=eval or None, keep=20, allow_files=False)
+            report = service.compare(a, b, eval_name=eval or None, keep=20)
         except SimevalError as exc:
             error, status = str(exc), exc.status_code
     elif a or b:
