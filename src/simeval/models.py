@@ -190,7 +190,8 @@ class CaptureOut(_Model):
     def replayed(self) -> bool:
         """True when the capture's key was already stored: this is the stored capture, and
         nothing new was stored (the API answers 200 instead of 201)."""
-        return self._replayed
+        private = self.__pydantic_private__
+        return bool(private and private.get("_replayed"))
 
     @classmethod
     def build(
@@ -200,15 +201,32 @@ class CaptureOut(_Model):
         **fields: Any,
     ) -> CaptureOut:
         """A capture from checked values and its results (a list, or a function making them;
-        ``results_json`` a function making their JSON directly, for ``dump_json``)."""
-        out = cls.model_construct(**fields)
-        out._results = results
-        out._results_json = results_json
+        ``results_json`` a function making their JSON directly, for ``dump_json``).
+
+        What ``model_construct`` makes, without its per-call generic work (the capture hot
+        path): every field is given or takes its default, nothing is validated."""
+        out = cls.__new__(cls)
+        values = {name: fields.pop(name, default) for name, default in _CAPTURE_DEFAULTS}
+        if fields or _MISSING in values.values():
+            raise TypeError(f"CaptureOut fields not as declared: {sorted(fields) or values}")
+        _set = object.__setattr__
+        _set(out, "__dict__", values)
+        _set(out, "__pydantic_fields_set__", set(values))
+        _set(out, "__pydantic_extra__", None)
+        _set(
+            out,
+            "__pydantic_private__",
+            {"_results": results, "_results_json": results_json, "_replayed": False},
+        )
         return out
+
+    def mark_replayed(self) -> None:
+        """Mark this as the stored capture answered for a key stored before."""
+        self.__pydantic_private__["_replayed"] = True  # type: ignore[index]
 
     def result_counts(self) -> tuple[int, int]:
         """(results, passed), without making result objects never asked for (batches)."""
-        made = self._results
+        made = self.__pydantic_private__["_results"]  # type: ignore[index]
         if callable(made):
             rows = made()
             return len(rows), sum(bool(r["passed"]) for r in rows)
@@ -217,19 +235,29 @@ class CaptureOut(_Model):
     def dump_json(self) -> bytes:
         """``model_dump_json()``, without making result objects when they were never asked for:
         the same JSON (the same core serializer), for the capture endpoint."""
-        made = self._results
+        private = self.__pydantic_private__
+        assert private is not None
+        made = private["_results"]
         if not callable(made):
             return self.model_dump_json().encode()
-        data = {name: getattr(self, name) for name in type(self).model_fields}
-        if self._results_json is None:
+        values = self.__dict__
+        data = {name: values[name] for name, _ in _CAPTURE_DEFAULTS}
+        make_json = private["_results_json"]
+        if make_json is None:
             data["results"] = made()
             return pydantic_core.to_json(data)
         data["results"] = []
         envelope = pydantic_core.to_json(data)
         assert envelope.endswith(b"[]}")  # results is the last field
-        return envelope[:-3] + self._results_json() + b"}"
+        return b"".join((envelope[:-3], make_json(), b"}"))
 
 
+_MISSING: Any = object()
+# CaptureOut's fields in order, with their defaults (required ones: _MISSING, then refused)
+_CAPTURE_DEFAULTS = [
+    (name, _MISSING if info.is_required() else info.get_default(call_default_factory=True))
+    for name, info in CaptureOut.model_fields.items()
+]
 _CAPTURE_RESULTS = TypeAdapter(list[CaptureResultOut])
 
 

@@ -33,6 +33,7 @@ import operator
 import os
 import struct
 import sys
+import threading
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -780,6 +781,12 @@ class Store:
             if self.dialect == "postgresql"
             else self.engine
         )
+        # raw_write's connection, kept between transactions (not checked out of the pool and
+        # reset each time), with the busy timeout last set on it; one raw write at a time
+        self._raw: Any = None
+        self._raw_busy_ms = int(BUSY_TIMEOUT_S * 1000)
+        self._raw_lock = threading.Lock()
+        self._keep_raw = self.dialect == "sqlite" and not isinstance(self.engine.pool, StaticPool)
         try:
             self._migrate()
         except BaseException:
@@ -874,13 +881,50 @@ class Store:
         ``lock_wait`` (seconds) bounds the wait for the lock instead, with one attempt: a
         server answers 503 with Retry-After rather than hold a request for minutes. Nothing
         is written when the lock is not had."""
-        raw = self.engine.raw_connection()
+        if not self._keep_raw:  # an in-memory database: its one connection, from the pool
+            raw = self.engine.raw_connection()
+            try:
+                yield from self._raw_transaction(raw, lock_wait, None)
+            finally:
+                raw.close()
+            return
+        if not self._raw_lock.acquire(timeout=-1 if lock_wait is None else lock_wait):
+            raise DatabaseBusyError(
+                f"database {self._where()}: another write of this process held it for more "
+                f"than {lock_wait:g} s; nothing was written"
+            )
         try:
-            cur = raw.cursor()
+            raw, self._raw = self._raw, None
+            if raw is None:
+                raw = self.engine.raw_connection()
+            try:
+                yield from self._raw_transaction(raw, lock_wait, self)
+            finally:  # kept after an error too: the transaction was rolled back
+                self._raw = raw
+        finally:
+            self._raw_lock.release()
+
+    def _busy_timeout(self, cur: Any, ms: int, kept: Store | None) -> None:
+        if kept is None or kept._raw_busy_ms != ms:
+            cur.execute(f"PRAGMA busy_timeout = {ms}")
+            if kept is not None:
+                kept._raw_busy_ms = ms
+
+    def _raw_transaction(
+        self, raw: Any, lock_wait: float | None, kept: Store | None
+    ) -> Iterator[Any]:
+        """One write transaction on ``raw`` (see ``raw_write``); ``kept`` when the connection
+        is kept between transactions (its busy timeout is then set only when it changes)."""
+        cur = raw.cursor()
+        try:
             if self.dialect == "sqlite":
                 attempts = _LOCK_RETRIES if lock_wait is None else 1
-                if lock_wait is not None:
-                    cur.execute(f"PRAGMA busy_timeout = {max(1, int(lock_wait * 1000))}")
+                wait_ms = (
+                    int(BUSY_TIMEOUT_S * 1000)
+                    if lock_wait is None
+                    else max(1, int(lock_wait * 1000))
+                )
+                self._busy_timeout(cur, wait_ms, kept)
                 try:
                     for attempt in range(attempts):
                         try:
@@ -897,7 +941,7 @@ class Store:
                                 ) from None
                             time.sleep(0.05 * (attempt + 1))
                 finally:
-                    if lock_wait is not None:
+                    if kept is None and lock_wait is not None:  # the pool's connection as it was
                         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             elif self.dialect == "postgresql":
                 if lock_wait is not None:
@@ -919,10 +963,8 @@ class Store:
             except BaseException:
                 raw.rollback()
                 raise
-            finally:
-                cur.close()
         finally:
-            raw.close()
+            cur.close()
 
     def run_write(self, fn: Callable[[Session], T]) -> T:
         """``fn(session)`` in a write transaction, retried when the lock could not be taken."""
@@ -938,4 +980,8 @@ class Store:
 
     def close(self) -> None:
         """Release every pooled connection."""
+        with self._raw_lock:
+            raw, self._raw = self._raw, None
+            if raw is not None:
+                raw.close()
         self.engine.dispose()

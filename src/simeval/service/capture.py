@@ -71,9 +71,11 @@ class _Active:
     names: list[str]  # by EvalSet position
     fingerprints: list[str]
     columns: dict[int, _Columns]  # by id() of the EvalSet group
-    # the JSON of each eval's result with its fixed fields filled in (by EvalSet position),
-    # and of each of its references: an answer is then a few string joins per result
-    json_fixed: list[tuple[str, str]]
+    # the JSON of each eval's result with its fixed fields filled in (by EvalSet position):
+    # from after the capture id to the score, its threshold, from after "passed" to the
+    # matched index; and the end of the result for each of its references (by index). An
+    # answer is then a few string joins per result.
+    json_fixed: list[tuple[str, float, str]]
     json_refs: list[list[str]]
 
 
@@ -160,8 +162,17 @@ def _prepare(evals: list[Eval]) -> _Active:
             tail = pydantic_core.to_json(
                 {"threshold": e.threshold, "fingerprint": group.scorer.fingerprint}
             ).decode()
-            fixed.append((p, (head[1:-1], tail[1:-1])))
-            refs.append((p, [pydantic_core.to_json(r).decode() for r in e.references]))
+            fixed.append((p, (f'-{e.id or 0}",{head[1:-1]},"score":', e.threshold, tail[1:-1])))
+            refs.append(
+                (
+                    p,
+                    [
+                        f',"matched_index":{i},"matched_reference":'
+                        f'{pydantic_core.to_json(r).decode()},"explanation":null,"review":null}}'
+                        for i, r in enumerate(e.references)
+                    ],
+                )
+            )
     return _Active(
         es,
         [e.name for e in es.evals],
@@ -300,7 +311,7 @@ class CaptureMixin(ServiceBase):
                     outs.append(stored[key])  # read back after the commit
                 elif key in fresh:
                     again = fresh[key].model_copy()
-                    again._replayed = True
+                    again.mark_replayed()
                     outs.append(again)
                 else:
                     out = fresh[key] = self._capture(cur, active, *item[:5], key, explain)
@@ -313,7 +324,7 @@ class CaptureMixin(ServiceBase):
                 }
                 olds = {i: self._capture_out(s, cap) for i, cap in found.items()}
             for out in olds.values():
-                out._replayed = True
+                out.mark_replayed()
             outs = [olds[o] if isinstance(o, int) else o for o in outs]
         done = cast(list[CaptureOut], outs)
         new_ids = [o.id for o in done if not o.replayed]
@@ -434,18 +445,25 @@ class CaptureMixin(ServiceBase):
     ) -> bytes:
         """The JSON of ``_fresh_results`` (without explanations), from the prepared pieces."""
         parts = []
+        start = f'{{"id":"{capture_id}'
+        fixed, refs = active.json_fixed, active.json_refs
         for group, members, sc, at in scored:
+            positions = group.positions
             for m in members:
-                p = group.positions[m]
-                spec = active.evalset.evals[p]
-                score, i = sc[m], at[m]
-                head, mid = active.json_fixed[p]
+                p = positions[m]
+                after_id, threshold, mid = fixed[p]
+                score = sc[m]
                 parts.append(
-                    f'{{"id":"{capture_id}-{spec.id or 0}",{head},'
-                    f'"score":{_JSON_FLOAT(score)},'
-                    f'"passed":{"true" if score >= spec.threshold else "false"},{mid},'
-                    f'"matched_index":{i},"matched_reference":{active.json_refs[p][i]},'
-                    '"explanation":null,"review":null}'
+                    "".join(
+                        (
+                            start,
+                            after_id,
+                            _JSON_FLOAT(score),
+                            ',"passed":true,' if score >= threshold else ',"passed":false,',
+                            mid,
+                            refs[p][at[m]],
+                        )
+                    )
                 )
         return ("[" + ",".join(parts) + "]").encode()
 

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 from sqlalchemy import Table, and_, bindparam, select, update
@@ -46,8 +46,11 @@ HOUR = timedelta(hours=1)
 Key = tuple[datetime, int, int, str]  # (hour, eval id, eval version, fingerprint)
 
 
-def hour_of(when: datetime) -> datetime:
-    """The start of the UTC hour ``when`` falls in (naive, as stored)."""
+def hour_of(when: datetime | str) -> datetime:
+    """The start of the UTC hour ``when`` falls in (naive, as stored); ``when`` may be the
+    text SQLite stores (``YYYY-MM-DD HH:MM:SS.ffffff``)."""
+    if isinstance(when, str):
+        return datetime.fromisoformat(when[:13] + ":00:00")
     return when.replace(minute=0, second=0, microsecond=0, tzinfo=None)
 
 
@@ -71,6 +74,50 @@ class Sums:
     reviewed_passes: int = 0
 
 
+def _layout(blob: bytes, nfp: int, n: int, wanted: frozenset[int] | None) -> _Layout:
+    at = _HEAD.size
+    fps = []
+    for _ in range(nfp):
+        size = blob[at]
+        fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
+        at += 1 + size
+    ids = np.frombuffer(blob, "<i8", n, at).tolist()
+    versions = np.frombuffer(blob, "<i4", n, at + 8 * n).tolist()
+    passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n
+    fp_index = blob[passed_at + n : passed_at + 2 * n]
+    keep = [i for i, e in enumerate(ids) if wanted is None or e in wanted]
+    return _Layout(ids, versions, [fps[i] for i in fp_index], keep)
+
+
+class _Slot:
+    """The captures of one (hour, layout) being summed: their score and pass columns are
+    kept as raw slices and added in one numpy call every few thousand (``flush``), in
+    capture order, so the sums are those of adding them one by one."""
+
+    __slots__ = ("count", "flush_at", "n", "passed", "passes", "scores", "total")
+
+    def __init__(self, n: int):
+        self.n = n
+        self.count = 0
+        self.scores: list[bytes] = []
+        self.passed: list[bytes] = []
+        self.total = np.zeros(n, np.float64)
+        self.passes = np.zeros(n, np.int64)
+        self.flush_at = max(16, (1 << 22) // (9 * n))  # about 4 MB of slices at most
+
+    def flush(self) -> None:
+        if not self.scores:
+            return
+        k, n = len(self.scores), self.n
+        scores = np.frombuffer(b"".join(self.scores), "<f8").reshape(k, n)
+        passed = np.frombuffer(b"".join(self.passed), "u1").reshape(k, n)
+        # sequential sums (cumsum), not pairwise: the same totals as adding one by one
+        self.total = np.cumsum(np.vstack((self.total, scores)), axis=0)[-1]
+        self.passes += passed.sum(axis=0, dtype=np.int64)
+        self.scores.clear()
+        self.passed.clear()
+
+
 @dataclass
 class Tally:
     """Sums of packed capture results per (hour, eval, version, fingerprint).
@@ -82,9 +129,14 @@ class Tally:
 
     eval_ids: frozenset[int] | None = None
     _layouts: dict[bytes, _Layout] = field(default_factory=dict)
-    _acc: dict[tuple[datetime, bytes], list[Any]] = field(default_factory=dict)
+    # per (hour, layout): [count, score columns, pass columns], each column a list of raw
+    # slices waiting to be added (in one numpy call) and its running sum
+    _acc: dict[tuple[datetime, bytes], _Slot] = field(default_factory=dict)
+    _hours: dict[str, datetime] = field(default_factory=dict)
 
-    def add(self, when: datetime, blob: bytes | None) -> None:
+    def add(self, when: datetime | str, blob: bytes | None) -> None:
+        """Add one capture's packed results, captured at ``when`` (a datetime, or the text
+        SQLite stores)."""
         if not blob:
             return
         blob = bytes(blob)
@@ -92,40 +144,38 @@ class Tally:
         if version != PACK_VERSION or n == 0:
             return
         at = _HEAD.size
-        fps = []
         for _ in range(nfp):
-            size = blob[at]
-            fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
-            at += 1 + size
-        ids_at, scores_at = at, at + 12 * n
+            at += 1 + blob[at]
+        scores_at = at + 12 * n
         passed_at = scores_at + 8 * n + 8 * n + 4 * n
         layout_key = blob[:scores_at] + blob[passed_at + n : passed_at + 2 * n]
         layout = self._layouts.get(layout_key)
         if layout is None:
-            ids = np.frombuffer(blob, "<i8", n, ids_at).tolist()
-            versions = np.frombuffer(blob, "<i4", n, ids_at + 8 * n).tolist()
-            fp_index = blob[passed_at + n : passed_at + 2 * n]
-            wanted = self.eval_ids
-            keep = [i for i, e in enumerate(ids) if wanted is None or e in wanted]
-            layout = _Layout(ids, versions, [fps[i] for i in fp_index], keep)
-            self._layouts[layout_key] = layout
+            layout = self._layouts[layout_key] = _layout(blob, nfp, n, self.eval_ids)
         if not layout.keep:
             return
-        scores = np.frombuffer(blob, "<f8", n, scores_at)
-        passed = np.frombuffer(blob, "u1", n, passed_at)
-        slot = self._acc.get((hour_of(when), layout_key))
-        if slot is None:
-            self._acc[(hour_of(when), layout_key)] = [1, scores.copy(), passed.astype(np.int64)]
+        if isinstance(when, str):  # as SQLite stores it: the hour is its first 13 characters
+            hour = self._hours.get(when[:13])
+            if hour is None:
+                hour = self._hours[when[:13]] = hour_of(when)
         else:
-            slot[0] += 1
-            slot[1] += scores
-            slot[2] += passed
+            hour = hour_of(when)
+        slot = self._acc.get((hour, layout_key))
+        if slot is None:
+            slot = self._acc[(hour, layout_key)] = _Slot(n)
+        slot.count += 1
+        slot.scores.append(blob[scores_at : scores_at + 8 * n])
+        slot.passed.append(blob[passed_at : passed_at + n])
+        if len(slot.scores) >= slot.flush_at:
+            slot.flush()
 
     def sums(self) -> dict[Key, Sums]:
         out: dict[Key, Sums] = {}
-        for (hour, layout_key), (count, scores, passes) in self._acc.items():
+        for (hour, layout_key), slot in self._acc.items():
+            slot.flush()
             layout = self._layouts[layout_key]
-            totals, passed = scores.tolist(), passes.tolist()
+            count = slot.count
+            totals, passed = slot.total.tolist(), slot.passes.tolist()
             for i in layout.keep:
                 key = (hour, layout.ids[i], layout.versions[i], layout.fps[i])
                 s = out.get(key)
@@ -137,8 +187,11 @@ class Tally:
         return out
 
 
+_WATERMARK = select(Setting.value).where(Setting.key == ROLLUP_KEY)
+
+
 def watermark(conn: Connection | Session) -> int:
-    value = conn.execute(select(Setting.value).where(Setting.key == ROLLUP_KEY)).scalar()
+    value = conn.execute(_WATERMARK).scalar()
     return int(value or 0)
 
 
@@ -154,13 +207,14 @@ def roll_up(conn: Connection, upto: int | None = None) -> int:
     start = watermark(conn) if upto is None else upto
     tally = Tally()
     last = start
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    # through the driver: the rows as stored (SQLite's text dates are cut to the hour by
+    # Tally, not parsed one by one), without building the statement again per chunk
+    past = (
+        f"SELECT id, captured_at, scores FROM captures WHERE id > {mark} ORDER BY id LIMIT {_CHUNK}"
+    )
     while True:
-        rows = conn.execute(
-            select(Capture.id, Capture.captured_at, Capture.scores)
-            .where(Capture.id > last)
-            .order_by(Capture.id)
-            .limit(_CHUNK)
-        ).all()
+        rows = conn.exec_driver_sql(past, (last,)).all()
         if not rows:
             break
         for _, when, blob in rows:
@@ -223,30 +277,31 @@ def add_sums(conn: Connection, sums: dict[Key, Sums]) -> None:
                 }
             )
     if changed:  # one statement for every changed row
-        conn.execute(
-            update(t)
-            .where(
-                and_(
-                    t.c.bucket == bindparam("b_bucket"),
-                    t.c.eval_id == bindparam("b_eval_id"),
-                    t.c.eval_version == bindparam("b_eval_version"),
-                    t.c.fingerprint == bindparam("b_fingerprint"),
-                )
-            )
-            .values(
-                count=bindparam("b_count"), total=bindparam("b_total"), passes=bindparam("b_passes")
-            ),
-            changed,
-        )
+        conn.execute(_ADD_TO_ROW, changed)
     if fresh:
         conn.execute(t.insert(), fresh)
 
 
+_ADD_TO_ROW = (
+    update(rollup_table)
+    .where(
+        and_(
+            rollup_table.c.bucket == bindparam("b_bucket"),
+            rollup_table.c.eval_id == bindparam("b_eval_id"),
+            rollup_table.c.eval_version == bindparam("b_eval_version"),
+            rollup_table.c.fingerprint == bindparam("b_fingerprint"),
+        )
+    )
+    .values(count=bindparam("b_count"), total=bindparam("b_total"), passes=bindparam("b_passes"))
+)
+_settings = cast(Table, Setting.__table__)
+_SET_WATERMARK = update(_settings).where(_settings.c.key == ROLLUP_KEY).values(value=bindparam("v"))
+
+
 def set_watermark(conn: Connection, value: int) -> None:
-    t = cast(Table, Setting.__table__)
-    done = conn.execute(update(t).where(t.c.key == ROLLUP_KEY).values(value=value)).rowcount
+    done = conn.execute(_SET_WATERMARK, {"v": value}).rowcount
     if not done:
-        conn.execute(t.insert().values(key=ROLLUP_KEY, value=value))
+        conn.execute(_settings.insert().values(key=ROLLUP_KEY, value=value))
 
 
 def _captures(
