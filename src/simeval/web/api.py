@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.requests import ClientDisconnect
 
 from simeval import __version__
 from simeval.errors import SimevalError
@@ -344,7 +345,7 @@ async def capture_fast(request: Request) -> Response:
         if key == b"content-type":
             media = value.decode("latin-1").split(";")[0].strip().lower()
             break
-    raw = await request.body()
+    raw = await _body(request)
     if media != "application/json" and not (
         media.startswith("application/") and media.endswith("+json")
     ):
@@ -366,6 +367,19 @@ async def capture_fast(request: Request) -> Response:
         errors = [{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors()]
         raise RequestValidationError(errors) from None
     return await _captured(request, body)
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, read straight from its ASGI messages (what ``Request.body`` does,
+    without its stream machinery)."""
+    chunks = []
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 @router.get("/health", response_model=Health, tags=["meta"])
