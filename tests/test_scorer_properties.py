@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -128,6 +129,21 @@ def test_c_tokenizer_and_normaliser_match_python(s: str, tokenizer: str) -> None
     assert sc._vz.tokens(s) == sc.analyzer.tokens(s)
     if tokenizer == "words":
         assert sc._vz.tokens(s) == WORDS_PATTERN.findall(normalize(s))
+
+
+@pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")
+@settings(max_examples=500, deadline=None)
+@given(s=unicode_text, tokenizer=st.sampled_from(["unicode", "words"]))
+def test_c_first_words_match_python(s: str, tokenizer: str) -> None:
+    # the data-set runner names a reference's terms by their first word, in C when it can
+    from simeval.runs import _first, _Terms
+
+    sc = simeval.get_scorer(tokenizer=tokenizer)
+    python = _Terms(sc).tokens(s)  # the Python tokenizer, term by term
+    words = sc._vz.words(s)
+    assert words == dict(reversed(python))
+    assert list(words) == list(dict.fromkeys(map(_first, python)))  # first appearance
+    assert set(words) == set(array("Q", sc.vector(s))[0::3])
 
 
 def test_pieces_cut_only_where_normalisation_allows() -> None:

@@ -885,6 +885,45 @@ static PyObject *vz_tokens(Vectorizer *v, PyObject *text) {
     return out;
 }
 
+/* Vectorizer.words(text) -> {term hash: token}: the first token of each term of a text, in
+ * the order the terms first appear (stop words left out): what naming a vector's terms
+ * needs, without a list of every token. */
+static PyObject *vz_words(Vectorizer *v, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Buf local, *buf = buf_take(v, &local);
+    Scan s = {v, 0, NULL, 0, 0, {0}, 0};
+    if (vz_normalize(v, buf, text, &s.kind, &s.len) < 0) {
+        buf_give(v, buf);
+        return NULL;
+    }
+    s.data = buf->norm;
+    PyObject *out = PyDict_New();
+    Tok t;
+    int r;
+    while (out && (r = next_token(&s, &t)) != 0) {
+        Cell *c = r > 0 ? tok_lookup(v, &s, &t) : NULL;
+        if (!c) {
+            Py_CLEAR(out);
+            break;
+        }
+        if (c->state != TERM) continue;
+        PyObject *key = PyLong_FromUnsignedLongLong(c->term_hash);
+        int has = key ? PyDict_Contains(out, key) : -1;
+        if (has == 0) {
+            PyObject *w = tok_str(&s, &t);
+            if (!w || PyDict_SetItem(out, key, w) < 0) has = -1;
+            Py_XDECREF(w);
+        }
+        Py_XDECREF(key);
+        if (has < 0) Py_CLEAR(out);
+    }
+    buf_give(v, buf);
+    return out;
+}
+
 static PyObject *vz_clear(Vectorizer *v, PyObject *unused) {
     if (vz_alloc(v, 1024) < 0) return NULL;
     Py_RETURN_NONE;
@@ -902,6 +941,7 @@ static PyMethodDef vz_methods[] = {
     {"vector", (PyCFunction)vz_vector, METH_VARARGS, "Packed vector of a text."},
     {"normalize", (PyCFunction)vz_normalize_py, METH_O, "The normalised text."},
     {"tokens", (PyCFunction)vz_tokens, METH_O, "The tokens of a text."},
+    {"words", (PyCFunction)vz_words, METH_O, "The first token of each term of a text."},
     {"clear", (PyCFunction)vz_clear, METH_NOARGS, "Forget every cached token."},
     {"sizes", (PyCFunction)vz_sizes, METH_NOARGS, "Sizes of the tables (for the tests)."},
     {NULL, NULL, 0, NULL},

@@ -47,8 +47,8 @@ from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.options import check_unit, yes_no
+from simeval.processes import pid_alive
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
-from simeval.service.runstatus import pid_alive
 
 FORMATS = {
     ".jsonl": "jsonl",
@@ -309,6 +309,10 @@ class _Terms:
 
     def words(self, text: str) -> dict[int, str]:
         """The first word of each term of ``text``, by term hash."""
+        vz = self.scorer._vz
+        if vz is not None:  # the same, in C
+            found: dict[int, str] = vz.words(text)
+            return found
         return dict(reversed(self.tokens(text)))
 
     def ranked(self, reference: str, rvec: bytes) -> list[tuple[int, str]]:

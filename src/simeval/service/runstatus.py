@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from simeval.processes import pid_alive
 from simeval.service.checks import _now
 from simeval.store import Run
 
@@ -25,7 +26,6 @@ STALE = timedelta(minutes=10)
 
 def process_info() -> dict[str, object]:
     """What a storing run records about its process."""
-    import os
 
     return {"pid": os.getpid(), "host": socket.gethostname()}
 
@@ -54,15 +54,4 @@ def mark_interrupted(s: Session) -> int:
             marked += 1
     return marked
 
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
     return True
