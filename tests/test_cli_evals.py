@@ -234,7 +234,7 @@ def test_capture_from_a_jsonl_file(db: str, tmp_path: Path) -> None:
     path = tmp_path / "captures.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
     summary = ok(db, "capture", "--file", str(path))
-    assert summary == {"captures": 2, "results": 2, "passed": 1, "failed": 1}
+    assert summary == {"captures": 2, "results": 2, "passed": 1, "failed": 1, "replayed": 0}
     before = counts(db)
     path.write_text(json.dumps(lines[0]) + "\n{not json\n", encoding="utf-8")
     one_line_error(run(db, "capture", "--file", str(path)), "line 2")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from simeval.service import Service
-from simeval.service.rollup import ROLLUP_EVERY
+from simeval.service.rollup import ROLLUP_EVERY, roll_up, tally_range, watermark
+from simeval.store import resolve_db_url
 
 REFS = ["Paris is the capital of France.", "The Seine flows through Paris.", "Rome is in Italy."]
 OUTPUTS = [
@@ -97,8 +98,8 @@ def test_rollup_matches_a_direct_count(db: str) -> None:
     svc.close()
 
 
-def test_rescore_keeps_the_rollup_exact_and_stores_once(tmp_path: Path) -> None:
-    svc = Service(tmp_path / "r.db")
+def test_rescore_keeps_the_rollup_exact_and_stores_once(db: str) -> None:
+    svc = Service(db)
     svc.create_eval("e0", REFS[0], threshold=0.6)
     svc.test_eval("e0", "q", REFS[0])
     svc.activate_eval("e0")
@@ -123,15 +124,74 @@ def test_rescore_keeps_the_rollup_exact_and_stores_once(tmp_path: Path) -> None:
     assert svc.rescore("late", since=base)["added"] == n
     again = [svc.rescore(name, since=base)["added"] for name in ("e0", "late")]
     assert again == [0, 0]  # once per capture and eval
+    _assert_exact(svc, ("e0", "late"), base, n)
+    # the captures past the watermark rolled up afterwards: with the entries rescore added
+    svc.store.run_write(lambda s: roll_up(s.connection()))
+    _assert_exact(svc, ("e0", "late"), base, n)
+    svc.close()
+
+
+def _assert_exact(svc: Service, names: tuple[str, ...], base: datetime, n: int) -> None:
+    """The rollup's sums (``tally_range``, the trend, counts, stats) equal a direct count."""
     start, end = base, base + timedelta(minutes=7 * n + 1)
-    for name in ("e0", "late"):
+    ids = {e.name: e.id for e in svc.list_evals()}
+    with svc.store.read() as s:
+        tallied = tally_range(s, None, start, end)
+    for name in names:
         want = _direct(svc, name, start, end)
         assert sum(v[0] for v in want.values()) == n
+        mine = {k[0]: v for k, v in tallied.items() if k[1] == ids[name]}
+        assert {h: v.count for h, v in mine.items()} == {h: v[0] for h, v in want.items()}
+        for hour, (_, total, passes, _) in want.items():
+            assert abs(mine[hour].total - total) < 1e-9 and mine[hour].passes == passes
         tr = svc.trend(name, bucket="hour", since=start, until=end)
         got = {b.start.replace(tzinfo=None): (b.count, b.mean_score * b.count) for b in tr.buckets}
         assert set(got) == set(want)
         for hour, (c, total, _, _) in want.items():
             assert got[hour][0] == c and abs(got[hour][1] - total) < 1e-9
         assert svc.count_results(eval_name=name) == n
-    assert {e.name: e.stats.results for e in svc.list_evals() if e.stats} == {"e0": n, "late": n}
+    stats = {e.name: e.stats.results for e in svc.list_evals() if e.stats}
+    assert stats == {name: n for name in names}
+
+
+def test_rescore_waits_for_a_rollup_in_progress(pg_url: str) -> None:
+    """On PostgreSQL a rescore and the rollup would otherwise interleave: the rollup (holding
+    the capture lock, not committed yet) counts captures past the old watermark with their
+    results as they were, while the rescore, reading the old watermark, adds results to those
+    captures without adding them to the rollup, and overwrites the rollup rows both change.
+    The rescore takes the capture lock as the rollup does, so it runs after it."""
+    import sqlalchemy as sa
+
+    svc = Service(pg_url)
+    svc.create_eval("e0", REFS[0], threshold=0.6)
+    svc.test_eval("e0", "q", REFS[0])
+    svc.activate_eval("e0")
+    base = datetime(2026, 1, 5, 9, 10)
+    n = 2 * ROLLUP_EVERY + 37
+    items = [
+        ("q", OUTPUTS[k % len(OUTPUTS)], None, None, base + timedelta(minutes=7 * k))
+        for k in range(n)
+    ]
+    for k in range(0, n, 50):
+        svc.capture_checked(items[k : k + 50])
+    with svc.store.read() as s:
+        assert 0 < watermark(s) < n  # some captures rolled up, some past the watermark
+    svc.create_eval("late", REFS[1], threshold=0.5)
+    svc.test_eval("late", "q", REFS[1])
+    svc.activate_eval("late")
+    engine = sa.create_engine(resolve_db_url(pg_url), poolclass=sa.pool.NullPool)
+    done: list[dict] = []
+    try:
+        with engine.connect() as conn:
+            assert roll_up(conn) == n  # the lock held, the watermark moved, not committed
+            worker = threading.Thread(target=lambda: done.append(svc.rescore("late", since=base)))
+            worker.start()
+            worker.join(1.0)
+            assert worker.is_alive() and not done  # waiting for the rollup
+            conn.commit()
+        worker.join(60)
+    finally:
+        engine.dispose()
+    assert done and done[0]["added"] == n
+    _assert_exact(svc, ("e0", "late"), base, n)
     svc.close()

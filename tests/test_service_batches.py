@@ -34,8 +34,14 @@ def test_capture_many_scores_every_row_and_reports(svc: Service) -> None:
         ],
         progress=lambda done, total: seen.append((done, total)),
     )
-    assert report.model_dump() == {"captures": 2, "results": 2, "passed": 1, "failed": 1}
-    assert seen == [(1, 2), (2, 2)]
+    assert report.model_dump() == {
+        "captures": 2,
+        "results": 2,
+        "passed": 1,
+        "failed": 1,
+        "replayed": 0,
+    }
+    assert seen == [(2, 2)]  # after each transaction
     old, new = sorted(svc.list_captures(), key=lambda c: c.captured_at)
     assert (old.output, old.captured_at.year, old.metadata) == (POOR, 2024, {"user": "a"})
     assert new.conversation_id == "7"
@@ -57,6 +63,19 @@ def test_capture_many_checks_every_row_before_storing_any(
     with pytest.raises(error, match=message):
         svc.capture_many([{"output": GOOD}, row])  # type: ignore[list-item]
     assert svc.list_captures() == []
+
+
+def test_capture_many_stores_bounded_transactions_and_skips_stored_keys(svc: Service) -> None:
+    rows = [{"output": GOOD if i % 2 else POOR, "capture_key": f"k{i}"} for i in range(450)]
+    first = svc.capture_many(rows[:250])
+    assert (first.captures, first.replayed, first.passed, first.failed) == (250, 0, 125, 125)
+    seen: list[tuple[int, int]] = []
+    report = svc.capture_many(rows, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(200, 450), (400, 450), (450, 450)]
+    assert (report.captures, report.replayed, report.results) == (200, 250, 200)
+    assert svc.count_captures() == 450
+    with pytest.raises(ValueError, match="chunk"):
+        svc.capture_many(rows, chunk=0)
 
 
 def test_read_capture_lines_names_the_line() -> None:

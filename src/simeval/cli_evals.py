@@ -591,7 +591,14 @@ def import_evals(file: str, db: str | None, as_json: bool) -> None:
     "--file",
     "jsonl",
     default=None,
-    help="Capture every line of a JSONL file: {input, output, conversation_id, metadata, at}.",
+    help="Capture every line of a JSONL file: {input, output, conversation_id, metadata, at, "
+    "capture_key}. Run again, it stores only the lines not stored yet.",
+)
+@click.option(
+    "--again",
+    is_flag=True,
+    help="With --file: store the file's lines again, as new captures (lines with their own "
+    "capture_key are still stored once).",
 )
 @click.option("--explain", is_flag=True, help="Explain failing results.")
 @db_option
@@ -605,6 +612,7 @@ def capture(
     metadata: str | None,
     captured_at: str | None,
     jsonl: str | None,
+    again: bool,
     explain: bool,
     db: str | None,
     as_json: bool,
@@ -615,17 +623,25 @@ def capture(
     characters are refused (exit 2, nothing stored). With automatic evaluation off
     (`simeval settings --no-auto-eval`) captures are stored unscored.
 
+    With --file every line is checked before the first is stored, then the lines are stored
+    200 to a transaction. A line without its own capture_key is keyed by the file's content
+    and its line number, so a run that was interrupted, run again on the same file, stores
+    only the lines still missing; --again stores the whole file once more.
+
     \b
     Examples:
         simeval capture "The capital of France is Paris." -i "Capital of France?"
         simeval capture --output-file reply.txt --conversation-id c42 --json
         simeval capture --file captures.jsonl
+        simeval capture --file captures.jsonl --again
     """
     if jsonl is not None:
         if output is not None or output_file or input_text or input_file or metadata:
             raise UserError("--file takes the captures from the file: give no OUTPUT or --input")
-        _capture_file(jsonl, db, as_json)
+        _capture_file(jsonl, db, as_json, again)
         return
+    if again:
+        raise UserError("--again goes with --file")
     out = read_input(output, output_file, "output")
     if out is None:
         raise UserError("missing OUTPUT: give it as an argument or with --output-file")
@@ -675,11 +691,18 @@ def _metadata(text: str | None, where: str) -> dict[str, Any] | None:
     return value
 
 
-def _capture_file(path: str, db: str | None, as_json: bool) -> None:
-    from simeval.service import read_capture_lines
+def _capture_file(path: str, db: str | None, as_json: bool, again: bool) -> None:
+    from simeval.service import file_key_prefix, read_capture_lines
 
+    data = _read_bytes(path, "captures")
+    try:
+        # newlines as a text file reads them (\r\n and \r are \n); a raw \r cannot be
+        # inside a JSON string, so no capture's text changes
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"captures file {path} is not UTF-8 text (byte {exc.start})") from None
     # every line is checked before the first capture is stored
-    rows = read_capture_lines(read_text_file(path, "captures"), path)
+    rows = read_capture_lines(text, path, None if again else file_key_prefix(data))
     with (
         _service(db) as svc,
         progress_bar(f"capturing {os.path.basename(path)}", counts=True) as progress,
@@ -687,11 +710,31 @@ def _capture_file(path: str, db: str | None, as_json: bool) -> None:
         report = svc.capture_many(rows, progress)
     if as_json:
         print_json(report.model_dump())
-    else:
+        return
+    if report.replayed and not report.captures:
         console.print(
-            f"captured {report.captures} outputs: {report.results} results, "
-            f"{report.passed} passed, {report.failed} failed"
+            f"nothing new: all {report.replayed} captures of {escape(path)} were stored "
+            "already (--again stores them once more)"
         )
+        return
+    line = (
+        f"captured {report.captures} outputs: {report.results} results, "
+        f"{report.passed} passed, {report.failed} failed"
+    )
+    if report.replayed:
+        line += f"; {report.replayed} stored already, skipped"
+    console.print(line)
+
+
+def _read_bytes(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{what} file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} path {path} is a directory, not a file") from None
+    except PermissionError:
+        raise UserError(f"{what} file {path} cannot be read (permission denied)") from None
 
 
 # -- results ------------------------------------------------------------------------------------

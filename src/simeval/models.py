@@ -305,12 +305,14 @@ class CleanupOut(_Model):
 
 
 class CaptureReport(_Model):
-    """What ``capture_many`` stored: captures, their results, and how many passed/failed."""
+    """What ``capture_many`` stored: captures, their results, and how many passed/failed;
+    ``replayed``: rows not stored because their capture key was stored already."""
 
     captures: int
     results: int
     passed: int
     failed: int
+    replayed: int = 0
 
 
 class RunOut(_Model):

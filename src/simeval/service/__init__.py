@@ -63,6 +63,7 @@ from simeval.service.checks import (
     UNSET,
     check_capture,
     check_capture_row,
+    file_key_prefix,
     parse_time,
     read_capture_lines,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "_validate_evals_document",
     "check_capture",
     "check_capture_row",
+    "file_key_prefix",
     "open_service",
     "parse_evals_document",
     "parse_result_id",

@@ -10,15 +10,19 @@
   entries appended, in a write transaction; captures the trend rollup already counted (ids at
   or below its watermark) have the new entries added to their hour's rollup rows in the same
   transaction, so counts and trends stay exact. A second rescore finds nothing to add.
+  The scores are computed from a snapshot first; the write transaction then re-reads the
+  blobs and, on PostgreSQL, holds the capture lock exclusively as the rollup does
+  (``roll_up``): no rollup moves the watermark while a rescore writes under it, and two
+  rescores of one eval do not both add an entry to the same capture.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from simeval.analyzer import scope_key
@@ -30,7 +34,7 @@ from simeval.service.capture import in_force
 from simeval.service.checks import _now, parse_time
 from simeval.service.evals import EvalsMixin
 from simeval.service.rollup import Key, Sums, add_sums, hour_of, watermark
-from simeval.store import Capture, Eval, pack_results, unpack_results
+from simeval.store import CAPTURE_LOCK, Capture, Eval, pack_results, unpack_results
 
 BACKTEST_DEFAULT = 500
 BACKTEST_MAX = 10_000
@@ -148,50 +152,81 @@ class BacktestMixin(EvalsMixin):
             spec = _spec(used)
             eval_id = ev.id
         es = EvalSet([spec])
-        report = {"eval": spec.name, "version": spec.version, "scanned": 0, "added": 0, "passed": 0}
+        report: dict[str, Any] = {
+            "eval": spec.name,
+            "version": spec.version,
+            "scanned": 0,
+            "added": 0,
+            "passed": 0,
+        }
         last = 0
         while True:
-
-            def work(s: Session, after: int = last) -> tuple[int, int, int, int]:
-                q = select(Capture).where(Capture.captured_at >= start, Capture.id > after)
+            # scored from a snapshot, outside the write transaction: the capture lock (below)
+            # is held only while the new entries are written
+            with self.store.read() as s:
+                q = select(Capture.id, Capture.input, Capture.output, Capture.scores).where(
+                    Capture.captured_at >= start, Capture.id > last
+                )
                 if end is not None:
                     q = q.where(Capture.captured_at < end)
-                caps = list(s.scalars(q.order_by(Capture.id).limit(_RESCORE_CHUNK)))
-                if not caps:
-                    return -1, 0, 0, 0
+                caps = s.execute(q.order_by(Capture.id).limit(_RESCORE_CHUNK)).all()
+            if not caps:
+                break
+            last = caps[-1][0]
+            report["scanned"] += len(caps)
+            scored: dict[int, Any] = {}
+            for cid, text_in, output, blob in caps:
+                if unpack_results(blob).position(eval_id) >= 0:
+                    continue  # scored already: once per capture and eval
+                got = es.score(output, input=text_in)
+                if got:  # else outside the eval's scope
+                    scored[cid] = got[0]
+            if not scored:
+                continue
+
+            def work(s: Session, scored: dict[int, Any] = scored) -> tuple[int, int]:
+                if s.get_bind().dialect.name == "postgresql":
+                    # as the rollup does (``roll_up``): with the capture lock held exclusively
+                    # no rollup moves the watermark meanwhile, so a capture at or below it is
+                    # one the rollup counted, and no other rescore changes the same rows
+                    s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
                 mark = watermark(s)
                 sums: dict[Key, Sums] = {}
                 added = passed = 0  # counted here: a retried transaction starts again
-                for cap in caps:
-                    packed = unpack_results(cap.scores)
+                rows = s.execute(
+                    select(Capture.id, Capture.captured_at, Capture.scores).where(
+                        Capture.id.in_(scored)
+                    )
+                ).all()
+                blobs = []
+                for cid, when, blob in rows:
+                    packed = unpack_results(blob)
                     if packed.position(eval_id) >= 0:
-                        continue  # scored already: once per capture and eval
-                    got = es.score(cap.output, input=cap.input)
-                    if not got:
-                        continue  # outside the eval's scope
-                    r = got[0]
-                    rows = list(packed.rows())
-                    rows.append(
+                        continue  # another rescore stored it since the snapshot
+                    r = scored[cid]
+                    entries = list(packed.rows())
+                    entries.append(
                         (eval_id, r.version, r.score, r.passed, r.threshold, r.matched_index,
                          r.fingerprint)
                     )  # fmt: skip
-                    cap.scores = pack_results(rows)
+                    blobs.append({"b_id": cid, "scores": pack_results(entries)})
                     added += 1
                     passed += r.passed
-                    if cap.id <= mark:  # the rollup counted this capture: add the new entry
-                        k = (hour_of(cap.captured_at), eval_id, r.version, r.fingerprint)
+                    if cid <= mark:  # the rollup counted this capture: add the new entry
+                        k = (hour_of(when), eval_id, r.version, r.fingerprint)
                         acc = sums.setdefault(k, Sums())
                         acc.count += 1
                         acc.total += r.score
                         acc.passes += r.passed
-                s.flush()
+                if blobs:
+                    table = cast(Table, Capture.__table__)
+                    s.connection().execute(
+                        update(table).where(table.c.id == bindparam("b_id")), blobs
+                    )
                 add_sums(s.connection(), sums)
-                return caps[-1].id, len(caps), added, passed
+                return added, passed
 
-            last, scanned, added, passed = self._write(work)
-            if last < 0:
-                break
-            report["scanned"] += scanned
+            added, passed = self._write(work)
             report["added"] += added
             report["passed"] += passed
         return report

@@ -3,6 +3,7 @@ paging, and times (``parse_time``). Each raises a ``SimevalError`` subclass nami
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import unicodedata
@@ -290,15 +291,35 @@ def check_capture_row(row: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def read_capture_lines(text: str, source: str = "captures") -> list[dict[str, Any]]:
+def file_key_prefix(data: bytes) -> str:
+    """The prefix of the capture keys derived for the lines of a captures file without their
+    own key (``read_capture_lines``): ``file:`` and 16 hex digits of the SHA-256 of the file's
+    bytes. The same content gives the same keys, so a rerun stores only what is missing.
+
+    >>> file_key_prefix(b'{"output": "a"}\\n')
+    'file:18fe23e230a112b5'
+    """
+    return f"file:{hashlib.sha256(data).hexdigest()[:16]}"
+
+
+def read_capture_lines(
+    text: str, source: str = "captures", key_prefix: str | None = None
+) -> list[dict[str, Any]]:
     """JSON Lines of captures (one object a line, blank lines skipped), every line checked
     (``check_capture_row``) before any is returned; errors name ``source`` and the line.
 
+    With ``key_prefix`` (``file_key_prefix``) a line without its own ``capture_key`` gets
+    ``<key_prefix>:<line number>``: storing the lines again stores only those not stored yet.
+    Lines end at ``\\n`` (a ``\\r`` before it is dropped), not at the other characters
+    ``str.splitlines`` breaks on, which JSON text may hold unescaped (U+2028, U+0085...).
+
     >>> [r["output"] for r in read_capture_lines('{"output": "a"}\\n\\n{"output": "b"}')]
     ['a', 'b']
+    >>> read_capture_lines('\\n{"output": "a"}', key_prefix="file:ab")[0]["capture_key"]
+    'file:ab:2'
     """
     rows: list[dict[str, Any]] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         where = f"{source} line {n}"
@@ -306,7 +327,10 @@ def read_capture_lines(text: str, source: str = "captures") -> list[dict[str, An
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
-        rows.append(check_capture_row(row, where))
+        checked = check_capture_row(row, where)
+        if key_prefix is not None and "capture_key" not in checked:
+            checked["capture_key"] = f"{key_prefix}:{n}"
+        rows.append(checked)
     return rows
 
 
