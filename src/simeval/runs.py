@@ -43,6 +43,7 @@ from typing import IO, Any, Literal
 
 from simeval._vector import absent as _absent
 from simeval._vector import best as _vector_best
+from simeval._vector import has_any as _has_any
 from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
@@ -261,12 +262,14 @@ class _Ref:
     def asked(self, terms: bytes) -> bool:
         """Whether the input's terms (``Scorer.input_terms``) include one of this reference's:
         its weights in an explanation are then not its own."""
-        if not terms:
-            return False
+        return bool(terms) and bool(_has_any(self.vec, terms))
+
+    def hashes(self) -> frozenset[int]:
+        """The reference's term hashes (made once)."""
         hset = self.hset
         if hset is None:
             hset = self.hset = frozenset(_hash_array(self.vec))
-        return not hset.isdisjoint(array("Q", terms))
+        return hset
 
     def has_negator(self, scorer: Scorer) -> bool:
         neg = self.negator
@@ -376,8 +379,7 @@ class _Terms:
         if top <= 0:
             return []
         if terms and ref.asked(terms):
-            assert ref.hset is not None
-            shared = ref.hset.intersection(array("Q", terms))
+            shared = ref.hashes().intersection(array("Q", terms))
             cache = ref.asked_ranked
             if cache is None:
                 cache = ref.asked_ranked = {}
