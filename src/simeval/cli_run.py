@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -289,7 +290,9 @@ def run(
         and baseline.startswith(runs.STORED_RUN_PREFIX)
         and not os.path.exists(baseline)
     )
-    svc = _service(db) if store or stored_baseline else None
+    # a stored baseline needs the database before the run; a run stored without one opens it
+    # while its first rows are scored (the database layer takes a while to import)
+    svc = _service(db) if stored_baseline else None
     base = None
     if baseline is not None:
         if stored_baseline:
@@ -297,7 +300,7 @@ def run(
         else:
             base = runs.load_baseline(baseline, columns)
     store_to = None
-    if svc is not None and store:
+    if store:
 
         def stored_summary(summary: dict[str, Any]) -> dict[str, Any]:
             gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
@@ -305,7 +308,12 @@ def run(
             return {**summary, "gates": gates}
 
         # the rows go to the database while the run is scored (a failed run leaves none)
-        store_to = runs.RunStore(svc, name, file, stored_summary)
+        store_to = runs.RunStore(
+            svc if svc is not None else functools.partial(_service, db),
+            name,
+            file,
+            stored_summary,
+        )
 
     opts = runs.RunOptions(
         columns=columns,

@@ -2572,6 +2572,10 @@ class RunStore:
     ``finish`` with the summary (returns the run's id) or, if the run fails, ``abort`` (the
     run and the rows written so far are deleted). ``prepare(summary)``, if given, returns the
     summary to store.
+
+    ``svc`` may be a function that opens the service: the writer thread then opens it (the
+    database layer imported, the database opened and migrated) while the first rows are
+    scored; an error opening it fails the run at its next chunk.
     """
 
     def __init__(
@@ -2586,21 +2590,30 @@ class RunStore:
         self.error: BaseException | None = None
         self.queue: Any = None
         self.thread: Any = None
+        self.options: dict[str, Any] = {}
 
     def start(self, options: dict[str, Any]) -> None:
         import queue
         import threading
 
-        self.run_id = self.svc.create_run(
-            self.name, self.source, options=options, summary={"status": "storing"}
-        )
+        self.options = options
+        if not callable(self.svc):
+            self._create()  # an open service: the run is recorded before the first row
         self.queue = queue.Queue(_STORE_QUEUE)
         self.thread = threading.Thread(target=self._write, name="simeval-run-store", daemon=True)
         self.thread.start()
 
+    def _create(self) -> None:
+        self.run_id = self.svc.create_run(
+            self.name, self.source, options=self.options, summary={"status": "storing"}
+        )
+
     def _write(self) -> None:
         get = self.queue.get
         try:
+            if callable(self.svc):
+                self.svc = self.svc()
+                self._create()
             self.svc.add_run_rows(
                 self.run_id, STORE_COLUMNS, iter(get, None), _STORE_ROWS_PER_TRANSACTION
             )

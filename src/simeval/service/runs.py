@@ -239,7 +239,9 @@ class RunsMixin(ServiceBase):
         sqlite = self.store.engine.dialect.name == "sqlite"
         sql = _raw_insert_sql()
         if sqlite:
-            stamp = store_mod.results_table.c.created_at.type.bind_processor(
+            # the dialect's own processor: the text SQLAlchemy writes for a date (not the
+            # driver's default adapter, which drops zero microseconds)
+            stamp = store_mod.results_table.c.created_at.type._cached_bind_processor(
                 self.store.engine.dialect
             )
             tail = (rid, stamp(now) if stamp is not None else now)
