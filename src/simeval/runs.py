@@ -2574,8 +2574,10 @@ class RunStore:
     summary to store.
 
     ``svc`` may be a function that opens the service: the writer thread then opens it (the
-    database layer imported, the database opened and migrated) while the first rows are
-    scored; an error opening it fails the run at its next chunk.
+    database layer imported, the database opened and migrated) while the next rows are
+    scored; an error opening it fails the run at its next chunk. That thread starts with the
+    first rows, after the run's worker processes are forked: a process forked while another
+    thread imports a module can inherit the import's lock, held forever.
     """
 
     def __init__(
@@ -2594,14 +2596,21 @@ class RunStore:
 
     def start(self, options: dict[str, Any]) -> None:
         import queue
-        import threading
 
         self.options = options
+        self.queue = queue.Queue(_STORE_QUEUE)
         if not callable(self.svc):
             self._create()  # an open service: the run is recorded before the first row
-        self.queue = queue.Queue(_STORE_QUEUE)
-        self.thread = threading.Thread(target=self._write, name="simeval-run-store", daemon=True)
-        self.thread.start()
+            self._thread()
+
+    def _thread(self) -> None:
+        import threading
+
+        if self.thread is None:
+            self.thread = threading.Thread(
+                target=self._write, name="simeval-run-store", daemon=True
+            )
+            self.thread.start()
 
     def _create(self) -> None:
         self.run_id = self.svc.create_run(
@@ -2628,6 +2637,7 @@ class RunStore:
 
     def add(self, rows: list[tuple[Any, ...]]) -> None:
         self._check()
+        self._thread()
         self.queue.put(rows)
 
     def _stop(self) -> None:
@@ -2637,6 +2647,7 @@ class RunStore:
             self.thread = None
 
     def finish(self, summary: dict[str, Any]) -> int:
+        self._thread()  # a run without rows is stored too
         self._stop()
         self._check()
         assert self.run_id is not None
