@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -37,6 +38,9 @@ _RAW_COLUMNS = (
     "run_id",
     "created_at",
 )
+
+
+_SAFE_STAMP = re.compile(r"[0-9: .-]+")
 
 
 def _raw_insert_sql() -> str:
@@ -235,7 +239,8 @@ class RunsMixin(ServiceBase):
             eval_ids: dict[str | None, int] = dict(s.execute(select(Eval.name, Eval.id)).all())
         now = _now()
         total = 0
-        pending: list[tuple[Any, ...]] = []
+        pending: list[tuple[Any, ...]] = []  # rows with their eval id and the constants
+        plain: list[Sequence[Any]] = []  # SQLite: rows of no eval, as they came
         sqlite = self.store.engine.dialect.name == "sqlite"
         sql = _raw_insert_sql()
         if sqlite:
@@ -244,13 +249,24 @@ class RunsMixin(ServiceBase):
             stamp = store_mod.results_table.c.created_at.type._cached_bind_processor(
                 self.store.engine.dialect
             )
-            tail = (rid, stamp(now) if stamp is not None else now)
+            stamped = stamp(now) if stamp is not None else now.isoformat(" ")
+            tail = (rid, stamped)
+            # a row of no eval goes to the driver as it is: its eval id, run id and date are
+            # written into the statement (an int and a date's digits), not bound per row
+            if not _SAFE_STAMP.fullmatch(stamped):
+                raise AssertionError(f"unexpected date text {stamped!r}")
+            plain_sql = sql.rsplit("(", 1)[0] + (
+                f"({', '.join('?' * 11)}, NULL, {int(rid)}, '{stamped}')"
+            )
 
         def flush() -> None:
             def work(s: Session) -> None:
                 conn = s.connection()
                 if sqlite:
-                    conn.exec_driver_sql(sql, pending)
+                    if plain:
+                        conn.exec_driver_sql(plain_sql, plain)
+                    if pending:
+                        conn.exec_driver_sql(sql, pending)
                 else:
                     rows = [
                         (*r[:10], None if r[10] is None else json.loads(r[10]), r[11])
@@ -267,18 +283,21 @@ class RunsMixin(ServiceBase):
 
             self._write(work)
             pending.clear()
+            plain.clear()
 
         get_id = eval_ids.get
         for batch in batches:
-            if sqlite:
+            if sqlite and all(r[0] is None for r in batch):
+                plain.extend(batch)
+            elif sqlite:
                 pending.extend([(*r, get_id(r[0]), *tail) for r in batch])
             else:
                 pending.extend([(*r, get_id(r[0])) for r in batch])
-            if len(pending) >= rows_per_transaction:
-                total += len(pending)
+            if len(pending) + len(plain) >= rows_per_transaction:
+                total += len(pending) + len(plain)
                 flush()
-        if pending:
-            total += len(pending)
+        if pending or plain:
+            total += len(pending) + len(plain)
             flush()
         return total
 
