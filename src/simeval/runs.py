@@ -2559,7 +2559,7 @@ def _stored_options(
     return dict(_json_safe(out))
 
 
-_STORE_QUEUE = 8  # chunks of rows waiting for the writer thread (memory stays bounded)
+_STORE_QUEUE = 32  # chunks of rows waiting for the writer thread (memory stays bounded)
 _STORE_ROWS_PER_TRANSACTION = 10_000
 
 
