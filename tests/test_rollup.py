@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from datetime import datetime, timedelta
+from typing import Any
 
 from simeval.service import Service
 from simeval.service.rollup import ROLLUP_EVERY, roll_up, tally_range, watermark
@@ -98,17 +99,22 @@ def test_rollup_matches_a_direct_count(db: str) -> None:
     svc.close()
 
 
-def test_rescore_keeps_the_rollup_exact_and_stores_once(db: str) -> None:
-    svc = Service(db)
+def _one_eval_and_items(svc: Service) -> list[tuple[Any, ...]]:
+    """An active eval "e0", and checked captures spread over hours past two rollup steps."""
     svc.create_eval("e0", REFS[0], threshold=0.6)
     svc.test_eval("e0", "q", REFS[0])
     svc.activate_eval("e0")
     base = datetime(2026, 1, 5, 9, 10)
-    n = 2 * ROLLUP_EVERY + 37
-    items = [
+    return [
         ("q", OUTPUTS[k % len(OUTPUTS)], None, None, base + timedelta(minutes=7 * k))
-        for k in range(n)
+        for k in range(2 * ROLLUP_EVERY + 37)
     ]
+
+
+def test_rescore_keeps_the_rollup_exact_and_stores_once(db: str) -> None:
+    svc = Service(db)
+    items = _one_eval_and_items(svc)
+    n, base = len(items), items[0][4]
     # the first third captured while automatic evaluation was off: no results
     svc.update_settings(auto_evaluate=False)
     svc.capture_checked(items[: n // 3])
@@ -163,15 +169,8 @@ def test_rescore_waits_for_a_rollup_in_progress(pg_url: str) -> None:
     import sqlalchemy as sa
 
     svc = Service(pg_url)
-    svc.create_eval("e0", REFS[0], threshold=0.6)
-    svc.test_eval("e0", "q", REFS[0])
-    svc.activate_eval("e0")
-    base = datetime(2026, 1, 5, 9, 10)
-    n = 2 * ROLLUP_EVERY + 37
-    items = [
-        ("q", OUTPUTS[k % len(OUTPUTS)], None, None, base + timedelta(minutes=7 * k))
-        for k in range(n)
-    ]
+    items = _one_eval_and_items(svc)
+    n, base = len(items), items[0][4]
     for k in range(0, n, 50):
         svc.capture_checked(items[k : k + 50])
     with svc.store.read() as s:

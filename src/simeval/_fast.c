@@ -861,7 +861,33 @@ static PyObject *vz_normalize_py(Vectorizer *v, PyObject *text) {
     return out;
 }
 
-static PyObject *vz_tokens(Vectorizer *v, PyObject *text) {
+/* Adds token t to the list `out` (tokens) or, when its term is not in the dict `out` yet,
+ * its term hash -> the token (first words); -1 on error. */
+static int add_token(Vectorizer *v, const Scan *s, const Tok *t, PyObject *out, int words) {
+    if (!words) {
+        PyObject *w = tok_str(s, t);
+        int r = w ? PyList_Append(out, w) : -1;
+        Py_XDECREF(w);
+        return r;
+    }
+    Cell *c = tok_lookup(v, s, t);
+    if (!c) return -1;
+    if (c->state != TERM) return 0;
+    PyObject *key = PyLong_FromUnsignedLongLong(c->term_hash);
+    int has = key ? PyDict_Contains(out, key) : -1;
+    if (has == 0) {
+        PyObject *w = tok_str(s, t);
+        if (!w || PyDict_SetItem(out, key, w) < 0) has = -1;
+        Py_XDECREF(w);
+    }
+    Py_XDECREF(key);
+    return has < 0 ? -1 : 0;
+}
+
+/* The tokens of a text (a list), or the first token of each of its terms by term hash (a
+ * dict, in the order the terms first appear, stop words left out: what naming a vector's
+ * terms needs). */
+static PyObject *vz_scan(Vectorizer *v, PyObject *text, int words) {
     if (!PyUnicode_Check(text)) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
@@ -873,56 +899,19 @@ static PyObject *vz_tokens(Vectorizer *v, PyObject *text) {
         return NULL;
     }
     s.data = buf->norm;
-    PyObject *out = PyList_New(0);
+    PyObject *out = words ? PyDict_New() : PyList_New(0);
     Tok t;
     int r;
     while (out && (r = next_token(&s, &t)) != 0) {
-        PyObject *w = r > 0 ? tok_str(&s, &t) : NULL;
-        if (!w || PyList_Append(out, w) < 0) Py_CLEAR(out);
-        Py_XDECREF(w);
+        if (r < 0 || add_token(v, &s, &t, out, words) < 0) Py_CLEAR(out);
     }
     buf_give(v, buf);
     return out;
 }
 
-/* Vectorizer.words(text) -> {term hash: token}: the first token of each term of a text, in
- * the order the terms first appear (stop words left out): what naming a vector's terms
- * needs, without a list of every token. */
-static PyObject *vz_words(Vectorizer *v, PyObject *text) {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "text must be str");
-        return NULL;
-    }
-    Buf local, *buf = buf_take(v, &local);
-    Scan s = {v, 0, NULL, 0, 0, {0}, 0};
-    if (vz_normalize(v, buf, text, &s.kind, &s.len) < 0) {
-        buf_give(v, buf);
-        return NULL;
-    }
-    s.data = buf->norm;
-    PyObject *out = PyDict_New();
-    Tok t;
-    int r;
-    while (out && (r = next_token(&s, &t)) != 0) {
-        Cell *c = r > 0 ? tok_lookup(v, &s, &t) : NULL;
-        if (!c) {
-            Py_CLEAR(out);
-            break;
-        }
-        if (c->state != TERM) continue;
-        PyObject *key = PyLong_FromUnsignedLongLong(c->term_hash);
-        int has = key ? PyDict_Contains(out, key) : -1;
-        if (has == 0) {
-            PyObject *w = tok_str(&s, &t);
-            if (!w || PyDict_SetItem(out, key, w) < 0) has = -1;
-            Py_XDECREF(w);
-        }
-        Py_XDECREF(key);
-        if (has < 0) Py_CLEAR(out);
-    }
-    buf_give(v, buf);
-    return out;
-}
+static PyObject *vz_tokens(Vectorizer *v, PyObject *text) { return vz_scan(v, text, 0); }
+
+static PyObject *vz_words(Vectorizer *v, PyObject *text) { return vz_scan(v, text, 1); }
 
 static PyObject *vz_clear(Vectorizer *v, PyObject *unused) {
     if (vz_alloc(v, 1024) < 0) return NULL;

@@ -714,6 +714,17 @@ def pack_results(rows: Iterable[tuple[int, int, float, bool, float, int, str]]) 
     )
 
 
+def packed_fingerprints(blob: bytes, nfp: int) -> tuple[list[str], int]:
+    """The ``nfp`` scorer fingerprints of a packed capture, and where its columns start."""
+    at = _PACK_HEAD.size
+    fps = []
+    for _ in range(nfp):
+        size = blob[at]
+        fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
+        at += 1 + size
+    return fps, at
+
+
 def unpack_results(blob: bytes | None) -> PackedResults:
     """The columns of a packed capture (an empty set for ``None``)."""
     if not blob:
@@ -722,12 +733,7 @@ def unpack_results(blob: bytes | None) -> PackedResults:
     version, _, nfp, n = _PACK_HEAD.unpack_from(blob)
     if version != PACK_VERSION:
         raise SimevalError(f"packed results of format {version}, unknown to this simeval")
-    at = _PACK_HEAD.size
-    fps = []
-    for _ in range(nfp):
-        size = blob[at]
-        fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
-        at += 1 + size
+    fps, at = packed_fingerprints(blob, nfp)
     cols: list[Any] = []
     for code, width in (("q", 8), ("i", 4), ("d", 8), ("d", 8), ("i", 4)):
         arr = array(code)

@@ -33,6 +33,7 @@ from simeval.store import (
     Review,
     Setting,
     TrendRollup,
+    packed_fingerprints,
     unpack_results,
 )
 
@@ -75,12 +76,7 @@ class Sums:
 
 
 def _layout(blob: bytes, nfp: int, n: int, wanted: frozenset[int] | None) -> _Layout:
-    at = _HEAD.size
-    fps = []
-    for _ in range(nfp):
-        size = blob[at]
-        fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
-        at += 1 + size
+    fps, at = packed_fingerprints(blob, nfp)
     ids = np.frombuffer(blob, "<i8", n, at).tolist()
     versions = np.frombuffer(blob, "<i4", n, at + 8 * n).tolist()
     passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n
