@@ -10,17 +10,18 @@ Decisions worth knowing:
 - Input scope: an eval with a scope fires only on captures whose input *equals* the scope after
   Unicode NFKC normalisation, case folding and whitespace folding (``scope_key``); an unscoped
   eval fires on every capture.
-- Capture: the capture and all its results are written in one transaction. The reference
-  vectors of the active evals are prepared once per process and cached; the cache is keyed by a
-  revision counter stored in the database, which every change to an eval bumps, so a change
-  made by another process is picked up on the next capture. The output is vectorised once per
-  scorer configuration and compared with every eval's prepared references.
+- Capture: the capture and all its results are written in one transaction, the results packed
+  on the capture's row. The active evals are prepared once per process (``simeval.evalset``);
+  the cache is keyed by a revision counter stored in the database, which every change to an
+  eval bumps, so a change made by another process is picked up on the next capture. The output
+  is vectorised once per scorer configuration and scored against every eval at once.
 - Explanations of capture results are computed when a result is shown, not when it is stored:
   an explanation is a pure function of the output, the matched eval version's references and
   its scorer options, all of which are stored, and computing it for 1,000 evals per capture
   would cost ten times the scoring itself. If the scorer's fingerprint today differs from the
   stored one (e.g. a corpus IDF table changed), the explanation carries a ``note`` saying so.
-  Tests and data-set run rows store their explanation.
+  Tests store their explanation; a data-set run row keeps where it came from and is explained
+  when shown, from the scorer options its run keeps.
 - Reviews override pass/fail everywhere (listings, trends, stats, exports): the effective
   score is the review's, and a result passes when it is at or above the threshold used.
   The automated score and verdict stay visible beside it.
