@@ -185,3 +185,17 @@ def test_score_many_equals_score_elementwise(outs, data) -> None:
     assert simeval.score_many(outs, refs, workers=1) == [
         simeval.score(o, r) for o, r in zip(outs, refs, strict=True)
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(s=unicode_text, tokenizer=st.sampled_from(["unicode", "words"]))
+def test_rank_orders_terms_as_python_sorts_them(s: str, tokenizer: str) -> None:
+    # a reference's terms heaviest first, ties by word: the order of missing terms in runs
+    from simeval.runs import _Terms
+
+    sc = simeval.get_scorer(tokenizer=tokenizer)
+    vec = sc.vector(s)
+    expected = _Terms(sc).ranked(s, vec)
+    for rank in (_vector.rank, _vector.rank_py):
+        packed, words = rank(vec, _Terms(sc).words(s))
+        assert list(zip(array("Q", packed), words, strict=True)) == expected

@@ -263,6 +263,69 @@ static PyObject *py_absent(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* rank(vec: bytes, words: dict) -> (bytes, list): the vector's term hashes (packed uint64)
+ * and their words (words[hash], a str each), heaviest first by tf x idf, ties by word: the
+ * order of Python's sorted((-tfw * idf, word, hash)). Names a reference's missing terms. */
+typedef struct {
+    double w;
+    PyObject *word; /* borrowed from the dict */
+    uint64_t h;
+} RankItem;
+
+static int rank_cmp(const void *x, const void *y) {
+    const RankItem *a = x, *b = y;
+    if (a->w != b->w) return a->w > b->w ? -1 : 1;
+    int c = PyUnicode_Compare(a->word, b->word); /* two str: no error */
+    if (c != 0) return c;
+    return (a->h > b->h) - (a->h < b->h);
+}
+
+static PyObject *py_rank(PyObject *self, PyObject *args) {
+    Py_buffer a;
+    PyObject *words, *packed = NULL, *list = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!", &a, &PyDict_Type, &words)) return NULL;
+    const Term *t = (const Term *)a.buf;
+    size_t n = (size_t)a.len / sizeof(Term);
+    RankItem *items = PyMem_Malloc((n ? n : 1) * sizeof(RankItem));
+    if (!items) {
+        PyBuffer_Release(&a);
+        return PyErr_NoMemory();
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *key = PyLong_FromUnsignedLongLong(t[i].hash);
+        PyObject *word = key ? PyDict_GetItemWithError(words, key) : NULL;
+        if (word == NULL && key != NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+        Py_XDECREF(key);
+        if (word == NULL) goto done;
+        if (!PyUnicode_Check(word)) {
+            PyErr_SetString(PyExc_TypeError, "words must map each term hash to a str");
+            goto done;
+        }
+        items[i].w = t[i].tfw * t[i].idf;
+        items[i].word = word;
+        items[i].h = t[i].hash;
+    }
+    qsort(items, n, sizeof(RankItem), rank_cmp);
+    packed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint64_t)));
+    list = PyList_New((Py_ssize_t)n);
+    if (!packed || !list) goto done;
+    uint64_t *out = (uint64_t *)PyBytes_AS_STRING(packed);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = items[i].h;
+        Py_INCREF(items[i].word);
+        PyList_SET_ITEM(list, (Py_ssize_t)i, items[i].word);
+    }
+    PyMem_Free(items);
+    PyBuffer_Release(&a);
+    return Py_BuildValue("(NN)", packed, list);
+done:
+    Py_XDECREF(packed);
+    Py_XDECREF(list);
+    PyMem_Free(items);
+    PyBuffer_Release(&a);
+    return NULL;
+}
+
 /* ---- Characters ---------------------------------------------------------------------------
  * What the tokenizer and the normaliser need to know of a code point comes from
  * analyzer.char_info (Python's unicodedata, so both sides read the same Unicode version),
@@ -957,6 +1020,7 @@ static PyMethodDef methods[] = {
     {"best", best, METH_VARARGS, "Best score of one packed vector against many."},
     {"has_any", py_has_any, METH_VARARGS, "Whether a packed vector has one of the hashes."},
     {"absent", py_absent, METH_VARARGS, "Positions of the first hashes a vector lacks."},
+    {"rank", py_rank, METH_VARARGS, "A vector's terms and words, heaviest first."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -74,6 +74,13 @@ def has_any_py(vec: bytes, packed: bytes) -> bool:
     return any(h in found for h, _, _ in unpack(vec))
 
 
+def rank_py(vec: bytes, words: dict[int, str]) -> tuple[bytes, list[str]]:
+    """The term hashes of ``vec`` (packed uint64) and their ``words``, heaviest first (tf x
+    idf), ties by word."""
+    ranked = sorted((-(tfw * idf), words[h], h) for h, tfw, idf in unpack(vec))
+    return b"".join(_HASH.pack(h) for _, _, h in ranked), [w for _, w, _ in ranked]
+
+
 def absent_py(vec: bytes, packed: bytes, top: int) -> list[int]:
     """Positions in ``packed`` (uint64 hashes, any order) of the first ``top`` hashes ``vec``
     does not have, in that order."""
@@ -161,11 +168,11 @@ def best_py(
 
 
 try:
-    from simeval._fast import Vectorizer, absent, best, cosine, has_any, vectorize
+    from simeval._fast import Vectorizer, absent, best, cosine, has_any, rank, vectorize
 
     ACCELERATED = True
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     vectorize, cosine, best, has_any = vectorize_py, cosine_py, best_py, has_any_py
-    absent = absent_py
+    absent, rank = absent_py, rank_py
     Vectorizer = None
     ACCELERATED = False

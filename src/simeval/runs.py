@@ -37,13 +37,14 @@ from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse, islice, repeat
+from itertools import islice, repeat
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from simeval._vector import absent as _absent
 from simeval._vector import best as _vector_best
 from simeval._vector import has_any as _has_any
+from simeval._vector import rank as _rank
 from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
@@ -246,9 +247,9 @@ class _Ref:
         self.vec = vec
         self.hset: frozenset[int] | None = None
         self.negator: bool | None = None
-        # missing terms: (hashes ranked, word by hash, the ranked hashes packed, the words in
-        # that order); per set of its terms an input shares, (packed, words) ranked so
-        self.ranked: tuple[list[int], dict[int, str], bytes, list[str]] | None = None
+        # missing terms: (its term hashes ranked, packed; their words in that order); per set
+        # of its terms an input shares, (packed, words) ranked so
+        self.ranked: tuple[bytes, list[str]] | None = None
         self.asked_ranked: dict[frozenset[int], tuple[bytes, list[str]]] | None = None
         self.side: tuple[dict[int, float], float, list[Any], str] | None = None
         self.json: str | None = None
@@ -357,19 +358,15 @@ class _Terms:
         """``missing`` for a cached reference and the term hashes ``have`` of an output."""
         if top <= 0:
             return []
-        ranked = ref.ranked
-        if ranked is None:
-            ranked = self._ranked(ref)
-        hashes, words = ranked[:2]
-        return list(map(words.__getitem__, islice(filterfalse(have.__contains__, hashes), top)))
+        packed, words = self._ranked(ref)
+        lacking = (i for i, h in enumerate(array("Q", packed)) if h not in have)
+        return [words[i] for i in islice(lacking, top)]
 
-    def _ranked(self, ref: _Ref) -> tuple[list[int], dict[int, str], bytes, list[str]]:
+    def _ranked(self, ref: _Ref) -> tuple[bytes, list[str]]:
+        """The reference's term hashes (packed) and words in ``ranked``'s order, made once."""
         ranked = ref.ranked
         if ranked is None:
-            pairs = self.ranked(ref.text, ref.vec)
-            hashes = [h for h, _ in pairs]
-            packed = array("Q", hashes).tobytes()
-            ranked = ref.ranked = (hashes, dict(pairs), packed, [w for _, w in pairs])
+            ranked = ref.ranked = _rank(ref.vec, self.words(ref.text))  # sorted in C
         return ranked
 
     def missing_of(self, ref: _Ref, vec: bytes, terms: bytes, top: int) -> list[str]:
@@ -390,7 +387,7 @@ class _Terms:
                 got = cache[shared] = self._asked_ranked(ref, shared)
             packed, words = got
         else:
-            packed, words = self._ranked(ref)[2:]
+            packed, words = self._ranked(ref)
         return [words[i] for i in _absent(vec, packed, top)]
 
     def _asked_ranked(self, ref: _Ref, shared: frozenset[int]) -> tuple[bytes, list[str]]:
