@@ -168,3 +168,58 @@ def test_fast_loop_writes_what_the_general_loop_writes(tmp_path: Path) -> None:
         outs.append((res_path.read_bytes(), summary))
     assert outs[0] == outs[1]
     assert outs[0][1]["results"] > 30
+
+
+def _cli(*args: str, timeout: float = 180) -> Any:
+    """The real command in a fresh interpreter (nothing of the database layer imported yet)."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", "from simeval.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_store_with_worker_processes_opens_the_database_while_scoring(tmp_path: Path) -> None:
+    # several chunks, two worker processes: the database is opened on the writer thread once
+    # the workers are forked (a fork during an import could leave a worker holding its lock)
+    n = 3 * runs.CHUNK_ROWS + 500
+    src = tmp_path / "cases.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"id": i, "output": TEXTS[i % 40], "reference": TEXTS[(i * 7) % 40]}) + "\n"
+            for i in range(n)
+        ),
+        encoding="utf-8",
+    )
+    db = tmp_path / "runs.db"
+    done = _cli("run", str(src), "--store", "--db", str(db), "--workers", "2", "--json")
+    assert done.returncode in (0, 1), done.stderr
+    summary = json.loads(done.stdout)
+    with Service(str(db)) as svc:
+        run = svc.get_run(summary["run_id"])
+        assert run.status == "complete"
+        assert svc.count_results(run_id=run.id) == n
+
+
+def test_store_into_a_bad_database_fails_in_one_line(tmp_path: Path) -> None:
+    src = tmp_path / "cases.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"output": TEXTS[i % 40], "reference": TEXTS[1]}) + "\n"
+            for i in range(2 * runs.CHUNK_ROWS + 10)
+        ),
+        encoding="utf-8",
+    )
+    bad = tmp_path / "notes.db"
+    bad.write_bytes(b"not a database at all")
+    out = tmp_path / "results.jsonl"
+    done = _cli("run", str(src), "--store", "--db", str(bad), "-o", str(out), "--workers", "2")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "notes.db" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert bad.read_bytes() == b"not a database at all"
+    assert not out.exists()
