@@ -179,3 +179,10 @@ def test_capture_file_lines_end_at_newlines_only(tmp_path: Path) -> None:
     assert stored == sorted(outputs)
     keys = sorted(k for (k,) in sql(db, "SELECT capture_key FROM captures"))
     assert [k.rsplit(":", 1)[1] for k in keys] == ["1", "2"]
+
+
+def test_a_byte_order_mark_is_not_part_of_line_one(tmp_path: Path) -> None:
+    from simeval.service import read_capture_lines
+
+    text = '\ufeff{"input": "q", "output": "Paris"}\n{"output": "Lyon"}\n'
+    assert [r["output"] for r in read_capture_lines(text)] == ["Paris", "Lyon"]

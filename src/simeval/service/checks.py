@@ -311,7 +311,8 @@ def read_capture_lines(
     With ``key_prefix`` (``file_key_prefix``) a line without its own ``capture_key`` gets
     ``<key_prefix>:<line number>``: storing the lines again stores only those not stored yet.
     Lines end at ``\\n`` (a ``\\r`` before it is dropped), not at the other characters
-    ``str.splitlines`` breaks on, which JSON text may hold unescaped (U+2028, U+0085...).
+    ``str.splitlines`` breaks on, which JSON text may hold unescaped (U+2028, U+0085...). A
+    byte order mark at the start (files saved by some Windows editors) is not part of line 1.
 
     >>> [r["output"] for r in read_capture_lines('{"output": "a"}\\n\\n{"output": "b"}')]
     ['a', 'b']
@@ -319,7 +320,7 @@ def read_capture_lines(
     'file:ab:2'
     """
     rows: list[dict[str, Any]] = []
-    for n, line in enumerate(text.split("\n"), 1):
+    for n, line in enumerate(text.removeprefix("\ufeff").split("\n"), 1):
         if not line.strip():
             continue
         where = f"{source} line {n}"
