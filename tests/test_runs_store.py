@@ -3,6 +3,7 @@ explanation, and explained when shown exactly as ``scorer.explain`` explains the
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -223,3 +224,58 @@ def test_store_into_a_bad_database_fails_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert bad.read_bytes() == b"not a database at all"
     assert not out.exists()
+
+
+def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(tmp_path: Path) -> None:
+    # `run --store` writes through a writer process: when the run's process is killed, the
+    # writer sees its pipe close and stops, so the run shows as interrupted, not running
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    n = 40 * runs.CHUNK_ROWS
+    src = tmp_path / "cases.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"output": TEXTS[i % 40], "reference": TEXTS[(i * 7) % 40]}) + "\n"
+            for i in range(n)
+        ),
+        encoding="utf-8",
+    )
+    db = tmp_path / "runs.db"
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-c", "from simeval.cli import main; main()", "run", str(src)),
+            *("--store", "--db", str(db), "--workers", "2", "--no-results"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        stored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists():
+                with contextlib.suppress(sqlite3.Error), sqlite3.connect(db, timeout=1) as con:
+                    stored = con.execute("SELECT count(*) FROM results").fetchone()[0]
+            if stored:
+                break
+            time.sleep(0.05)
+        assert stored and proc.poll() is None, "the run ended before any row was stored"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Service(str(db)) as svc:
+        (run,) = svc.list_runs()
+        shown = svc.get_run(run.id)
+        deadline = time.monotonic() + 30
+        while shown.status != "interrupted" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            shown = svc.get_run(run.id)
+        assert shown.status == "interrupted"  # the writer process is gone too
+        assert 0 < svc.count_results(run_id=run.id) < n

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections.abc import Callable
@@ -308,11 +307,11 @@ def run(
             return {**summary, "gates": gates}
 
         # the rows go to the database while the run is scored (a failed run leaves none)
-        store_to = runs.RunStore(
-            svc if svc is not None else functools.partial(_service, db),
-            name,
-            file,
-            stored_summary,
+        # the rows go to a database writer process (an open service: a thread of this one)
+        store_to = (
+            runs.RunStore(svc, name, file, stored_summary)
+            if svc is not None
+            else runs.RunStoreProcess(db, name, file, stored_summary)
         )
 
     opts = runs.RunOptions(

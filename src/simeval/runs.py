@@ -181,6 +181,7 @@ class ChunkOut:
     unmatched: int = 0
     cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
     store_rows: list[tuple[Any, ...]] = field(default_factory=list)  # STORE_COLUMNS
+    store_blob: bytes = b""  # store_rows pickled by a pool worker (see _pool_chunk)
     collected: list[tuple[str, Any, float]] = field(default_factory=list)
     nbytes: int = 0
 
@@ -1767,7 +1768,13 @@ def _pool_init(cfg: RunConfig) -> None:
 
 def _pool_chunk(chunk: Chunk) -> ChunkOut:
     assert _POOL_CFG is not None
-    return process_chunk(_POOL_CFG, chunk)
+    out = process_chunk(_POOL_CFG, chunk)
+    if out.store_rows:
+        # pickled here, as one bytes object: the run's process passes it on to the database
+        # writer without making the rows' objects (RunStoreProcess)
+        out.store_blob = pickle.dumps(out.store_rows, pickle.HIGHEST_PROTOCOL)
+        out.store_rows = []
+    return out
 
 
 def map_chunks(
@@ -2345,15 +2352,18 @@ def run_file(
             writer = ResultsWriter(results_path, cfg)
         if opts.junit:
             junit = JUnitWriter(opts.junit, f"simeval run {Path(path).name}")
-        keep: Callable[[list[tuple[Any, ...]]], None] | None = None
+        keep: Callable[[list[tuple[Any, ...]] | bytes], None] | None = None
         if sink is not None:
             sink.start(_stored_options(scorer, opts, threshold, fmt))
             keep = sink.add
         elif spool is not None:
             dump, dest = pickle.dump, spool
 
-            def keep(rows: list[tuple[Any, ...]]) -> None:
-                dump(rows, dest, pickle.HIGHEST_PROTOCOL)
+            def keep(rows: list[tuple[Any, ...]] | bytes) -> None:
+                if isinstance(rows, bytes):  # pickled by a pool worker: one object
+                    dest.write(rows)
+                else:
+                    dump(rows, dest, pickle.HIGHEST_PROTOCOL)
 
         summary = _consume(
             cfg,
@@ -2431,7 +2441,7 @@ def _consume(
     junit: JUnitWriter | None,
     progress: Callable[[int, int], None] | None,
     total: int,
-    keep: Callable[[list[tuple[Any, ...]]], None] | None = None,
+    keep: Callable[[list[tuple[Any, ...]] | bytes], None] | None = None,
 ) -> dict[str, Any]:
     rows = results = passed = unmatched = 0
     score_sum = 0.0
@@ -2469,8 +2479,8 @@ def _consume(
             if comparison is not None:
                 for key, score, ok, name, miss in out.cases:
                     comparison.add(key, score, ok, name, miss)
-            if out.store_rows and keep is not None:
-                keep(out.store_rows)
+            if keep is not None and (out.store_rows or out.store_blob):
+                keep(out.store_blob or out.store_rows)
             if out.collected:
                 collected.extend(out.collected)
             if writer:
@@ -2621,7 +2631,7 @@ class RunStore:
                 self.svc = self.svc()
                 self._create()
             self.svc.add_run_rows(
-                self.run_id, STORE_COLUMNS, iter(get, None), _STORE_ROWS_PER_TRANSACTION
+                self.run_id, STORE_COLUMNS, _unpickled(iter(get, None)), _STORE_ROWS_PER_TRANSACTION
             )
         except BaseException as exc:  # handed to the run's thread by add or finish
             self.error = exc
@@ -2632,7 +2642,8 @@ class RunStore:
         if self.error is not None:
             raise self.error
 
-    def add(self, rows: list[tuple[Any, ...]]) -> None:
+    def add(self, rows: list[tuple[Any, ...]] | bytes) -> None:
+        """Store a chunk's rows (a list, or the list pickled by a pool worker)."""
         self._check()
         self._thread()
         self.queue.put(rows)
@@ -2660,6 +2671,161 @@ class RunStore:
             with contextlib.suppress(Exception):  # the run's own error is the one to report
                 self.svc.discard_run(self.run_id)
             self.run_id = None
+
+
+def _unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
+    for batch in batches:
+        yield pickle.loads(batch) if isinstance(batch, bytes) else batch
+
+
+class RunStoreProcess(RunStore):
+    """A ``RunStore`` whose database writer is a process of its own: the run's process only
+    passes each chunk's rows on (as the pool worker pickled them), so storing takes nothing
+    of its interpreter (the database layer is imported, and the rows unpickled and inserted,
+    in the writer). ``simeval run --store`` uses it; ``db`` is what ``open_service`` takes.
+
+    The writer creates the run (its process recorded as the storing one), adds the rows as
+    they come, and on ``finish`` stores the summary and answers the run's id; on ``abort``,
+    or an error of its own, it deletes the run. If the run's process dies, the writer sees the
+    end of its pipe and stops: the run shows as interrupted.
+    """
+
+    def __init__(
+        self,
+        db: str | None,
+        name: str,
+        source: str,
+        prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ):
+        super().__init__(None, name, source, prepare)
+        self.db = db
+        self.proc: Any = None
+        self.conn: Any = None  # rows and commands to the writer
+        self.replies: Any = None  # its answers
+
+    def start(self, options: dict[str, Any]) -> None:
+        import multiprocessing as mp
+        import queue
+        import threading
+
+        ctx = mp.get_context("spawn")  # a fresh interpreter: nothing of this one's locks
+        inbox, self.conn = ctx.Pipe(duplex=False)
+        self.replies, outbox = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(
+            target=_store_process,
+            args=(self.db, self.name, self.source, options, inbox, outbox),
+            name="simeval-run-store",
+            daemon=True,
+        )
+        self.proc.start()
+        inbox.close()
+        outbox.close()
+        self.queue = queue.Queue(_STORE_QUEUE)
+        # the writer reads nothing while it imports and opens the database: a thread of
+        # this process waits on the pipe meanwhile, not the run
+        self.thread = threading.Thread(target=self._send, name="simeval-run-send", daemon=True)
+        self.thread.start()
+
+    def _send(self) -> None:
+        get = self.queue.get
+        try:
+            for rows in iter(get, None):
+                self.conn.send(("rows", rows))
+        except OSError:  # the writer stopped: its answer says why (_check)
+            while get() is not None:
+                pass
+
+    def _answer(self, timeout: float | None) -> tuple[str, Any] | None:
+        if timeout is not None and not self.replies.poll(timeout):
+            return None
+        try:
+            answer: tuple[str, Any] = self.replies.recv()
+        except (EOFError, OSError):
+            answer = ("error", RuntimeError("the run's database writer stopped"))
+        if answer[0] == "error" and self.error is None:
+            self.error = answer[1]
+        return answer
+
+    def _check(self) -> None:
+        if self.error is None and self.replies is not None and self.replies.poll():
+            self._answer(0)
+        if self.error is not None:
+            raise self.error
+
+    def _thread(self) -> None:
+        pass  # started with the writer
+
+    def finish(self, summary: dict[str, Any]) -> int:
+        self._stop()
+        self._check()
+        stored = self.prepare(summary) if self.prepare is not None else summary
+        with contextlib.suppress(OSError):  # the writer stopped: its answer says why
+            self.conn.send(("finish", stored))
+        answer = self._answer(None)
+        self.proc.join()
+        if answer is None or answer[0] != "done":
+            self._check()
+            raise RuntimeError("the run's database writer stopped")
+        self.run_id = int(answer[1])
+        return self.run_id
+
+    def abort(self) -> None:
+        if self.proc is None:
+            return
+        self._stop()
+        with contextlib.suppress(OSError):
+            self.conn.send(("abort", None))
+        self._answer(60)
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc = None
+
+
+def _store_process(
+    db: str | None, name: str, source: str, options: dict[str, Any], inbox: Any, outbox: Any
+) -> None:
+    """``RunStoreProcess``'s writer (see there)."""
+    svc = run_id = None
+    end: list[tuple[str, Any]] = []
+
+    def batches() -> Iterator[Sequence[tuple[Any, ...]]]:
+        while True:
+            kind, payload = inbox.recv()
+            if kind != "rows":
+                end.append((kind, payload))
+                return
+            yield pickle.loads(payload) if isinstance(payload, bytes) else payload
+
+    try:
+        from simeval.service import open_service
+
+        svc = open_service(db)
+        run_id = svc.create_run(name, source, options=options, summary={"status": "storing"})
+        svc.add_run_rows(run_id, STORE_COLUMNS, batches(), _STORE_ROWS_PER_TRANSACTION)
+        kind, summary = end[0]
+        if kind != "finish":
+            raise _Aborted()
+        svc.update_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
+        outbox.send(("done", run_id))
+    except (EOFError, OSError):
+        return  # the run's process is gone: its run shows as interrupted
+    except BaseException as exc:
+        if svc is not None and run_id is not None:
+            with contextlib.suppress(Exception):
+                svc.discard_run(run_id)
+        with contextlib.suppress(OSError):
+            if isinstance(exc, _Aborted):
+                outbox.send(("aborted", None))
+            else:
+                try:
+                    outbox.send(("error", exc))
+                except Exception:  # an error that does not pickle
+                    outbox.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+class _Aborted(Exception):
+    pass
 
 
 def store_run(
