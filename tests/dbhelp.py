@@ -3,7 +3,30 @@ database, not through the code under test."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
+
+# a process capturing n outputs through the library once a file appears (concurrency tests):
+# argv db, n, tag, go-file; prints the number of results stored
+WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from simeval.service import Service
+
+    db, n, tag, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+    svc = Service(db)
+    while not go.exists():  # start together
+        time.sleep(0.005)
+    stored = 0
+    for i in range(n):
+        cap = svc.capture("What is the capital of France?", f"Paris is the capital {tag} {i}",
+                          conversation_id=f"{tag}-{i}")
+        stored += len(cap.results)
+    svc.close()
+    print(stored)
+    """
+)
 
 
 def is_pg(db: Any) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dbhelp import sql
+from dbhelp import WORKER, sql
 from simeval.service import Service
 from simeval.service.rollup import roll_up
 from simeval.store import unpack_results
@@ -26,26 +25,6 @@ QUESTION = "What is the capital of France?"
 REFERENCE = "The capital of France is Paris."
 PROCESSES, PER_PROCESS, EVALS = 4, 500, 4
 HTTP_CLIENTS, PER_CLIENT = 4, 100
-
-WORKER = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    from simeval.service import Service
-
-    db, n, tag, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
-    svc = Service(db)
-    while not go.exists():  # start together
-        time.sleep(0.005)
-    stored = 0
-    for i in range(n):
-        cap = svc.capture("What is the capital of France?", f"Paris is the capital {tag} {i}",
-                          conversation_id=f"{tag}-{i}")
-        stored += len(cap.results)
-    svc.close()
-    print(stored)
-    """
-)
 
 
 @pytest.mark.slow

@@ -9,14 +9,13 @@ import json
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dbhelp import is_pg, sql, table_counts
+from dbhelp import WORKER, is_pg, sql, table_counts
 from simeval import InvalidInput
 from simeval import store as store_mod
 from simeval.service import Service
@@ -97,25 +96,6 @@ def test_a_result_the_database_rejects_rolls_back_the_capture(db: str) -> None:
 
 
 # -- concurrency --------------------------------------------------------------------------------
-WORKER = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    from simeval.service import Service
-
-    db, n, tag, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
-    svc = Service(db)
-    while not go.exists():  # start together
-        time.sleep(0.005)
-    stored = 0
-    for i in range(n):
-        cap = svc.capture("What is the capital of France?", f"Paris is the capital {tag} {i}",
-                          conversation_id=f"{tag}-{i}")
-        stored += len(cap.results)
-    svc.close()
-    print(stored)
-    """
-)
 
 
 def test_two_processes_capture_into_one_database(db: str, tmp_path: Path) -> None:

@@ -289,8 +289,8 @@ def run(
         and baseline.startswith(runs.STORED_RUN_PREFIX)
         and not os.path.exists(baseline)
     )
-    # a stored baseline needs the database before the run; a run stored without one opens it
-    # while its first rows are scored (the database layer takes a while to import)
+    # a stored baseline needs the database before the run; a run stored without one leaves
+    # it to its writer process
     svc = _service(db) if stored_baseline else None
     base = None
     if baseline is not None:

@@ -2580,11 +2580,7 @@ class RunStore:
     run and the rows written so far are deleted). ``prepare(summary)``, if given, returns the
     summary to store.
 
-    ``svc`` may be a function that opens the service: the writer thread then opens it (the
-    database layer imported, the database opened and migrated) while the next rows are
-    scored; an error opening it fails the run at its next chunk. That thread starts with the
-    first rows, after the run's worker processes are forked: a process forked while another
-    thread imports a module can inherit the import's lock, held forever.
+    ``simeval run --store`` uses ``RunStoreProcess`` instead: a writer process of its own.
     """
 
     def __init__(
@@ -2599,37 +2595,21 @@ class RunStore:
         self.error: BaseException | None = None
         self.queue: Any = None
         self.thread: Any = None
-        self.options: dict[str, Any] = {}
 
     def start(self, options: dict[str, Any]) -> None:
         import queue
-
-        self.options = options
-        self.queue = queue.Queue(_STORE_QUEUE)
-        if not callable(self.svc):
-            self._create()  # an open service: the run is recorded before the first row
-            self._thread()
-
-    def _thread(self) -> None:
         import threading
 
-        if self.thread is None:
-            self.thread = threading.Thread(
-                target=self._write, name="simeval-run-store", daemon=True
-            )
-            self.thread.start()
-
-    def _create(self) -> None:
         self.run_id = self.svc.create_run(
-            self.name, self.source, options=self.options, summary={"status": "storing"}
+            self.name, self.source, options=options, summary={"status": "storing"}
         )
+        self.queue = queue.Queue(_STORE_QUEUE)
+        self.thread = threading.Thread(target=self._write, name="simeval-run-store", daemon=True)
+        self.thread.start()
 
     def _write(self) -> None:
         get = self.queue.get
         try:
-            if callable(self.svc):
-                self.svc = self.svc()
-                self._create()
             self.svc.add_run_rows(
                 self.run_id, STORE_COLUMNS, _unpickled(iter(get, None)), _STORE_ROWS_PER_TRANSACTION
             )
@@ -2645,7 +2625,6 @@ class RunStore:
     def add(self, rows: list[tuple[Any, ...]] | bytes) -> None:
         """Store a chunk's rows (a list, or the list pickled by a pool worker)."""
         self._check()
-        self._thread()
         self.queue.put(rows)
 
     def _stop(self) -> None:
@@ -2655,7 +2634,6 @@ class RunStore:
             self.thread = None
 
     def finish(self, summary: dict[str, Any]) -> int:
-        self._thread()  # a run without rows is stored too
         self._stop()
         self._check()
         assert self.run_id is not None
@@ -2751,9 +2729,6 @@ class RunStoreProcess(RunStore):
             self._answer(0)
         if self.error is not None:
             raise self.error
-
-    def _thread(self) -> None:
-        pass  # started with the writer
 
     def finish(self, summary: dict[str, Any]) -> int:
         self._stop()
