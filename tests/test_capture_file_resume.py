@@ -61,47 +61,57 @@ def _stored(db: str) -> list[tuple[str, str | None, bytes]]:
     return [(cid, key, blob) for cid, key, blob in rows]
 
 
-@contextlib.contextmanager
-def _writes_held(db: str) -> Iterator[None]:
-    """No capture transaction can start while this is held: SQLite's write lock, or
-    PostgreSQL's capture lock taken exclusively (captures take it shared)."""
-    if is_pg(db):
-        import sqlalchemy as sa
-
-        engine = sa.create_engine(resolve_db_url(db), poolclass=sa.pool.NullPool)
-        try:
-            with engine.connect() as conn:
-                conn.exec_driver_sql(f"SELECT pg_advisory_lock({CAPTURE_LOCK})")
-                conn.commit()
-                try:
-                    yield
-                finally:
-                    conn.exec_driver_sql(f"SELECT pg_advisory_unlock({CAPTURE_LOCK})")
-                    conn.commit()
-        finally:
-            engine.dispose()
-    else:
-        conn = sqlite3.connect(db, timeout=30, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            finally:
-                conn.execute("ROLLBACK")
-        finally:
-            conn.close()
-
-
 def _count(db: str) -> int:
     return int(sql(db, "SELECT count(*) FROM captures")[0][0])
 
 
+class _Watch:
+    """One connection of the test's own, kept open: counts captures without opening anything
+    per poll, then holds writes the moment the first transaction shows, so the process is
+    caught between two of its transactions however fast it runs. SQLite's write lock, or
+    PostgreSQL's capture lock taken exclusively (captures take it shared)."""
+
+    def __init__(self, db: str) -> None:
+        self.pg = is_pg(db)
+        if self.pg:
+            import psycopg
+
+            url = resolve_db_url(db).replace("postgresql+psycopg://", "postgresql://", 1)
+            self.conn: Any = psycopg.connect(url, autocommit=True)
+        else:
+            self.conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM captures").fetchone()[0])
+
+    @contextlib.contextmanager
+    def writes_held(self) -> Iterator[None]:
+        """No capture transaction can start (or finish starting) while this is held."""
+        lock, unlock = (
+            (
+                f"SELECT pg_advisory_lock({CAPTURE_LOCK})",
+                f"SELECT pg_advisory_unlock({CAPTURE_LOCK})",
+            )
+            if self.pg
+            else ("BEGIN IMMEDIATE", "ROLLBACK")
+        )
+        self.conn.execute(lock)
+        try:
+            yield
+        finally:
+            self.conn.execute(unlock)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 @pytest.mark.slow
 def test_a_killed_capture_file_run_again_stores_every_line_once(db: str, tmp_path: Path) -> None:
-    n = 2400  # 12 transactions of 200
+    n = 4000  # 20 transactions of 200
     _evals(db)
     path = tmp_path / "captures.jsonl"
     data = _file(path, n)
+    watch = _Watch(db)
     proc = subprocess.Popen(
         [sys.executable, "-c", CLI, "capture", "--file", str(path), "--db", db],
         stdout=subprocess.PIPE,
@@ -109,14 +119,16 @@ def test_a_killed_capture_file_run_again_stores_every_line_once(db: str, tmp_pat
     )
     try:
         deadline = time.monotonic() + 60
-        while _count(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
+        # a tight poll on an open connection: the hold starts within one transaction's time
+        while watch.count() == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
         # held, the writer cannot commit another transaction: what is stored is what it left
-        with _writes_held(db):
-            before = _count(db)
+        with watch.writes_held():
+            before = watch.count()
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
     finally:
+        watch.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
