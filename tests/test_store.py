@@ -248,3 +248,41 @@ def test_wal_and_busy_timeout(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 10_000
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_opening_a_database_twice_in_one_process_keeps_the_first_connections_locks(
+    tmp_path: Path,
+) -> None:
+    """A second ``Service`` on a file this process already has open checks the file without
+    dropping the first one's locks (closing any descriptor of a file drops all of a process's
+    POSIX locks on it): another process that writes and closes must still see a reader, so it
+    leaves the WAL in place, and the first service goes on reading a sound database."""
+    db = tmp_path / "evals.db"
+    first = Service(db)
+    try:
+        first.create_eval("before", REFERENCE)
+        assert [e.name for e in first.list_evals()] == ["before"]  # a pooled connection, open
+        with Service(db) as second:  # the check of the file happens here
+            assert [e.name for e in second.list_evals()] == ["before"]
+        # another process writes and closes: were this process's locks gone, it would be the
+        # "last connection", checkpoint and delete the WAL and its index under `first`
+        code = (
+            "import sys; from simeval.service import Service\n"
+            "with Service(sys.argv[1]) as svc: svc.create_eval('elsewhere', sys.argv[2])\n"
+        )
+        subprocess.run([sys.executable, "-c", code, str(db), REFERENCE], check=True, timeout=120)
+        assert Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists()
+        first.create_eval("after", REFERENCE)
+        assert sorted(e.name for e in first.list_evals()) == ["after", "before", "elsewhere"]
+    finally:
+        first.close()
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert sorted(r[0] for r in con.execute("SELECT name FROM evals")) == [
+            "after",
+            "before",
+            "elsewhere",
+        ]
+    finally:
+        con.close()

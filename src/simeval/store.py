@@ -369,7 +369,6 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
 QUICK_CHECK_BYTES = 64 * 1024 * 1024
 
 
@@ -390,16 +389,17 @@ def check_sqlite_file(path: Path) -> None:
     """Refuse a file that is not a simeval database before anything writes to it: a file
     that is not SQLite, a damaged one, another program's database, or one this process may
     not write. Read-only, so the file's bytes are untouched (the switch to WAL comes after).
+
+    The file is read through SQLite only, never opened and closed by Python: closing any
+    descriptor of a file drops every POSIX lock this process holds on it, so a plain read
+    here would silently unlock a connection the process already has open to the same
+    database, and another process could then checkpoint and delete the WAL under it.
     """
     if not path.exists():
         return
     where = str(path)
     if path.stat().st_size == 0:
         return
-    with path.open("rb") as fh:
-        head = fh.read(len(_SQLITE_HEADER))
-    if head != _SQLITE_HEADER:
-        raise InvalidInput(f"{where} is not a simeval database (not a SQLite file)")
     import sqlite3
 
     try:
@@ -421,6 +421,8 @@ def check_sqlite_file(path: Path) -> None:
             if found != "ok":
                 raise sqlite3.DatabaseError(f"database disk image is malformed ({found})")
     except sqlite3.DatabaseError as exc:
+        if "file is not a database" in str(exc).lower():  # SQLite's answer to a wrong header
+            raise InvalidInput(f"{where} is not a simeval database (not a SQLite file)") from None
         problem = database_problem(exc) or f"cannot be read ({exc})"
         raise InvalidInput(f"database {where} {problem}") from None
     finally:
