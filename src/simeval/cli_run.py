@@ -289,8 +289,8 @@ def run(
         and baseline.startswith(runs.STORED_RUN_PREFIX)
         and not os.path.exists(baseline)
     )
-    # a stored baseline needs the database before the run; a run stored without one leaves
-    # it to its writer process
+    # a stored baseline needs the database before the run; the rows are stored by a writer
+    # process of their own
     svc = _service(db) if stored_baseline else None
     base = None
     if baseline is not None:
@@ -306,13 +306,9 @@ def run(
             summary["run_name"] = name
             return {**summary, "gates": gates}
 
-        # the rows go to the database while the run is scored (a failed run leaves none)
-        # the rows go to a database writer process (an open service: a thread of this one)
-        store_to = (
-            runs.RunStore(svc, name, file, stored_summary)
-            if svc is not None
-            else runs.RunStoreProcess(db, name, file, stored_summary)
-        )
+        # the rows go to a database writer process while the run is scored (a failed run
+        # leaves none)
+        store_to = runs.RunStoreProcess(db, name, file, stored_summary)
 
     opts = runs.RunOptions(
         columns=columns,
