@@ -14,7 +14,6 @@ import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 
 from simeval.analyzer import LANGUAGES, Analyzer, is_cjk, normalize
@@ -77,6 +76,8 @@ def _derive_cjk_frequencies() -> tuple[dict[str, float], float]:
 
 def _cache_path(analyzer: Analyzer | None) -> Path:
     """The cache file of a language's table (``analyzer``) or of the CJK table (None)."""
+    from importlib.metadata import version
+
     from simeval import analyzer as analyzer_module
 
     parts: list[object] = ["cjk", ",".join(CJK_LISTS)]
@@ -156,6 +157,8 @@ class BackgroundIdf:
         self._cjk = analyzer.tokenizer == "unicode"
         if self._cjk:
             self._cjk_freq, self._cjk_floor = _background_frequencies(None)
+        from importlib.metadata import version
+
         self.version = f"wordfreq-{version('wordfreq')}-L{BACKGROUND_DOC_LEN:g}"
         if self._cjk:
             self.version += "-cjk"

@@ -30,6 +30,7 @@ import math
 import operator
 import os
 import pickle
+import sys
 import tempfile
 import time
 import uuid
@@ -176,7 +177,9 @@ class ChunkOut:
     junit: bytes = b""
     errors: list[tuple[str, str]] = field(default_factory=list)
     worst: list[dict[str, Any]] = field(default_factory=list)
-    missing: Counter[str] = field(default_factory=Counter)
+    # every missing term named, in row order (tallied by the run: counting a list is done in
+    # C, merging counters is a Python loop)
+    missing: list[str] = field(default_factory=list)
     per_eval: dict[str, list[float]] = field(default_factory=dict)
     unmatched: int = 0
     cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
@@ -1535,7 +1538,7 @@ def process_chunk(cfg: RunConfig, chunk: Chunk) -> ChunkOut:
             if collected is not None:
                 out.collected.append((where, collected, score))
     out.results, out.passed, out.score_sum = results, passed_n, score_sum
-    out.missing.update(missing_words)
+    out.missing = missing_words
     for _, _, entry in sorted(worst, reverse=True):
         where, case_id, text_in, output, score, passed, threshold, eval_name = entry[:8]
         at, missing, reference, sc = entry[8:]
@@ -2638,7 +2641,7 @@ class RunStore:
         self._check()
         assert self.run_id is not None
         stored = self.prepare(summary) if self.prepare is not None else summary
-        self.svc.update_run_summary(
+        self.svc.set_run_summary(
             self.run_id, {**stored, "status": "complete", "run_id": self.run_id}
         )
         return self.run_id
@@ -2657,15 +2660,16 @@ def _unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
 
 
 class RunStoreProcess(RunStore):
-    """A ``RunStore`` whose database writer is a process of its own: the run's process only
-    passes each chunk's rows on (as the pool worker pickled them), so storing takes nothing
-    of its interpreter (the database layer is imported, and the rows unpickled and inserted,
-    in the writer). ``simeval run --store`` uses it; ``db`` is what ``open_service`` takes.
+    """A ``RunStore`` whose database writer is a process of its own (``simeval.runwriter``,
+    see there): the run's process only passes each chunk's rows on (as the pool worker
+    pickled them), so storing takes nothing of its interpreter (the database layer is
+    imported, and the rows unpickled and inserted, in the writer). ``simeval run --store``
+    uses it; ``db`` is what ``Service`` takes.
 
     The writer creates the run (its process recorded as the storing one), adds the rows as
     they come, and on ``finish`` stores the summary and answers the run's id; on ``abort``,
     or an error of its own, it deletes the run. If the run's process dies, the writer sees the
-    end of its pipe and stops: the run shows as interrupted.
+    end of its input and stops: the run shows as interrupted.
     """
 
     def __init__(
@@ -2678,66 +2682,87 @@ class RunStoreProcess(RunStore):
         super().__init__(None, name, source, prepare)
         self.db = db
         self.proc: Any = None
-        self.conn: Any = None  # rows and commands to the writer
-        self.replies: Any = None  # its answers
+        self.answers: Any = None  # the writer's answer, read by a thread of this process
+        self.reader: Any = None
 
     def start(self, options: dict[str, Any]) -> None:
-        import multiprocessing as mp
         import queue
+        import subprocess
         import threading
 
-        ctx = mp.get_context("spawn")  # a fresh interpreter: nothing of this one's locks
-        inbox, self.conn = ctx.Pipe(duplex=False)
-        self.replies, outbox = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(
-            target=_store_process,
-            args=(self.db, self.name, self.source, options, inbox, outbox),
-            name="simeval-run-store",
-            daemon=True,
+        from simeval import runwriter
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "simeval.runwriter"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
-        self.proc.start()
-        inbox.close()
-        outbox.close()
+        runwriter.send_frame(
+            self.proc.stdin,
+            ("start", self.db, self.name, self.source, options, STORE_COLUMNS,
+             _STORE_ROWS_PER_TRANSACTION),
+        )  # fmt: skip
+        self.answers = queue.Queue()
+        self.reader = threading.Thread(target=self._read, name="simeval-run-answer", daemon=True)
+        self.reader.start()
         self.queue = queue.Queue(_STORE_QUEUE)
         # the writer reads nothing while it imports and opens the database: a thread of
         # this process waits on the pipe meanwhile, not the run
         self.thread = threading.Thread(target=self._send, name="simeval-run-send", daemon=True)
         self.thread.start()
 
+    def _read(self) -> None:
+        from simeval import runwriter
+
+        try:
+            answer = runwriter.read_frame(self.proc.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            answer = ("error", RuntimeError("the run's database writer stopped"))
+        self.answers.put(answer)
+
     def _send(self) -> None:
+        from simeval import runwriter
+
         get = self.queue.get
         try:
             for rows in iter(get, None):
-                self.conn.send(("rows", rows))
+                runwriter.send_frame(self.proc.stdin, ("rows", rows))
         except OSError:  # the writer stopped: its answer says why (_check)
             while get() is not None:
                 pass
 
     def _answer(self, timeout: float | None) -> tuple[str, Any] | None:
-        if timeout is not None and not self.replies.poll(timeout):
-            return None
+        import queue
+
         try:
-            answer: tuple[str, Any] = self.replies.recv()
-        except (EOFError, OSError):
-            answer = ("error", RuntimeError("the run's database writer stopped"))
+            answer: tuple[str, Any] = self.answers.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self.answers.put(answer)  # kept for whoever asks next
         if answer[0] == "error" and self.error is None:
             self.error = answer[1]
         return answer
 
     def _check(self) -> None:
-        if self.error is None and self.replies is not None and self.replies.poll():
+        if self.error is None and self.answers is not None and not self.answers.empty():
             self._answer(0)
         if self.error is not None:
             raise self.error
+
+    def _tell(self, message: tuple[str, Any]) -> None:
+        from simeval import runwriter
+
+        with contextlib.suppress(OSError, ValueError):  # the writer stopped: its answer says why
+            runwriter.send_frame(self.proc.stdin, message)
+            self.proc.stdin.close()
 
     def finish(self, summary: dict[str, Any]) -> int:
         self._stop()
         self._check()
         stored = self.prepare(summary) if self.prepare is not None else summary
-        with contextlib.suppress(OSError):  # the writer stopped: its answer says why
-            self.conn.send(("finish", stored))
+        self._tell(("finish", stored))
         answer = self._answer(None)
-        self.proc.join()
+        self.proc.wait()
         if answer is None or answer[0] != "done":
             self._check()
             raise RuntimeError("the run's database writer stopped")
@@ -2748,59 +2773,14 @@ class RunStoreProcess(RunStore):
         if self.proc is None:
             return
         self._stop()
-        with contextlib.suppress(OSError):
-            self.conn.send(("abort", None))
+        self._tell(("abort", None))
         self._answer(60)
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except Exception:  # still busy after its answer: it has nothing left to keep
+            self.proc.kill()
+            self.proc.wait()
         self.proc = None
-
-
-def _store_process(
-    db: str | None, name: str, source: str, options: dict[str, Any], inbox: Any, outbox: Any
-) -> None:
-    """``RunStoreProcess``'s writer (see there)."""
-    svc = run_id = None
-    end: list[tuple[str, Any]] = []
-
-    def batches() -> Iterator[Sequence[tuple[Any, ...]]]:
-        while True:
-            kind, payload = inbox.recv()
-            if kind != "rows":
-                end.append((kind, payload))
-                return
-            yield pickle.loads(payload) if isinstance(payload, bytes) else payload
-
-    try:
-        from simeval.service import open_service
-
-        svc = open_service(db)
-        run_id = svc.create_run(name, source, options=options, summary={"status": "storing"})
-        svc.add_run_rows(run_id, STORE_COLUMNS, batches(), _STORE_ROWS_PER_TRANSACTION)
-        kind, summary = end[0]
-        if kind != "finish":
-            raise _Aborted()
-        svc.update_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
-        outbox.send(("done", run_id))
-    except (EOFError, OSError):
-        return  # the run's process is gone: its run shows as interrupted
-    except BaseException as exc:
-        if svc is not None and run_id is not None:
-            with contextlib.suppress(Exception):
-                svc.discard_run(run_id)
-        with contextlib.suppress(OSError):
-            if isinstance(exc, _Aborted):
-                outbox.send(("aborted", None))
-            else:
-                try:
-                    outbox.send(("error", exc))
-                except Exception:  # an error that does not pickle
-                    outbox.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
-
-
-class _Aborted(Exception):
-    pass
 
 
 def store_run(

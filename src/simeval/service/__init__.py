@@ -39,6 +39,7 @@ Decisions worth knowing:
   are dated then (trends and retention use that time).
 - Trends and eval stats count captured results; data-set runs are listed by ``run_id``.
 
+>>> from simeval.service import Service
 >>> svc = Service(":memory:")
 >>> ev = svc.create_eval("capital", "Paris is the capital of France.")
 >>> svc.test_eval("capital", "Capital of France?", "The capital of France is Paris.").passed
@@ -51,69 +52,67 @@ True
 
 from __future__ import annotations
 
-import os
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from simeval.analyzer import scope_key
-from simeval.options import RETENTION_CHOICES
-from simeval.service.backtest import BacktestMixin
-from simeval.service.base import _SERVICES, _SERVICES_LOCK
-from simeval.service.batch import BatchMixin
-from simeval.service.calibration import CalibrationMixin
-from simeval.service.checks import (
-    MAX_TEXT_CHARS,
-    UNSET,
-    check_capture,
-    check_capture_row,
-    file_key_prefix,
-    parse_time,
-    read_capture_lines,
-)
-from simeval.service.compare import CompareMixin
-from simeval.service.conversations import ConversationsMixin
-from simeval.service.evalfiles import (
-    EVALS_FORMAT,
-    EvalFilesMixin,
-    _validate_evals_document,
-    parse_evals_document,
-)
-from simeval.service.export import EXPORT_COLUMNS, ExportMixin
-from simeval.service.queries import RESULT_ID_PATTERN, parse_result_id
-from simeval.service.runs import RunsMixin
-from simeval.service.settings import SettingsMixin
-from simeval.service.trends import BUCKETS, TrendsMixin
-from simeval.store import resolve_db_url
+if TYPE_CHECKING:
+    from simeval.analyzer import scope_key
+    from simeval.options import RETENTION_CHOICES
+    from simeval.service.checks import (
+        MAX_TEXT_CHARS,
+        UNSET,
+        check_capture,
+        check_capture_row,
+        file_key_prefix,
+        parse_time,
+        read_capture_lines,
+    )
+    from simeval.service.evalfiles import (
+        EVALS_FORMAT,
+        _validate_evals_document,
+        parse_evals_document,
+    )
+    from simeval.service.export import EXPORT_COLUMNS
+    from simeval.service.facade import Service, open_service
+    from simeval.service.queries import RESULT_ID_PATTERN, parse_result_id
+    from simeval.service.trends import BUCKETS
 
-
-class Service(
-    CompareMixin,
-    ConversationsMixin,
-    BacktestMixin,
-    BatchMixin,
-    ExportMixin,
-    TrendsMixin,
-    SettingsMixin,
-    EvalFilesMixin,
-    CalibrationMixin,
-    RunsMixin,
-):
-    """One database's evals, captures and results. Thread-safe; one per process is enough
-    (``open_service``).
-
-    A thin façade: each concern lives in its own module of this package (``evals``,
-    ``capture``, ``batch``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``,
-    ``calibration``, ``runs``), as a mixin over ``base.ServiceBase``.
-    """
+# Each public name and the module it comes from, imported on first use: a process that needs
+# one part of the service (the writer of ``simeval run --store`` needs ``runs``) does not pay
+# for importing all of them.
+_HOMES = {
+    "BUCKETS": "simeval.service.trends",
+    "EVALS_FORMAT": "simeval.service.evalfiles",
+    "EXPORT_COLUMNS": "simeval.service.export",
+    "MAX_TEXT_CHARS": "simeval.service.checks",
+    "RESULT_ID_PATTERN": "simeval.service.queries",
+    "RETENTION_CHOICES": "simeval.options",
+    "UNSET": "simeval.service.checks",
+    "Service": "simeval.service.facade",
+    "_validate_evals_document": "simeval.service.evalfiles",
+    "check_capture": "simeval.service.checks",
+    "check_capture_row": "simeval.service.checks",
+    "file_key_prefix": "simeval.service.checks",
+    "open_service": "simeval.service.facade",
+    "parse_evals_document": "simeval.service.evalfiles",
+    "parse_result_id": "simeval.service.queries",
+    "parse_time": "simeval.service.checks",
+    "read_capture_lines": "simeval.service.checks",
+    "scope_key": "simeval.analyzer",
+}
 
 
-def open_service(db: str | os.PathLike[str] | None = None) -> Service:
-    """The process's ``Service`` for ``db`` (path, URL, or None for the default), opened once."""
-    url = resolve_db_url(db)
-    with _SERVICES_LOCK:
-        svc = _SERVICES.get(url)
-        if not isinstance(svc, Service):
-            svc = Service(url)
-            _SERVICES[url] = svc
-        return svc
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
 
 
 __all__ = [

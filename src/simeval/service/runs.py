@@ -144,8 +144,14 @@ class RunsMixin(ServiceBase):
         return run_id
 
     def update_run_summary(self, run_id: int, summary: dict[str, Any]) -> RunOut:
-        """Replace a run's summary (written when the run has finished)."""
-        rid = _check_id(run_id, "run")
+        """Replace a run's summary (written when the run has finished); returns the run."""
+        self.set_run_summary(run_id, summary)
+        return self.get_run(run_id)
+
+    def set_run_summary(self, run_id: int, summary: dict[str, Any]) -> None:
+        """``update_run_summary`` without reading the run back (its counts are computed over
+        all its rows: a writer that stored them has no use for them)."""
+        _check_id(run_id, "run")
 
         def work(s: Session) -> None:
             run = _get(s, Run, run_id, "run")
@@ -155,7 +161,6 @@ class RunsMixin(ServiceBase):
             run.heartbeat_at = _now()
 
         self._write(work)
-        return self.get_run(rid)
 
     def add_run_results(self, run_id: int, rows: Iterable[dict[str, Any]]) -> int:
         """Store a run's scored rows in bulk (10,000 rows per transaction); returns the count.

@@ -1,0 +1,118 @@
+"""The database writer of ``simeval run --store``: a process of its own.
+
+``simeval.runs.RunStoreProcess`` starts it as ``python -m simeval.runwriter`` and talks to it
+over its standard input and output in frames (``send_frame``/``read_frame``: an 8-byte length,
+then a pickle). The first frame says where and what to store (``start``), then come
+``("rows", rows)`` frames (a chunk's rows, or the bytes a pool worker pickled them into), then
+``("finish", summary)`` or ``("abort", None)``. The writer answers once: ``("done", run_id)``,
+``("aborted", None)`` or ``("error", exception)``.
+
+A plain interpreter started on this module imports only what storing needs (the store and the
+run part of the service): not the command line, the scorer's run machinery or the rest of the
+service, which ``multiprocessing``'s spawn would import again. On a machine the run keeps
+busy, that is CPU the run gets back.
+
+If the run's process dies, the writer reads the end of its input and stops: the run stays
+marked as storing, which shows as interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import pickle
+import struct
+import sys
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+_LENGTH = struct.Struct("<Q")
+
+
+def send_frame(stream: IO[bytes], message: Any) -> None:
+    """Write one message (``bytes`` inside it are passed as they are, not copied twice)."""
+    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> Any:
+    """Read one message; ``EOFError`` at the end of the stream (or in a cut frame)."""
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        raise EOFError("the other side closed the pipe")
+    (size,) = _LENGTH.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the other side closed the pipe")
+    return pickle.loads(data)
+
+
+class Aborted(Exception):
+    """The run asked for its rows to be dropped."""
+
+
+def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
+    """Store one run: what ``RunStoreProcess`` sends on ``inbox``, answered on ``outbox``."""
+    svc: Any = None
+    run_id: int | None = None
+    end: list[tuple[str, Any]] = []
+
+    def batches() -> Iterator[Sequence[tuple[Any, ...]]]:
+        while True:
+            kind, payload = read_frame(inbox)
+            if kind != "rows":
+                end.append((kind, payload))
+                return
+            yield pickle.loads(payload) if isinstance(payload, bytes) else payload
+
+    try:
+        _, db, name, source, options, columns, per_transaction = read_frame(inbox)
+        from simeval.service.runs import RunsMixin
+
+        svc = RunsMixin(db)
+        run_id = svc.create_run(name, source, options=options, summary={"status": "storing"})
+        svc.add_run_rows(run_id, columns, batches(), per_transaction)
+        kind, summary = end[0]
+        if kind != "finish":
+            raise Aborted()
+        svc.set_run_summary(run_id, {**summary, "status": "complete", "run_id": run_id})
+        send_frame(outbox, ("done", run_id))
+    except (EOFError, OSError):
+        return  # the run's process is gone: its run shows as interrupted
+    except BaseException as exc:
+        if svc is not None and run_id is not None:
+            with contextlib.suppress(Exception):
+                svc.discard_run(run_id)
+        with contextlib.suppress(OSError):
+            if isinstance(exc, Aborted):
+                send_frame(outbox, ("aborted", None))
+            else:
+                try:
+                    send_frame(outbox, ("error", exc))
+                except Exception:  # an error that does not pickle
+                    send_frame(outbox, ("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+    finally:
+        if svc is not None:
+            svc.close()
+
+
+def main() -> None:
+    # no collector: the rows are tuples freed by their counts, and a batch of them promoted
+    # to the oldest generation set off full collections over every object imported (a
+    # quarter of this process's time)
+    gc.disable()
+    # the frames own standard output: anything printed by accident goes to standard error
+    outbox = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    try:
+        serve(sys.stdin.buffer, outbox)
+    finally:
+        with contextlib.suppress(OSError):
+            outbox.close()
+
+
+if __name__ == "__main__":
+    main()

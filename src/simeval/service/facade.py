@@ -1,0 +1,51 @@
+"""The ``Service`` façade: every concern's mixin in one class, and the process's registry of
+open services (``open_service``). Imported when ``simeval.service.Service`` is first used."""
+
+from __future__ import annotations
+
+import os
+
+from simeval.service.backtest import BacktestMixin
+from simeval.service.base import _SERVICES, _SERVICES_LOCK
+from simeval.service.batch import BatchMixin
+from simeval.service.calibration import CalibrationMixin
+from simeval.service.compare import CompareMixin
+from simeval.service.conversations import ConversationsMixin
+from simeval.service.evalfiles import EvalFilesMixin
+from simeval.service.export import ExportMixin
+from simeval.service.runs import RunsMixin
+from simeval.service.settings import SettingsMixin
+from simeval.service.trends import TrendsMixin
+from simeval.store import resolve_db_url
+
+
+class Service(
+    CompareMixin,
+    ConversationsMixin,
+    BacktestMixin,
+    BatchMixin,
+    ExportMixin,
+    TrendsMixin,
+    SettingsMixin,
+    EvalFilesMixin,
+    CalibrationMixin,
+    RunsMixin,
+):
+    """One database's evals, captures and results. Thread-safe; one per process is enough
+    (``open_service``).
+
+    A thin façade: each concern lives in its own module of this package (``evals``,
+    ``capture``, ``batch``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``,
+    ``calibration``, ``runs``), as a mixin over ``base.ServiceBase``.
+    """
+
+
+def open_service(db: str | os.PathLike[str] | None = None) -> Service:
+    """The process's ``Service`` for ``db`` (path, URL, or None for the default), opened once."""
+    url = resolve_db_url(db)
+    with _SERVICES_LOCK:
+        svc = _SERVICES.get(url)
+        if not isinstance(svc, Service):
+            svc = Service(url)
+            _SERVICES[url] = svc
+        return svc
