@@ -286,3 +286,20 @@ def test_opening_a_database_twice_in_one_process_keeps_the_first_connections_loc
         ]
     finally:
         con.close()
+
+
+def test_the_head_revision_constant_is_the_scripts_head(tmp_path: Path) -> None:
+    """A database at the head opens without reading the migration scripts, so the constant
+    naming the head must follow the newest script (add a migration: bump it)."""
+    assert head_revision() == store_mod.HEAD_REVISION
+    db = tmp_path / "evals.db"
+    Service(db).close()
+    code = (
+        "import sys; from simeval.store import Store\n"
+        "Store('sqlite:///' + sys.argv[1]).close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(db)], check=True, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "[]"  # opened at the head: Alembic not even imported
