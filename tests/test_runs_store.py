@@ -279,3 +279,23 @@ def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(tmp_path: Path)
             shown = svc.get_run(run.id)
         assert shown.status == "interrupted"  # the writer process is gone too
         assert 0 < svc.count_results(run_id=run.id) < n
+
+
+def test_the_writer_ignores_modules_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's database writer is a Python process of its own: a json.py (or any module
+    name) in the directory the run is started from must not replace the standard library's
+    there, as it does not in the command's own process."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "json.py").write_text("raise SystemExit('the json.py of the current directory')\n")
+    db = str(tmp_path / "a.db")
+    rows: list[Any] = [{"output": TEXTS[i], "reference": TEXTS[i + 1]} for i in range(20)]
+    src = _write(tmp_path / "cases.jsonl", rows)
+    monkeypatch.chdir(work)
+    res = CliRunner().invoke(cli, ["run", str(src), "--store", "--db", db, "--no-results"])
+    assert res.exit_code in (0, 1), res.output
+    assert "stored as run 1" in res.output
+    with Service(db) as svc:
+        assert svc.get_run(1).results == 20

@@ -2695,10 +2695,15 @@ class RunStoreProcess(RunStore):
 
         from simeval import runwriter
 
+        # the writer finds its modules where this process found them (as multiprocessing
+        # passes its path on), and nothing of the current directory's (-P): a json.py there
+        # must not replace the standard library's in the writer
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "simeval.runwriter"],
+            [sys.executable, "-P", "-m", "simeval.runwriter"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            env=env,
         )
         runwriter.send_frame(
             self.proc.stdin,
