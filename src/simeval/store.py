@@ -198,6 +198,12 @@ class Run(Base):
     # running, complete or interrupted (migration 0004), with the last sign of life
     status: Mapped[str] = mapped_column(String(16), default="complete", server_default="complete")
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # its rows' count, passed count and sum of scores, kept by every write of its rows in the
+    # same transaction (migration 0005): listing runs reads these, not every row; null for a
+    # run whose rows were written otherwise (then they are counted)
+    results_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    passed_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    score_sum: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Result(Base):
@@ -489,7 +495,7 @@ def alembic_config(connection: Connection | None = None) -> Any:
 # The newest migration's id, known without reading the migration scripts (Alembic's import
 # and the scripts' parse cost ~0.1 s of every process that opens a database at its head);
 # tests hold it equal to ``head_revision()``.
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 
 
 def head_revision() -> str:

@@ -96,9 +96,16 @@ def _run_row(row: Any, n: int, eval_ids: dict[str, int], columns: Sequence[str])
     return tuple(values[c] for c in columns)
 
 
-def _beat(s: Session, run_id: int) -> None:
-    """The run's heartbeat, in the transaction that stores its rows."""
-    s.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=_now()))
+def _beat(s: Session, run_id: int, rows: Sequence[Sequence[Any]] = (), at: int = 0) -> None:
+    """The run's heartbeat, in the transaction that stores its rows ``rows`` (their score at
+    ``at``, their verdict next to it): the run's counts grow by them in the same transaction,
+    so they stay those of its stored rows."""
+    values: dict[str, Any] = {"heartbeat_at": _now()}
+    if rows:
+        values["results_count"] = Run.results_count + len(rows)
+        values["passed_count"] = Run.passed_count + sum(1 for r in rows if r[at + 1])
+        values["score_sum"] = Run.score_sum + float(sum(r[at] for r in rows))
+    s.execute(update(Run).where(Run.id == run_id).values(**values))
 
 
 class RunsMixin(ServiceBase):
@@ -137,6 +144,9 @@ class RunsMixin(ServiceBase):
                 created_at=now,
                 status="running",
                 heartbeat_at=now,
+                results_count=0,
+                passed_count=0,
+                score_sum=0.0,
             )
             s.add(run)
             s.flush()
@@ -151,8 +161,8 @@ class RunsMixin(ServiceBase):
         return self.get_run(run_id)
 
     def set_run_summary(self, run_id: int, summary: dict[str, Any]) -> None:
-        """``update_run_summary`` without reading the run back (its counts are computed over
-        all its rows: a writer that stored them has no use for them)."""
+        """``update_run_summary`` without reading the run back (a writer that stored its
+        rows has no use for it)."""
         _check_id(run_id, "run")
 
         def work(s: Session) -> None:
@@ -205,7 +215,7 @@ class RunsMixin(ServiceBase):
                     chunk,
                     {"run_id": rid, "created_at": now},
                 )
-                _beat(s, rid)
+                _beat(s, rid, chunk, columns.index("score"))
 
             self._write(work)
             chunk.clear()
@@ -286,7 +296,8 @@ class RunsMixin(ServiceBase):
                         rows,
                         {"run_id": rid, "created_at": now},
                     )
-                _beat(s, rid)
+                _beat(s, rid, plain, 2)
+                _beat(s, rid, pending, 2)
 
             self._write(work)
             pending.clear()
@@ -326,8 +337,20 @@ class RunsMixin(ServiceBase):
         self._write(work)
 
     def _run_stats(self, s: Session, ids: list[int]) -> dict[int, tuple[int, int, float | None]]:
+        """Each run's (rows, passed, mean score): the counts kept on the run, or for a run
+        without them (rows written otherwise) its rows counted."""
         if not ids:
             return {}
+        out: dict[int, tuple[int, int, float | None]] = {}
+        uncounted: list[int] = []
+        kept = select(Run.id, Run.results_count, Run.passed_count, Run.score_sum)
+        for rid, n, p, total in s.execute(kept.where(Run.id.in_(ids))):
+            if n is None or p is None or total is None:
+                uncounted.append(rid)
+            else:
+                out[rid] = (int(n), int(p), float(total) / n if n else None)
+        if not uncounted:
+            return out
         q = (
             select(
                 Result.run_id,
@@ -335,10 +358,11 @@ class RunsMixin(ServiceBase):
                 func.sum(case((Result.passed == true(), 1), else_=0)),
                 func.avg(Result.score),
             )
-            .where(Result.run_id.in_(ids))
+            .where(Result.run_id.in_(uncounted))
             .group_by(Result.run_id)
         )
-        return {rid: (int(n), int(p or 0), avg) for rid, n, p, avg in s.execute(q)}
+        out.update({rid: (int(n), int(p or 0), avg) for rid, n, p, avg in s.execute(q)})
+        return out
 
     def _run_out(
         self, s: Session, run: Run, stats: tuple[int, int, float | None] | None = None
