@@ -51,6 +51,7 @@ from simeval.errors import InvalidInput, InvalidOption
 from simeval.evalset import EvalSet, EvalSpec
 from simeval.options import check_unit, yes_no
 from simeval.processes import pid_alive
+from simeval.runwriter import read_frame, send_frame, unpickled
 from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
 
 FORMATS = {
@@ -363,7 +364,7 @@ class _Terms:
         if top <= 0:
             return []
         packed, words = self._ranked(ref)
-        lacking = (i for i, h in enumerate(array("Q", packed)) if h not in have)
+        lacking = (i for i, h in enumerate(memoryview(packed).cast("Q")) if h not in have)
         return [words[i] for i in islice(lacking, top)]
 
     def _ranked(self, ref: _Ref) -> tuple[bytes, list[str]]:
@@ -2617,7 +2618,7 @@ class RunStore:
         get = self.queue.get
         try:
             self.svc.add_run_rows(
-                self.run_id, STORE_COLUMNS, _unpickled(iter(get, None)), _STORE_ROWS_PER_TRANSACTION
+                self.run_id, STORE_COLUMNS, unpickled(iter(get, None)), _STORE_ROWS_PER_TRANSACTION
             )
         except BaseException as exc:  # handed to the run's thread by add or finish
             self.error = exc
@@ -2657,11 +2658,6 @@ class RunStore:
             self.run_id = None
 
 
-def _unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
-    for batch in batches:
-        yield pickle.loads(batch) if isinstance(batch, bytes) else batch
-
-
 class RunStoreProcess(RunStore):
     """A ``RunStore`` whose database writer is a process of its own (``simeval.runwriter``,
     see there): the run's process only passes each chunk's rows on (as the pool worker
@@ -2685,15 +2681,14 @@ class RunStoreProcess(RunStore):
         super().__init__(None, name, source, prepare)
         self.db = db
         self.proc: Any = None
-        self.answers: Any = None  # the writer's answer, read by a thread of this process
-        self.reader: Any = None
+        # the writer's one answer, read by a thread of this process
+        self.answered: Any = None
+        self.answer: tuple[str, Any] = ("error", RuntimeError("no answer"))
 
     def start(self, options: dict[str, Any]) -> None:
         import queue
         import subprocess
         import threading
-
-        from simeval import runwriter
 
         # the writer finds its modules where this process found them (as multiprocessing
         # passes its path on), and nothing of the current directory's (-P): a json.py there
@@ -2705,14 +2700,13 @@ class RunStoreProcess(RunStore):
             stdout=subprocess.PIPE,
             env=env,
         )
-        runwriter.send_frame(
+        send_frame(
             self.proc.stdin,
             ("start", self.db, self.name, self.source, options, STORE_COLUMNS,
              _STORE_ROWS_PER_TRANSACTION),
         )  # fmt: skip
-        self.answers = queue.Queue()
-        self.reader = threading.Thread(target=self._read, name="simeval-run-answer", daemon=True)
-        self.reader.start()
+        self.answered = threading.Event()
+        threading.Thread(target=self._read, name="simeval-run-answer", daemon=True).start()
         self.queue = queue.Queue(_STORE_QUEUE)
         # the writer reads nothing while it imports and opens the database: a thread of
         # this process waits on the pipe meanwhile, not the run
@@ -2720,48 +2714,39 @@ class RunStoreProcess(RunStore):
         self.thread.start()
 
     def _read(self) -> None:
-        from simeval import runwriter
-
         try:
-            answer = runwriter.read_frame(self.proc.stdout)
+            answer = read_frame(self.proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError):
             answer = ("error", RuntimeError("the run's database writer stopped"))
-        self.answers.put(answer)
+        self.answer = answer
+        self.answered.set()
 
     def _send(self) -> None:
-        from simeval import runwriter
-
         get = self.queue.get
         try:
             for rows in iter(get, None):
-                runwriter.send_frame(self.proc.stdin, ("rows", rows))
+                send_frame(self.proc.stdin, ("rows", rows))
         except OSError:  # the writer stopped: its answer says why (_check)
             while get() is not None:
                 pass
 
     def _answer(self, timeout: float | None) -> tuple[str, Any] | None:
-        import queue
-
-        try:
-            answer: tuple[str, Any] = self.answers.get(timeout=timeout)
-        except queue.Empty:
+        if not self.answered.wait(timeout):
             return None
-        self.answers.put(answer)  # kept for whoever asks next
+        answer = self.answer
         if answer[0] == "error" and self.error is None:
             self.error = answer[1]
         return answer
 
     def _check(self) -> None:
-        if self.error is None and self.answers is not None and not self.answers.empty():
+        if self.error is None and self.answered is not None and self.answered.is_set():
             self._answer(0)
         if self.error is not None:
             raise self.error
 
     def _tell(self, message: tuple[str, Any]) -> None:
-        from simeval import runwriter
-
         with contextlib.suppress(OSError, ValueError):  # the writer stopped: its answer says why
-            runwriter.send_frame(self.proc.stdin, message)
+            send_frame(self.proc.stdin, message)
             self.proc.stdin.close()
 
     def finish(self, summary: dict[str, Any]) -> int:

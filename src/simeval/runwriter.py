@@ -24,7 +24,7 @@ import os
 import pickle
 import struct
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 _LENGTH = struct.Struct("<Q")
@@ -50,6 +50,12 @@ def read_frame(stream: IO[bytes]) -> Any:
     return pickle.loads(data)
 
 
+def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
+    """Batches of rows as they come: a list, or the bytes a pool worker pickled it into."""
+    for batch in batches:
+        yield pickle.loads(batch) if isinstance(batch, bytes) else batch
+
+
 class Aborted(Exception):
     """The run asked for its rows to be dropped."""
 
@@ -60,13 +66,13 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
     run_id: int | None = None
     end: list[tuple[str, Any]] = []
 
-    def batches() -> Iterator[Sequence[tuple[Any, ...]]]:
+    def batches() -> Iterator[Any]:
         while True:
             kind, payload = read_frame(inbox)
             if kind != "rows":
                 end.append((kind, payload))
                 return
-            yield pickle.loads(payload) if isinstance(payload, bytes) else payload
+            yield payload
 
     try:
         _, db, name, source, options, columns, per_transaction = read_frame(inbox)
@@ -74,7 +80,7 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
 
         svc = RunsMixin(db)
         run_id = svc.create_run(name, source, options=options, summary={"status": "storing"})
-        svc.add_run_rows(run_id, columns, batches(), per_transaction)
+        svc.add_run_rows(run_id, columns, unpickled(batches()), per_transaction)
         kind, summary = end[0]
         if kind != "finish":
             raise Aborted()

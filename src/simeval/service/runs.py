@@ -296,8 +296,7 @@ class RunsMixin(ServiceBase):
                         rows,
                         {"run_id": rid, "created_at": now},
                     )
-                _beat(s, rid, plain, 2)
-                _beat(s, rid, pending, 2)
+                _beat(s, rid, [*plain, *pending], 2)
 
             self._write(work)
             pending.clear()
