@@ -10,11 +10,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Re-install when the project definition or the C core changes.
-$(VENV)/.installed: pyproject.toml src/simeval/_fast.c src/simeval/_index.c src/simeval/_cosine.h | $(BIN)/python
+$(VENV)/.installed: pyproject.toml src/simeval/scoring/_fast.c src/simeval/scoring/_index.c src/simeval/scoring/_cosine.h | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml src/simeval/_fast.c src/simeval/_index.c src/simeval/_cosine.h | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml src/simeval/scoring/_fast.c src/simeval/scoring/_index.c src/simeval/scoring/_cosine.h | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $@ $(VENV)/.installed
 
@@ -51,4 +51,4 @@ bench: $(VENV)/.installed-test
 	$(BIN)/simeval bench speed
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info src/simeval/*.so
+	rm -rf $(VENV) build dist src/*.egg-info src/simeval/*.so src/simeval/*/*.so

@@ -4,7 +4,7 @@ On the Microsoft Research Paraphrase Corpus train split (``msrp.train.tsv``: 3,5
 pairs, labelled 1 = paraphrase, 0 = not), each pair is scored with simeval's default scorer
 (the first sentence as output, the second as reference). Then 5-fold cross-validation: the
 pairs are split into five stratified folds (same share of paraphrases in each, fixed seed);
-for each fold, ``simeval.calibrate.calibrate`` chooses a threshold on the other four folds,
+for each fold, ``simeval.scoring.calibrate.calibrate`` chooses a threshold on the other four folds,
 and the held-out fold is classified (``score >= threshold`` predicts a paraphrase) at that
 threshold and at the fixed 0.80 default. The baseline is the 0.80 default, measured on the
 same folds in the same run. Reports mean held-out accuracy and F1 for each, with the
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import simeval
-from simeval.calibrate import calibrate, classify
-from simeval.scorer import DEFAULT_THRESHOLD
+from simeval.scoring.calibrate import calibrate, classify
+from simeval.scoring.scorer import DEFAULT_THRESHOLD
 
 DEFAULT_DATA = "/work/shared/data/sts-dev/msrp.train.tsv"
 FOLDS = 5

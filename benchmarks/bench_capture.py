@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import simeval
-from simeval.bench import synthetic_texts
-from simeval.evalset import EvalSet, EvalSpec
-from simeval.scorer import get_scorer
+from simeval.scoring.bench import synthetic_texts
+from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.scoring.scorer import get_scorer
 from simeval.service import Service
 
 

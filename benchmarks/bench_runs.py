@@ -40,7 +40,7 @@ from typing import Any
 
 import psutil
 
-from simeval.bench import synthetic_texts
+from simeval.scoring.bench import synthetic_texts
 
 
 def generate(path: Path, rows: int, words: int = 100, seed: int = 5) -> None:

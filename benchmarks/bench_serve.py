@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 import httpx
 import psutil
 
-from simeval.bench import synthetic_texts
+from simeval.scoring.bench import synthetic_texts
 from simeval.store import unpack_results
 from simeval.web.server_process import running_server
 

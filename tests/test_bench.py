@@ -6,7 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from simeval.bench import (
+from simeval.cli import cli
+from simeval.scoring.bench import (
     classify,
     median_rounds,
     pearson,
@@ -16,7 +17,6 @@ from simeval.bench import (
     synthetic_chinese,
     with_quotes,
 )
-from simeval.cli import cli
 
 STS = [
     ("5.0", "A man is playing a guitar.", "A man plays the guitar."),

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simeval
-from simeval.calibrate import calibrate, classify, parse_label, round_between, sweep
 from simeval.cli import cli
+from simeval.scoring.calibrate import calibrate, classify, parse_label, round_between, sweep
 
 REFERENCE = "The Eiffel Tower is in Paris and was finished in 1889."
 # Outputs from close paraphrases to unrelated text; the labels say which are acceptable. The

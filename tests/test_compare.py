@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from scipy.stats import binomtest
 
 from simeval.cli import cli
-from simeval.compare import Case, compare_eval, histogram, mcnemar_p
+from simeval.scoring.compare import Case, compare_eval, histogram, mcnemar_p
 from simeval.service import Service
 
 

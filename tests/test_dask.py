@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from simeval import runs
-from simeval.bench import synthetic_texts
 from simeval.cli import cli
+from simeval.scoring.bench import synthetic_texts
 
 distributed = pytest.importorskip("dask.distributed")  # the optional extra: simeval[dask]
 

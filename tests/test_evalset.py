@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simeval.bench import synthetic_texts
 from simeval.errors import SimevalError
-from simeval.evalset import EvalSet, EvalSpec
-from simeval.scorer import get_scorer
+from simeval.scoring.bench import synthetic_texts
+from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.scoring.scorer import get_scorer
 
 OPTION_SETS: list[tuple[tuple[str, object], ...]] = [
     (),

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from dbhelp import sql, table_counts
 from simeval.cli import cli
-from simeval.idf import fit_idf
+from simeval.scoring.idf import fit_idf
 from simeval.web.app import create_app
 from simeval.web.idf_files import MAX_IDF_BYTES
 

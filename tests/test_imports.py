@@ -22,11 +22,11 @@ PACKAGE = Path(simeval.__file__).parent
 NOT_IMPORTABLE = {"simeval.migrations.env"}
 # the scoring engine knows nothing of storage, the service, HTTP or the CLI
 SCORING = (
-    "simeval.analyzer",
-    "simeval.idf",
-    "simeval.scorer",
-    "simeval._vector",
-    "simeval.options",
+    "simeval.scoring.analyzer",
+    "simeval.scoring.idf",
+    "simeval.scoring.scorer",
+    "simeval.scoring._vector",
+    "simeval.scoring.options",
 )
 ABOVE_SCORING = ("simeval.service", "simeval.store", "simeval.web", "simeval.cli")
 
@@ -119,3 +119,78 @@ def test_the_scoring_layer_imports_nothing_above_it(name: str) -> None:
             todo.append(dep)
     above = sorted(m for m in seen if m.startswith(ABOVE_SCORING))
     assert not above, f"{name} reaches {above}"
+
+
+def _private_imports() -> list[str]:
+    """``from simeval.x import _name`` where ``_name`` is private to another module."""
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level:
+                continue
+            if not (node.module or "").startswith("simeval") or node.module == name:
+                continue
+            found += [
+                f"{name} imports {node.module}.{a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    assert _private_imports() == []
+
+
+# The layers, top to bottom: a module may import its own package and the layers below its own.
+LAYERS = [
+    ("simeval.cli", "simeval.web"),
+    ("simeval.service", "simeval.runs"),
+    ("simeval.store",),
+    ("simeval.scoring",),
+    ("simeval.errors", "simeval.checks"),
+]
+
+
+def _layer(name: str) -> int | None:
+    for level, packages in enumerate(LAYERS):
+        if any(name == p or name.startswith(p + ".") for p in packages):
+            return level
+    return None
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = []
+    for name, deps in GRAPH.items():
+        level = _layer(name)
+        if level is None:
+            continue
+        for dep in deps:
+            dep_level = _layer(dep)
+            if dep_level is not None and dep_level < level:
+                upward.append(f"{name} -> {dep}")
+    assert sorted(upward) == []
+
+
+def test_the_faces_reach_the_store_only_through_the_service() -> None:
+    direct = sorted(
+        f"{name} -> {dep}"
+        for name, deps in GRAPH.items()
+        if name.startswith(("simeval.cli", "simeval.web"))
+        for dep in deps
+        if dep.startswith("simeval.store")
+    )
+    assert direct == []
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    return set(proc.stdout.split())
+
+
+def test_the_client_imports_neither_sqlalchemy_nor_fastapi() -> None:
+    loaded = _loaded_after("import simeval; simeval.Client")
+    assert not {m for m in loaded if m.split(".")[0] in ("sqlalchemy", "fastapi", "alembic")}

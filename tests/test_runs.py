@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 import simeval
 from simeval import runs
-from simeval.bench import synthetic_texts
 from simeval.cli import cli
+from simeval.scoring.bench import synthetic_texts
 
 ROWS = [
     {
@@ -605,7 +605,7 @@ def test_bad_baseline_file(tmp_path: Path) -> None:
 
 
 def test_progress_only_on_a_terminal(tmp_path: Path) -> None:
-    from simeval.cli_common import progress_bar
+    from simeval.cli.common import progress_bar
 
     with progress_bar("x") as progress:  # CliRunner's stderr is not a terminal
         assert progress is None
@@ -819,7 +819,7 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     from rich.console import Console
 
-    from simeval import cli_common
+    from simeval.cli import common as cli_common
 
     screen = io.StringIO()
     monkeypatch.setattr(cli_common, "err_console", Console(file=screen, force_terminal=True))

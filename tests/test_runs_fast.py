@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 import simeval
 from simeval import runs
-from simeval.bench import synthetic_texts
 from simeval.cli import cli
+from simeval.scoring.bench import synthetic_texts
 
 OPTION_SETS: list[dict[str, Any]] = [
     {},
@@ -175,7 +175,7 @@ def test_add_run_rows_stores_what_add_run_results_does(tmp_path: Path) -> None:
 def test_absent_is_its_python_reference() -> None:
     from array import array
 
-    from simeval import _vector
+    from simeval.scoring import _vector
 
     scorer = simeval.get_scorer()
     vecs = [scorer.vector(t) for t in TEXTS] + [b""]

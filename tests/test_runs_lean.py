@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 import simeval
 from simeval import runs
-from simeval.bench import synthetic_texts
 from simeval.cli import cli
+from simeval.scoring.bench import synthetic_texts
 
 OPTION_SETS: list[dict[str, Any]] = [
     {},

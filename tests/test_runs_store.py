@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 import simeval
 from simeval import runs
-from simeval.bench import synthetic_texts
 from simeval.cli import cli
+from simeval.scoring.bench import synthetic_texts
 from simeval.service import Service
 
 TEXTS = [

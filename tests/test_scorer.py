@@ -13,10 +13,10 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 import simeval
-from simeval import _vector
-from simeval.analyzer import TOKEN_PATTERN
-from simeval.idf import BACKGROUND_DOC_LEN, BackgroundIdf, IdfTable
-from simeval.scorer import check_threshold
+from simeval.scoring import _vector
+from simeval.scoring.analyzer import TOKEN_PATTERN
+from simeval.scoring.idf import BACKGROUND_DOC_LEN, BackgroundIdf, IdfTable
+from simeval.scoring.scorer import check_threshold
 
 NAIVE = {"idf": "pair", "stemming": False, "prefix": 0, "sublinear_tf": False}
 
@@ -349,7 +349,7 @@ def test_c_core_keeps_no_big_buffers_after_a_big_text() -> None:
     counter and the normalised copy of the text are not kept at their grown size)."""
     if not _vector.ACCELERATED:
         pytest.skip("C core not built")
-    sc = simeval.scorer.Scorer(prefix=0)  # whole words: 20,000 distinct terms below
+    sc = simeval.scoring.scorer.Scorer(prefix=0)  # whole words: 20,000 distinct terms below
     small = "The quick brown fox jumps over the lazy dog"
     sc.vector(small)
     before = sc._vz.sizes()
@@ -367,7 +367,7 @@ def test_c_core_keeps_no_big_buffers_after_a_big_text() -> None:
 def test_c_core_normalises_only_the_pieces_that_need_it() -> None:
     if not _vector.ACCELERATED:
         pytest.skip("C core not built")
-    from simeval.analyzer import char_info, normalize
+    from simeval.scoring.analyzer import char_info, normalize
 
     pieces: list[str] = []
 
@@ -375,7 +375,7 @@ def test_c_core_normalises_only_the_pieces_that_need_it() -> None:
         pieces.append(piece)
         return normalize(piece)
 
-    sc = simeval.scorer.Scorer()
+    sc = simeval.scoring.scorer.Scorer()
     vz = _vector.Vectorizer(sc._entry, char_info, fold)
     text = "Don’t say “café” — Ünïcode is fine, 北京 😀"
     assert vz.normalize(text) == normalize(text)

@@ -7,10 +7,10 @@ import math
 import pytest
 
 import simeval
-from simeval import _vector
-from simeval.analyzer import LANGUAGES, Analyzer, has_stemmer
-from simeval.idf import BackgroundIdf
-from simeval.scorer import PREVIOUS_DEFAULTS, Scorer
+from simeval.scoring import _vector
+from simeval.scoring.analyzer import LANGUAGES, Analyzer, has_stemmer
+from simeval.scoring.idf import BackgroundIdf
+from simeval.scoring.scorer import PREVIOUS_DEFAULTS, Scorer
 
 OFF = {"input_weight": 1.0, "negation": 1.0}
 

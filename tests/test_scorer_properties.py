@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simeval
-from simeval import _vector
-from simeval.analyzer import CI_SIMPLE, WORDS_PATTERN, char_info, normalize
+from simeval.scoring import _vector
+from simeval.scoring.analyzer import CI_SIMPLE, WORDS_PATTERN, char_info, normalize
 
 WORDS = [
     "cat",

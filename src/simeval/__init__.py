@@ -17,8 +17,8 @@ from simeval.errors import (
     NotFound,
     SimevalError,
 )
-from simeval.idf import IdfTable, fit_idf
-from simeval.scorer import (
+from simeval.scoring.idf import IdfTable, fit_idf
+from simeval.scoring.scorer import (
     DEFAULT_THRESHOLD,
     Explanation,
     Scorer,

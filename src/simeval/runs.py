@@ -42,17 +42,23 @@ from itertools import islice, repeat
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from simeval._vector import absent as _absent
-from simeval._vector import best as _vector_best
-from simeval._vector import has_any as _has_any
-from simeval._vector import rank as _rank
-from simeval.analyzer import normalize, split_tokens
 from simeval.errors import InvalidInput, InvalidOption
-from simeval.evalset import EvalSet, EvalSpec
-from simeval.options import check_unit, yes_no
 from simeval.processes import pid_alive
 from simeval.runwriter import read_frame, send_frame, unpickled
-from simeval.scorer import DEFAULT_THRESHOLD, Scorer, _term_hash, check_threshold, get_scorer
+from simeval.scoring._vector import absent as _absent
+from simeval.scoring._vector import best as _vector_best
+from simeval.scoring._vector import has_any as _has_any
+from simeval.scoring._vector import rank as _rank
+from simeval.scoring.analyzer import normalize, split_tokens
+from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.scoring.options import check_unit, yes_no
+from simeval.scoring.scorer import (
+    DEFAULT_THRESHOLD,
+    Scorer,
+    _term_hash,
+    check_threshold,
+    get_scorer,
+)
 
 FORMATS = {
     ".jsonl": "jsonl",
@@ -785,7 +791,7 @@ def load_evals(path: str) -> tuple[EvalDef, ...]:
     Archived evals are left out; draft and active ones are used, since a file kept in version
     control is the definition a CI run checks. Errors name the file and the eval.
     """
-    from simeval.scorer import read_text_file
+    from simeval.scoring.scorer import read_text_file
     from simeval.service import _validate_evals_document, parse_evals_document
 
     doc = parse_evals_document(read_text_file(path, "evals"), path)

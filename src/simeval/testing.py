@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from simeval.options import DEFAULT_THRESHOLD, check_threshold
-from simeval.scorer import get_scorer
+from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
+from simeval.scoring.scorer import get_scorer
 
 __all__ = ["assert_similar"]
 

@@ -11,7 +11,7 @@ Decisions worth knowing:
   Unicode NFKC normalisation, case folding and whitespace folding (``scope_key``); an unscoped
   eval fires on every capture.
 - Capture: the capture and all its results are written in one transaction, the results packed
-  on the capture's row. The active evals are prepared once per process (``simeval.evalset``);
+  on the capture's row. The active evals are prepared once per process (``scoring.evalset``);
   the cache is keyed by a revision counter stored in the database, which every change to an
   eval bumps, so a change made by another process is picked up on the next capture. The output
   is vectorised once per scorer configuration and scored against every eval at once.
@@ -56,8 +56,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simeval.analyzer import scope_key
-    from simeval.options import RETENTION_CHOICES
+    from simeval.scoring.analyzer import scope_key
+    from simeval.scoring.options import RETENTION_CHOICES
     from simeval.service.checks import (
         MAX_TEXT_CHARS,
         UNSET,
@@ -86,7 +86,7 @@ _HOMES = {
     "EXPORT_COLUMNS": "simeval.service.export",
     "MAX_TEXT_CHARS": "simeval.service.checks",
     "RESULT_ID_PATTERN": "simeval.service.queries",
-    "RETENTION_CHOICES": "simeval.options",
+    "RETENTION_CHOICES": "simeval.scoring.options",
     "UNSET": "simeval.service.checks",
     "Service": "simeval.service.facade",
     "_validate_evals_document": "simeval.service.evalfiles",
@@ -98,7 +98,7 @@ _HOMES = {
     "parse_result_id": "simeval.service.queries",
     "parse_time": "simeval.service.checks",
     "read_capture_lines": "simeval.service.checks",
-    "scope_key": "simeval.analyzer",
+    "scope_key": "simeval.scoring.analyzer",
 }
 
 

@@ -25,11 +25,11 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
-from simeval.analyzer import scope_key
-from simeval.compare import Case, histogram
 from simeval.errors import InvalidInput
-from simeval.evalset import EvalSet, EvalSpec
-from simeval.scorer import get_scorer
+from simeval.scoring.analyzer import scope_key
+from simeval.scoring.compare import Case, histogram
+from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.scoring.scorer import get_scorer
 from simeval.service.capture import in_force
 from simeval.service.checks import _now, parse_time
 from simeval.service.evals import EvalsMixin

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from simeval.models import CaptureReport
 from simeval.service.capture import CaptureMixin
 from simeval.service.checks import KeyedCapture, check_capture_row
+from simeval.service.models import CaptureReport
 
 # rows per transaction: a killed batch loses at most one transaction's work, and a long one
 # does not hold the write lock for its whole length

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from simeval import calibrate as calibrate_mod
 from simeval.errors import InvalidInput
+from simeval.scoring import calibrate as calibrate_mod
 from simeval.service.evals import EvalsMixin
 from simeval.service.results import ResultsMixin
 
@@ -30,7 +30,7 @@ class CalibrationMixin(ResultsMixin, EvalsMixin):
         ``apply=True`` writes the suggested threshold to the eval (a new version; an active
         eval becomes a draft until a test of it passes and it is activated again).
 
-        Returns ``simeval.calibrate.calibrate``'s report with ``reviews`` (how many examples
+        Returns ``simeval.scoring.calibrate.calibrate``'s report with ``reviews`` (how many examples
         were reviews), ``eval`` (name, version, status, threshold and the metrics at it),
         the eval's ``fingerprint`` and ``options``, and with ``apply`` an ``applied`` entry
         (threshold and status before and after, version, ``changed``). ``InvalidInput`` when

@@ -21,8 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
-from simeval.evalset import EvalSet, EvalSpec
-from simeval.models import CaptureOut, CaptureResultOut
+from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.service.base import ServiceBase
 from simeval.service.checks import (
     CheckedCapture,
@@ -35,6 +34,7 @@ from simeval.service.checks import (
     check_capture_key,
     parse_time,
 )
+from simeval.service.models import CaptureOut, CaptureResultOut
 from simeval.service.queries import (
     _review_out,
     _version_refs,
@@ -228,7 +228,7 @@ class CaptureMixin(ServiceBase):
         text, default now) dates a capture taken from a log, and its results with it.
         Texts longer than ``MAX_TEXT_CHARS`` are refused (``InvalidInput``), nothing stored.
 
-        The results are scored by the eval-set engine (``simeval.evalset``) and stored packed
+        The results are scored by the eval-set engine (``scoring.evalset``) and stored packed
         on the capture: one row written however many evals scored it.
 
         ``capture_key`` (up to 200 characters, e.g. a response id) makes the capture

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidOption, InvalidType, NotFound, Unstorable
-from simeval.scorer import check_text, get_scorer
+from simeval.scoring.scorer import check_text, get_scorer
 from simeval.store import Capture, Result, Run
 
 MAX_TEXT_CHARS = 1_000_000

@@ -10,7 +10,7 @@ A side is written as text, the same in the CLI, the API and the studio:
   files named by a request).
 
 Captured results pair by the capture metadata ``case_id`` when there is one, else by the input;
-run rows by their case id, else by the input. The statistics are in ``simeval.compare``.
+run rows by their case id, else by the input. The statistics are in ``simeval.scoring.compare``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from simeval.compare import DEFAULT_RESAMPLES, DEFAULT_SEED, Case, Side, compare_sides
 from simeval.errors import InvalidInput, NotFound
+from simeval.scoring.compare import DEFAULT_RESAMPLES, DEFAULT_SEED, Case, Side, compare_sides
 from simeval.service.checks import parse_time
 from simeval.service.queries import ResultFilter, _version_refs, iter_rows, parse_meta
 from simeval.service.results import ResultsMixin
@@ -86,7 +86,7 @@ class CompareMixin(ResultsMixin):
         keep: int = 20,
         read_file: Callable[[str], Iterable[dict[str, Any]]] | None = None,
     ) -> dict[str, Any]:
-        """Compare side ``b`` with side ``a``, per eval (see ``simeval.compare``): n, pass rate
+        """Compare side ``b`` with side ``a``, per eval (see ``scoring.compare``): n, pass rate
         and mean score of each side, B − A with 95% bootstrap intervals, McNemar on paired
         flips, a verdict, and the paired cases that regressed most with their missing terms.
         ``eval_name`` keeps one eval only. ``read_file`` reads a side given as a results file

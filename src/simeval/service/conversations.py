@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from simeval.errors import InvalidInput, NotFound
-from simeval.models import CaptureOut
 from simeval.service.capture import CaptureMixin
 from simeval.service.checks import _check_page, _utc
+from simeval.service.models import CaptureOut
 from simeval.service.queries import capture_reviews, capture_rows
 from simeval.store import Capture
 

@@ -11,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
-from simeval.options import DEFAULT_THRESHOLD, check_threshold
-from simeval.scorer import check_references, read_text_file
+from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
+from simeval.scoring.scorer import check_references, read_text_file
 from simeval.service.checks import (
     _check_name,
     _check_options,

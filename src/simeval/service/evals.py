@@ -9,12 +9,11 @@ from typing import Any
 from sqlalchemy import and_, func, select, true
 from sqlalchemy.orm import Session
 
-from simeval.analyzer import scope_key
 from simeval.errors import Conflict, InvalidInput
-from simeval.evalset import EvalSet, EvalSpec
-from simeval.models import EvalOut, EvalStats, EvalVersionOut, TestOut
-from simeval.options import DEFAULT_THRESHOLD, check_threshold, strictness
-from simeval.scorer import check_references, get_scorer
+from simeval.scoring.analyzer import scope_key
+from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold, strictness
+from simeval.scoring.scorer import check_references, get_scorer
 from simeval.service.base import ServiceBase
 from simeval.service.checks import (
     UNSET,
@@ -27,6 +26,7 @@ from simeval.service.checks import (
     _utc,
     check_storable_all,
 )
+from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
 from simeval.service.rollup import tally_range
 from simeval.service.settings import _REV_KEY
 from simeval.store import Eval, EvalTest, EvalVersion, Setting

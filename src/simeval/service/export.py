@@ -10,7 +10,7 @@ from itertools import islice
 from typing import IO, Any
 
 from simeval.errors import InvalidInput
-from simeval.models import ResultOut
+from simeval.service.models import ResultOut
 from simeval.service.queries import iter_rows
 from simeval.service.results import ResultsMixin
 

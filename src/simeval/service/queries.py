@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from simeval.errors import InvalidInput, NotFound
-from simeval.models import ReviewOut
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _check_id, _utc, parse_time
+from simeval.service.models import ReviewOut
 from simeval.service.rollup import tally_range
 from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
 

@@ -12,10 +12,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
-from simeval.models import ResultOut
-from simeval.options import check_unit
-from simeval.scorer import get_scorer
+from simeval.scoring.options import check_unit
+from simeval.scoring.scorer import get_scorer
 from simeval.service.checks import _check_page, _now, _utc, check_storable
+from simeval.service.models import ResultOut
 from simeval.service.queries import (
     QueriesMixin,
     Row,

@@ -12,14 +12,14 @@ from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
 from simeval.errors import Conflict, InvalidInput, InvalidType
-from simeval.options import DEFAULT_THRESHOLD, check_unit
+from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
 from simeval.service.runstatus import effective_status, mark_interrupted, process_info
 from simeval.store import Eval, Result, Review, Run
 
 if TYPE_CHECKING:  # the answers' models: imported when one is made (not by the run writer)
-    from simeval.models import RunOut
+    from simeval.service.models import RunOut
 
 _RUN_CHUNK = 10_000
 _ROWS_PER_TRANSACTION = 50_000
@@ -366,7 +366,7 @@ class RunsMixin(ServiceBase):
     def _run_out(
         self, s: Session, run: Run, stats: tuple[int, int, float | None] | None = None
     ) -> RunOut:
-        from simeval.models import RunOut
+        from simeval.service.models import RunOut
 
         n, passed, mean = stats or self._run_stats(s, [run.id]).get(run.id, (0, 0, None))
         return RunOut(

@@ -10,10 +10,10 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from simeval.errors import InvalidInput, InvalidType
-from simeval.models import CleanupOut, SettingsOut
-from simeval.options import RETENTION_CHOICES, RETENTION_TEXT
+from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.base import ServiceBase
 from simeval.service.checks import UNSET, _now, _Unset, _utc, parse_time
+from simeval.service.models import CleanupOut, SettingsOut
 from simeval.service.rollup import HOUR, Tally, add_sums, hour_of, roll_up
 from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting, TrendRollup, unpack_results
 
@@ -42,7 +42,7 @@ class SettingsMixin(ServiceBase):
     def update_settings(
         self, auto_evaluate: bool | None = None, retention_days: Any = UNSET
     ) -> SettingsOut:
-        """Change settings; ``retention_days`` is one of ``simeval.options.RETENTION_CHOICES``
+        """Change settings; ``retention_days`` is one of ``scoring.options.RETENTION_CHOICES``
         or None (keep forever)."""
         updates: dict[str, Any] = {}
         if auto_evaluate is not None:

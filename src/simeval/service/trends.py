@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from simeval.errors import InvalidInput
-from simeval.models import TrendBucket, TrendOut
 from simeval.service.base import ServiceBase
 from simeval.service.checks import _utc, parse_time
+from simeval.service.models import TrendBucket, TrendOut
 from simeval.service.rollup import tally_range
 
 BUCKETS = ("hour", "day", "week")

@@ -20,7 +20,10 @@ from starlette.requests import ClientDisconnect
 
 from simeval import __version__
 from simeval.errors import SimevalError
-from simeval.models import (
+from simeval.scoring.options import DEFAULT_THRESHOLD, RETENTION_TEXT
+from simeval.service import RESULT_ID_PATTERN, Service, check_capture
+from simeval.service.checks import MAX_ID, KeyedCapture, check_capture_key
+from simeval.service.models import (
     CaptureOut,
     CleanupOut,
     EvalOut,
@@ -31,9 +34,6 @@ from simeval.models import (
     TestOut,
     TrendOut,
 )
-from simeval.options import DEFAULT_THRESHOLD, RETENTION_TEXT
-from simeval.service import RESULT_ID_PATTERN, Service, check_capture
-from simeval.service.checks import MAX_ID, KeyedCapture, check_capture_key
 from simeval.web.idf_files import idf_option
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from simeval.models import TrendOut
+from simeval.service.models import TrendOut
 
 PASS_COLOR = "#15803d"
 FAIL_COLOR = "#dc2626"

@@ -25,10 +25,9 @@ from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 
 from simeval import __version__
-from simeval.analyzer import LANGUAGES, TOKEN_PATTERN, Analyzer, normalize
 from simeval.errors import Conflict, InvalidInput, InvalidOption, NotFound, SimevalError
-from simeval.models import EvalOut, ResultOut
-from simeval.options import (
+from simeval.scoring.analyzer import LANGUAGES, TOKEN_PATTERN, Analyzer, normalize
+from simeval.scoring.options import (
     DEFAULT_THRESHOLD,
     DEFAULTS,
     FAIL_WORDS,
@@ -42,8 +41,9 @@ from simeval.options import (
     check_unit,
     yes_no,
 )
-from simeval.scorer import resolve_options as _resolve_options
+from simeval.scoring.scorer import resolve_options as _resolve_options
 from simeval.service import Service
+from simeval.service.models import EvalOut, ResultOut
 from simeval.store import describe_url
 from simeval.web import charts
 from simeval.web.idf_files import idf_option

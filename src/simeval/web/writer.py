@@ -17,9 +17,9 @@ import concurrent.futures
 from collections.abc import Sequence
 from typing import Any
 
-from simeval.models import CaptureOut
 from simeval.service import Service
 from simeval.service.checks import CheckedCapture, KeyedCapture
+from simeval.service.models import CaptureOut
 from simeval.store import DatabaseBusyError
 
 MAX_BATCH = 256  # captures per transaction at most

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simeval.calibrate import classify as _classify
-from simeval.calibrate import ranks, roc_auc, sweep
 from simeval.errors import InvalidInput
-from simeval.scorer import PREVIOUS_DEFAULTS, Scorer, get_scorer, iter_scores
+from simeval.scoring.calibrate import classify as _classify
+from simeval.scoring.calibrate import ranks, roc_auc, sweep
+from simeval.scoring.scorer import PREVIOUS_DEFAULTS, Scorer, get_scorer, iter_scores
 
 # The configurations compared by `bench quality`: the default; the previous default (before
 # CJK characters, symbols and "n't" were terms, and before the input and negation counted);
@@ -434,7 +434,7 @@ def speed(
 
 _STREAM = """
 import resource, sys, simeval
-from simeval.bench import synthetic_texts
+from simeval.scoring.bench import synthetic_texts
 n, workers = int(sys.argv[1]), (int(sys.argv[2]) or None)
 pool = synthetic_texts(20000, seed=5)
 outs = (pool[i % 20000] for i in range(n))

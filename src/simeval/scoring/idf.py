@@ -1,7 +1,7 @@
 """IDF sources: the built-in background table, corpus tables fitted by the user, and ``pair``.
 
 Every source gives a weight to a term; the weight of a term occurrence in a vector is
-``tf_weight(count) * idf(term)`` (see ``simeval.scorer``).
+``tf_weight(count) * idf(term)`` (see ``simeval.scoring.scorer``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simeval.analyzer import LANGUAGES, Analyzer, is_cjk, normalize
 from simeval.errors import InvalidInput, InvalidType, NotFound
+from simeval.scoring.analyzer import LANGUAGES, Analyzer, is_cjk, normalize
 
 # The "document length" L of the background weighting below. Chosen on the benchmark: the
 # pooled STS Pearson moves by less than 0.002 between L = 3 and L = 10, and falls off beyond.
@@ -78,7 +78,7 @@ def _cache_path(analyzer: Analyzer | None) -> Path:
     """The cache file of a language's table (``analyzer``) or of the CJK table (None)."""
     from importlib.metadata import version
 
-    from simeval import analyzer as analyzer_module
+    from simeval.scoring import analyzer as analyzer_module
 
     parts: list[object] = ["cjk", ",".join(CJK_LISTS)]
     if analyzer is not None:
@@ -281,7 +281,7 @@ def fit_idf(texts: Iterable[str], **options: object) -> IdfTable:
     >>> table.n_docs
     2
     """
-    from simeval.options import analyzer_from_options
+    from simeval.scoring.options import analyzer_from_options
 
     analyzer = analyzer_from_options(options)
     df: Counter[str] = Counter()

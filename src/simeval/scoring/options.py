@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
-from simeval.analyzer import TOKENIZERS, Analyzer, language_name
 from simeval.errors import InvalidInput, InvalidOption
+from simeval.scoring.analyzer import TOKENIZERS, Analyzer, language_name
 
 # -- scorer options -------------------------------------------------------------------------------
 DEFAULTS: dict[str, Any] = {

@@ -23,7 +23,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from simeval.cli_common import (
+from simeval.cli.common import (
     Group,
     UserError,
     console,
@@ -32,13 +32,13 @@ from simeval.cli_common import (
     progress_bar,
     read_input,
 )
-from simeval.cli_common import scorer_options as _scorer_options
+from simeval.cli.common import scorer_options as _scorer_options
 from simeval.errors import Conflict, InvalidInput
-from simeval.options import DEFAULT_THRESHOLD, RETENTION_CHOICES
-from simeval.scorer import read_text_file
+from simeval.scoring.options import DEFAULT_THRESHOLD, RETENTION_CHOICES
+from simeval.scoring.scorer import read_text_file
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
-    from simeval.models import EvalOut, ResultOut, TestOut, TrendOut
+    from simeval.service.models import EvalOut, ResultOut, TestOut, TrendOut
 
 SPARKS = "▁▂▃▄▅▆▇█"
 RETENTION_VALUES = (*map(str, RETENTION_CHOICES), "forever")

@@ -11,9 +11,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from simeval import calibrate as calibrate_mod
 from simeval import runs
-from simeval.cli_common import (
+from simeval.cli.common import (
     UserError,
     console,
     print_json,
@@ -21,8 +20,9 @@ from simeval.cli_common import (
     scorer_options,
 )
 from simeval.errors import InvalidInput
-from simeval.options import check_unit
-from simeval.scorer import DEFAULT_THRESHOLD, check_threshold
+from simeval.scoring import calibrate as calibrate_mod
+from simeval.scoring.options import check_unit
+from simeval.scoring.scorer import DEFAULT_THRESHOLD, check_threshold
 
 FORMAT_CHOICE = click.Choice(["jsonl", "csv", "tsv", "parquet"])
 

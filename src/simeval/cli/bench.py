@@ -7,8 +7,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from simeval import bench as bench_mod
-from simeval.cli_common import Group, console, err_console, print_json
+from simeval.cli.common import Group, console, err_console, print_json
+from simeval.scoring import bench as bench_mod
 
 
 @click.group(cls=Group)

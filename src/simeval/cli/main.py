@@ -7,9 +7,9 @@ from typing import Any
 import click
 
 from simeval import __version__
-from simeval.cli_common import Group, UserError, console, print_json, read_input, scorer_options
-from simeval.options import DEFAULT_THRESHOLD, check_threshold
-from simeval.scorer import get_scorer
+from simeval.cli.common import Group, UserError, console, print_json, read_input, scorer_options
+from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
+from simeval.scoring.scorer import get_scorer
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -118,26 +118,27 @@ def score(
 
 
 def _register() -> None:
-    from simeval import cli_bench, cli_run
+    from simeval.cli import bench as cli_bench
+    from simeval.cli import run as cli_run
 
     cli.add_command(cli_bench.bench)
     cli.add_command(cli_run.run)
     cli.add_command(cli_run.calibrate)
 
-    from simeval import cli_serve
+    from simeval.cli import serve as cli_serve
 
     cli.add_command(cli_serve.serve)
 
-    from simeval import cli_proxy
+    from simeval.cli import proxy as cli_proxy
 
     cli.add_command(cli_proxy.proxy)
 
-    from simeval import cli_evals
+    from simeval.cli import evals as cli_evals
 
     for command in cli_evals.COMMANDS:
         cli.add_command(command)
 
-    from simeval import cli_compare
+    from simeval.cli import compare as cli_compare
 
     for command in cli_compare.COMMANDS:
         cli.add_command(command)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simeval.errors import InvalidInput, InvalidOption
-from simeval.options import DEFAULT_THRESHOLD, FAIL_WORDS, PASS_WORDS, yes_no
+from simeval.scoring.options import DEFAULT_THRESHOLD, FAIL_WORDS, PASS_WORDS, yes_no
 
 METRICS = ("f1", "accuracy")
 

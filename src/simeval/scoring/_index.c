@@ -339,7 +339,7 @@ static PyMethodDef index_methods[] = {
 static PySequenceMethods index_seq = {.sq_length = (lenfunc)index_len};
 
 static PyTypeObject IndexType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "simeval._index.Index",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "simeval.scoring._index.Index",
     .tp_basicsize = sizeof(Index),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

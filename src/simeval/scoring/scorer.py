@@ -1,9 +1,9 @@
 """The similarity score: TF-IDF cosine between an output and one or more reference answers.
 
-Formula. Both texts are analysed into terms (``simeval.analyzer``). A term ``t`` that occurs
+Formula. Both texts are analysed into terms (``simeval.scoring.analyzer``). A term ``t`` that occurs
 ``c`` times in a text gets the weight ``w(t) = tf(c) * idf(t)`` with ``tf(c) = 1 + ln(c)``
 (sublinear, the default) or ``tf(c) = c``; ``idf`` comes from the chosen source
-(``simeval.idf``). The score is the cosine of the two weight vectors::
+(``simeval.scoring.idf``). The score is the cosine of the two weight vectors::
 
     score(a, b) = sum_t w_a(t) w_b(t) / (|w_a| |w_b|)          in [0, 1]
 
@@ -33,17 +33,17 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from simeval import _vector
-from simeval import options as _options
-from simeval.analyzer import char_info, normalize
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
-from simeval.idf import BackgroundIdf, IdfTable, PairIdf
-from simeval.options import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
-from simeval.options import DEFAULTS as DEFAULTS
-from simeval.options import OPTION_HELP as OPTION_HELP
-from simeval.options import PREVIOUS_DEFAULTS as PREVIOUS_DEFAULTS
-from simeval.options import analyzer_from_options as analyzer_from_options
-from simeval.options import check_threshold as check_threshold
+from simeval.scoring import _vector
+from simeval.scoring import options as _options
+from simeval.scoring.analyzer import char_info, normalize
+from simeval.scoring.idf import BackgroundIdf, IdfTable, PairIdf
+from simeval.scoring.options import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+from simeval.scoring.options import DEFAULTS as DEFAULTS
+from simeval.scoring.options import OPTION_HELP as OPTION_HELP
+from simeval.scoring.options import PREVIOUS_DEFAULTS as PREVIOUS_DEFAULTS
+from simeval.scoring.options import analyzer_from_options as analyzer_from_options
+from simeval.scoring.options import check_threshold as check_threshold
 
 ALGORITHM_VERSION = 1
 _TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts over (~100 MB)
@@ -51,7 +51,7 @@ _TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts ove
 
 def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
     """Validate scorer options and fill in defaults, loading an ``idf`` table file; the
-    canonical form of a configuration (``simeval.options.resolve_options``).
+    canonical form of a configuration (``simeval.scoring.options.resolve_options``).
 
     Raises ``InvalidOption`` naming the unknown option or the bad value.
     """
@@ -262,7 +262,7 @@ class Scorer:
         return entry
 
     def vector(self, text: str) -> bytes:
-        """The packed term vector of a text (see ``simeval._vector``): records of (uint64 term
+        """The packed term vector of a text (see ``_vector``): records of (uint64 term
         hash, float64 tf weight, float64 idf) in native byte order, sorted by hash."""
         if self._vz is not None:
             return self._vz.vector(text, self.sublinear)

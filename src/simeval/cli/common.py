@@ -16,7 +16,7 @@ import click
 from rich.console import Console, ConsoleDimensions
 
 from simeval.errors import SimevalError
-from simeval.options import OPTION_NAMES
+from simeval.scoring.options import OPTION_NAMES
 
 
 class _Console(Console):
@@ -111,7 +111,7 @@ def print_json(data: Any) -> None:
 
 def read_input(value: str | None, path: str | None, what: str) -> str | None:
     """Text from an argument, a file, or stdin (``-`` for either)."""
-    from simeval.scorer import read_text_file
+    from simeval.scoring.scorer import read_text_file
 
     if value is not None and path is not None:
         raise UserError(f"give the {what} as an argument or with --{what}-file, not both")

@@ -7,7 +7,7 @@ import socket
 
 import click
 
-from simeval.cli_common import UserError
+from simeval.cli.common import UserError
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -168,7 +168,7 @@ def best_py(
 
 
 try:
-    from simeval._fast import Vectorizer, absent, best, cosine, has_any, rank, vectorize
+    from simeval.scoring._fast import Vectorizer, absent, best, cosine, has_any, rank, vectorize
 
     ACCELERATED = True
 except ImportError:  # pragma: no cover - only without a C compiler at install time

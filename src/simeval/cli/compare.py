@@ -8,8 +8,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from simeval.cli_common import Group, console, print_json
-from simeval.cli_evals import _service, db_option, evals, json_option
+from simeval.cli.common import Group, console, print_json
+from simeval.cli.evals import _service, db_option, evals, json_option
 from simeval.runs import iter_results_file
 
 

@@ -76,7 +76,7 @@ def proxy(
     """
     import uvicorn
 
-    from simeval.cli_serve import _db_label, _listen, _url, check_upstream
+    from simeval.cli.serve import _db_label, _listen, _url, check_upstream
     from simeval.web.proxy import create_proxy_app
     from simeval.web.security import check_bind
 

@@ -3,7 +3,7 @@
 Capture (every active eval), data-set runs (``simeval run --evals``) and the tester all score
 one output against many evals. ``EvalSet`` prepares the evals once: their reference answers
 are vectorised, grouped by scorer configuration, and put in an exact inverted index
-(``simeval._index``), so one output is vectorised once per configuration and scored against
+(``simeval.scoring._index``), so one output is vectorised once per configuration and scored against
 every reference it shares a term with, in one pass. The scores are bit-for-bit those of
 ``Scorer.score_detail(output, references)`` for each eval (the index adds the same products in
 the same order as the cosine does, the question's terms and negation included; the tests hold
@@ -28,12 +28,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from simeval.analyzer import scope_key
 from simeval.errors import SimevalError
-from simeval.scorer import Scorer, _same_text, get_scorer
+from simeval.scoring.analyzer import scope_key
+from simeval.scoring.scorer import Scorer, _same_text, get_scorer
 
 try:
-    from simeval._index import Index
+    from simeval.scoring._index import Index
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     Index = None
 

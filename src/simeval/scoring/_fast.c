@@ -1002,7 +1002,7 @@ static PyMethodDef vz_methods[] = {
 static PySequenceMethods vz_seq = {.sq_length = (lenfunc)vz_len};
 
 static PyTypeObject VectorizerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "simeval._fast.Vectorizer",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "simeval.scoring._fast.Vectorizer",
     .tp_basicsize = sizeof(Vectorizer),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
