@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from dbhelp import sql, table_counts
 from simeval.cli import cli
-from simeval.cli.evals import sparkline
+from simeval.cli.results import sparkline
 
 REFERENCE = "The capital of France is Paris, which stands on the Seine."
 QUESTION = "What is the capital of France?"

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from simeval import runs
 from simeval.cli import cli
+from simeval.errors import InvalidInput
 from simeval.scoring.bench import synthetic_texts
 
 distributed = pytest.importorskip("dask.distributed")  # the optional extra: simeval[dask]
@@ -55,7 +56,7 @@ def test_dask_reports_bad_rows_like_a_local_run(tmp_path: Path) -> None:
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
     ) as cluster:
-        with pytest.raises(runs.InvalidInput, match=r"cases.jsonl line 78: column 'output'"):
+        with pytest.raises(InvalidInput, match=r"cases.jsonl line 78: column 'output'"):
             runs.run_file(str(src), runs.RunOptions(dask=cluster.scheduler_address, chunk_rows=20))
         summary = runs.run_file(
             str(src),
@@ -63,5 +64,5 @@ def test_dask_reports_bad_rows_like_a_local_run(tmp_path: Path) -> None:
                 dask=cluster.scheduler_address, chunk_rows=20, on_error="skip", write_results=False
             ),
         )
-    assert summary["skipped"] == 1 and summary["results"] == 119
+    assert summary.skipped == 1 and summary.results == 119
     assert not list(tmp_path.glob("*.results.*")) and not list(tmp_path.glob(".*tmp"))

@@ -19,7 +19,7 @@ import simeval
 
 PACKAGE = Path(simeval.__file__).parent
 # run by Alembic inside a migration context, never imported on its own
-NOT_IMPORTABLE = {"simeval.migrations.env"}
+NOT_IMPORTABLE = {"simeval.store.migrations.env"}
 # the scoring engine knows nothing of storage, the service, HTTP or the CLI
 SCORING = (
     "simeval.scoring.analyzer",

@@ -17,6 +17,7 @@ import simeval
 from simeval import runs
 from simeval.cli import cli
 from simeval.scoring.bench import synthetic_texts
+from simeval.scoring.explain import missing_terms
 
 ROWS = [
     {
@@ -223,7 +224,7 @@ def test_workers_and_chunks_give_the_same_file(tmp_path: Path) -> None:
     )
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
     for key in ("rows", "passed", "mean_score", "worst", "most_missing"):
-        assert one[key] == two[key]
+        assert one.to_dict()[key] == two.to_dict()[key]
     assert [r["score"] for r in read_jsonl(tmp_path / "one.jsonl")] == simeval.score_many(
         [r["output"] for r in rows], [r["reference"] for r in rows], workers=1
     )
@@ -234,14 +235,14 @@ def test_missing_terms_match_explain() -> None:
     scorer = simeval.get_scorer()
     for i in range(0, 120, 2):
         a, b = texts[i], texts[i + 1]
-        assert runs.missing_terms(scorer, a, b, 8) == [
+        assert missing_terms(scorer, a, b, 8) == [
             t.term for t in scorer.explain(a, b, top=8).missing
         ]
-    assert runs.missing_terms(scorer, "", "Paris is the capital") == [
+    assert missing_terms(scorer, "", "Paris is the capital") == [
         t.term for t in scorer.explain("", "Paris is the capital").missing[:5]
     ]
     bigram = simeval.get_scorer(ngram=2)
-    assert runs.missing_terms(bigram, "the cat", "the black cat sat") == [
+    assert missing_terms(bigram, "the cat", "the black cat sat") == [
         t.term for t in bigram.explain("the cat", "the black cat sat").missing[:5]
     ]
 
@@ -254,14 +255,14 @@ def test_an_eval_scores_like_score_detail_and_missing_terms(
     texts = synthetic_texts(40, words=25, seed=9)
     refs = (texts[0], texts[1], "the of and", "?!")  # "?!" has no terms: an empty vector
     e = runs.EvalDef("e", refs, options=options)
-    state = runs._state(runs.RunConfig(source="x", fmt="jsonl", evals=(e,)))
+    state = runs.chunk_state(runs.RunConfig(source="x", fmt="jsonl", evals=(e,)))
     scorer = simeval.get_scorer(**dict(options))
     outputs = [*texts[2:], texts[1], "", "  ", "the of and", "The OF and", "and", "?!", " ?! "]
     for output in outputs:
         rows: dict[int, Any] = {}
         ((pos, score, at, sc),) = state.hits(output, None, None)
         assert (score, at) == scorer.score_detail(output, list(refs))
-        assert state.missing(pos, sc, output, at, rows, 8) == runs.missing_terms(
+        assert state.missing(pos, sc, output, at, rows, 8) == missing_terms(
             scorer, output, refs[at], 8
         )
 

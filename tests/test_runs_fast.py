@@ -14,7 +14,15 @@ from click.testing import CliRunner
 import simeval
 from simeval import runs
 from simeval.cli import cli
+from simeval.runs.encode import origin_json
 from simeval.scoring.bench import synthetic_texts
+from simeval.scoring.explain import (
+    Reference,
+    explain,
+    explainer,
+    missing_terms,
+    reference_explanation,
+)
 
 OPTION_SETS: list[dict[str, Any]] = [
     {},
@@ -40,39 +48,35 @@ def test_missing_terms_and_explanations_with_an_input(options: dict[str, Any]) -
     for output in TEXTS[10:]:
         for refs in refs_list:
             for question in INPUTS:
-                score, at = scorer.score_detail(output, refs, question)
-                want = scorer.explain(output, refs, top=10, input=question)
-                got = runs.explanation(scorer, output, refs, score, at, input=question)
-                assert got == want.to_dict()
-                missing = runs.missing_terms(scorer, output, refs[at], 6, question)
+                _, at = scorer.score_detail(output, refs, question)
+                want = reference_explanation(scorer, output, refs, 10, question)
+                got = scorer.explain(output, refs, top=10, input=question)
+                assert got.to_dict() == want.to_dict()
+                missing = missing_terms(scorer, output, refs[at], 6, question)
                 assert missing == [
-                    m.term for m in scorer.explain(output, refs[at], top=6, input=question).missing
+                    m.term
+                    for m in reference_explanation(scorer, output, refs[at], 6, question).missing
                 ]
 
 
 def test_stored_explanation_text_is_the_json_of_explain() -> None:
     scorer = simeval.get_scorer()
-    terms = runs._terms(scorer)
+    terms = explainer(scorer)
     assert terms is not None
     seen: set[str] = set()
     for output in TEXTS[5:]:
         for ref_text in TEXTS[:8] + TEXTS[30:33]:
             for question in INPUTS[:4]:
                 score, at = scorer.score_detail(output, [ref_text], question)
-                ref = runs._Ref(ref_text, scorer.vector(ref_text))
-                origin = runs._origin_json("case é", "f.jsonl line 3", 2)
-                text = terms.explain_json(
-                    output,
-                    scorer.vector(output),
-                    [ref_text],
-                    ref,
-                    score,
-                    at,
-                    origin,
-                    question,
-                    scorer.input_terms(question),
-                )
-                want = scorer.explain(output, [ref_text], top=10, input=question).to_dict()
+                ref = Reference(ref_text, scorer.vector(ref_text))
+                origin = origin_json("case é", "f.jsonl line 3", 2)
+                if output.strip():  # a row already scored: the fast path from its vectors
+                    vec, asked = scorer.vector(output), scorer.input_terms(question)
+                    exp = terms.explain_scored(output, vec, ref, score, at, asked)
+                else:
+                    exp = explain(scorer, output, [ref_text], input=question)
+                text = json.dumps(exp.to_dict())[:-1] + f', "case": {origin}}}'
+                want = reference_explanation(scorer, output, [ref_text], 10, question).to_dict()
                 want["case"] = {"id": "case é", "row": "f.jsonl line 3", "ordinal": 2}
                 assert text == json.dumps(want)
                 seen.update(k for k in ("demoted", "reason") if want[k])
@@ -112,7 +116,7 @@ def test_jsonl_lines_are_the_row_with_its_result(tmp_path: Path, non_ascii: bool
         missing = (
             []
             if passed
-            else runs.missing_terms(scorer, row["output"], row["reference"], 5, row.get("input"))
+            else missing_terms(scorer, row["output"], row["reference"], 5, row.get("input"))
         )
         result = {
             "score": score,
@@ -133,7 +137,7 @@ def test_add_run_rows_stores_what_add_run_results_does(tmp_path: Path) -> None:
     rows = []
     for i, (output, ref) in enumerate(zip(TEXTS[:10], TEXTS[10:20], strict=True)):
         score, at = scorer.score_detail(output, [ref])
-        explained = runs.explanation(scorer, output, [ref], score, at)
+        explained = scorer.explain(output, [ref]).to_dict()
         explained["case"] = {"id": str(i), "row": f"x line {i + 1}", "ordinal": i}
         name = "stored" if i % 2 else None
         rows.append(
@@ -189,19 +193,20 @@ def test_absent_is_its_python_reference() -> None:
 @pytest.mark.parametrize("options", OPTION_SETS, ids=repr)
 def test_missing_of_is_missing_in_and_missing_asked(options: dict[str, Any]) -> None:
     scorer = simeval.get_scorer(**options)
-    terms = runs._terms(scorer)
+    terms = explainer(scorer)
     assert terms is not None
     for output in TEXTS:
         vec = scorer.vector(output)
         if not vec:
             continue
         for ref_text in TEXTS[::4]:
-            ref = runs._Ref(ref_text, scorer.vector(ref_text))
+            ref = Reference(ref_text, scorer.vector(ref_text))
             if not ref.vec:
                 continue
             for question in INPUTS:
                 asked = scorer.input_terms(question)
                 for top in (0, 3, 5):
                     got = terms.missing_of(ref, vec, asked, top)
-                    want = [m.term for m in scorer.explain(output, ref_text, top, question).missing]
+                    exp = reference_explanation(scorer, output, ref_text, top, question)
+                    want = [m.term for m in exp.missing]
                     assert got == want

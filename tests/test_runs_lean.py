@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 import simeval
-from simeval import runs
 from simeval.cli import cli
 from simeval.scoring.bench import synthetic_texts
+from simeval.scoring.explain import explain, missing_terms, reference_explanation
 
 OPTION_SETS: list[dict[str, Any]] = [
     {},
@@ -34,9 +34,8 @@ def test_explanation_is_scorer_explain(options: dict[str, Any]) -> None:
     refs_list = [[texts[i]] for i in range(0, 40, 2)] + [[texts[1], texts[3]], ["Café naïve"]]
     for output in texts[20:]:
         for refs in refs_list:
-            score, at = scorer.score_detail(output, refs)
-            want = scorer.explain(output, refs, top=10).to_dict()
-            assert runs.explanation(scorer, output, refs, score, at) == want
+            want = reference_explanation(scorer, output, refs, 10).to_dict()
+            assert explain(scorer, output, refs, 10).to_dict() == want
 
 
 @pytest.mark.parametrize("options", OPTION_SETS[:5], ids=repr)
@@ -46,8 +45,8 @@ def test_missing_terms_on_odd_texts(options: dict[str, Any]) -> None:
     for a in texts:
         for b in texts:
             if b.strip("?! ") and scorer.vector(b):
-                want = [t.term for t in scorer.explain(a, b, top=7).missing]
-                assert runs.missing_terms(scorer, a, b, 7) == want
+                want = [t.term for t in reference_explanation(scorer, a, b, top=7).missing]
+                assert missing_terms(scorer, a, b, 7) == want
 
 
 def test_a_case_id_names_a_scoped_eval(tmp_path: Path) -> None:

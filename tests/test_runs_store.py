@@ -133,8 +133,8 @@ def test_store_thread_overlaps_chunks(tmp_path: Path) -> None:
         sink = runs.RunStore(svc, "many", str(src))
         opts = runs.RunOptions(store=sink, chunk_rows=7, write_results=False)
         summary = runs.run_file(str(src), opts)
-        got = svc.list_results(run_id=summary["run_id"], limit=1000, explain=False)
-        run = svc.get_run(summary["run_id"])
+        got = svc.list_results(run_id=summary.run_id, limit=1000, explain=False)
+        run = svc.get_run(summary.run_id)
     assert run.summary["status"] == "complete" and run.results == 250
     assert sorted((r.explanation or {})["case"]["ordinal"] for r in got) == list(range(250))
     assert run.options["scorer"] == {}
@@ -163,7 +163,7 @@ def test_fast_loop_writes_what_the_general_loop_writes(tmp_path: Path) -> None:
         res_path = tmp_path / f"r{junit is None}.jsonl"
         # a chunk a row: rows the tight loop leaves to the general one do not hide the others
         opts = runs.RunOptions(results=str(res_path), junit=junit, on_error="skip", chunk_rows=1)
-        summary = runs.run_file(str(src), opts)
+        summary = runs.run_file(str(src), opts).to_dict()
         for k in ("elapsed_s", "rows_per_s", "junit_file", "results_file"):
             summary.pop(k, None)
         outs.append((res_path.read_bytes(), summary))

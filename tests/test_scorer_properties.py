@@ -136,13 +136,13 @@ def test_c_tokenizer_and_normaliser_match_python(s: str, tokenizer: str) -> None
 @given(s=unicode_text, tokenizer=st.sampled_from(["unicode", "words"]))
 def test_c_first_words_match_python(s: str, tokenizer: str) -> None:
     # the data-set runner names a reference's terms by their first word, in C when it can
-    from simeval.runs import _first, _Terms
+    from simeval.scoring.explain import Explainer
 
     sc = simeval.get_scorer(tokenizer=tokenizer)
-    python = _Terms(sc).tokens(s)  # the Python tokenizer, term by term
+    python = Explainer(sc).tokens(s)  # the Python tokenizer, term by term
     words = sc._vz.words(s)
     assert words == dict(reversed(python))
-    assert list(words) == list(dict.fromkeys(map(_first, python)))  # first appearance
+    assert list(words) == list(dict.fromkeys(h for h, _ in python))  # first appearance
     assert set(words) == set(array("Q", sc.vector(s))[0::3])
 
 
@@ -172,7 +172,7 @@ def test_c_vector_matches_python(s: str) -> None:
 def test_c_score_matches_python(a: str, b: str, q: str, opts: dict) -> None:
     sc = simeval.get_scorer(**opts)
     va, vb, terms = sc.vector(a), sc.vector(b), sc.input_terms(q)
-    args = (sc.pair, terms, sc.input_weight, sc._negators, sc.negation)
+    args = (sc.pair, terms, sc.input_weight, sc.negators, sc.negation)
     assert _vector.cosine(va, vb, *args) == _vector.cosine_py(va, vb, *args)
     assert _vector.best(va, [vb, va], *args) == _vector.best_py(va, [vb, va], *args)
     assert _vector.has_any(va, sc.negator_hashes) == _vector.has_any_py(va, sc.negator_hashes)
@@ -191,11 +191,11 @@ def test_score_many_equals_score_elementwise(outs, data) -> None:
 @given(s=unicode_text, tokenizer=st.sampled_from(["unicode", "words"]))
 def test_rank_orders_terms_as_python_sorts_them(s: str, tokenizer: str) -> None:
     # a reference's terms heaviest first, ties by word: the order of missing terms in runs
-    from simeval.runs import _Terms
+    from simeval.scoring.explain import Explainer
 
     sc = simeval.get_scorer(tokenizer=tokenizer)
     vec = sc.vector(s)
-    expected = _Terms(sc).ranked(s, vec)
+    expected = Explainer(sc).ranked(s, vec)
     for rank in (_vector.rank, _vector.rank_py):
-        packed, words = rank(vec, _Terms(sc).words(s))
+        packed, words = rank(vec, Explainer(sc).words(s))
         assert list(zip(array("Q", packed), words, strict=True)) == expected

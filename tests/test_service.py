@@ -407,3 +407,44 @@ def test_activation_gate_messages(svc: Service) -> None:
     with pytest.raises(Conflict, match="archived"):
         svc.activate_eval("capital")
     assert svc.deactivate_eval("capital").status == "draft"
+
+
+def test_every_listing_takes_one_result_filter(svc: Service) -> None:
+    from simeval.service import ResultFilter
+
+    activated(svc, "capital")
+    for output in (GOOD, POOR, "Paris is the French capital."):
+        svc.capture(QUESTION, output, metadata={"engine": "v2"})
+    where = ResultFilter.parse(eval_name="capital", passed=False, since="1d", meta=["engine=v2"])
+    assert where.since is not None and where.meta == (("engine", "v2"),)
+    listed = svc.list_results(where)
+    assert [r.id for r in listed] == [
+        r.id for r in svc.list_results(eval_name="capital", passed=False, meta="engine:v2")
+    ]
+    assert len(listed) == svc.count_results(where) == 2
+    exported = json.loads(svc.export_results("json", where))
+    assert sorted(r["result_id"] for r in exported) == sorted(r.id for r in listed)
+    with pytest.raises(TypeError, match="not both"):
+        svc.list_results(where, passed=True)
+    with pytest.raises(InvalidInput, match="since 'soon'"):
+        ResultFilter.parse(since="soon")
+
+
+def test_reports_are_typed_and_read_as_their_dicts(svc: Service) -> None:
+    from simeval.service.models import BacktestReport, ImportReport, RescoreReport
+
+    report = svc.import_evals({"evals": [{"name": "capital", "reference": REFERENCE}]})
+    assert isinstance(report, ImportReport) and report.created == report["created"] == ["capital"]
+    assert "created" in report and "nothing" not in report
+    svc.capture(QUESTION, GOOD)
+    back = svc.backtest_eval("capital")
+    assert isinstance(back, BacktestReport) and back.n == back["n"] == 1
+    assert json.loads(back.model_dump_json())["worst"][0]["capture_id"] == back.worst[0].capture_id
+    again = svc.rescore("capital", since="1d")
+    assert isinstance(again, RescoreReport) and again.model_dump() == {
+        "eval": "capital",
+        "version": 1,
+        "scanned": 1,
+        "added": 1,
+        "passed": 1,
+    }

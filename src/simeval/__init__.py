@@ -17,18 +17,16 @@ from simeval.errors import (
     NotFound,
     SimevalError,
 )
+from simeval.scoring.batch import iter_scores, score_many
+from simeval.scoring.explain import Explanation, Term
 from simeval.scoring.idf import IdfTable, fit_idf
 from simeval.scoring.scorer import (
     DEFAULT_THRESHOLD,
-    Explanation,
     Scorer,
-    Term,
     explain,
     fingerprint,
     get_scorer,
-    iter_scores,
     score,
-    score_many,
 )
 
 __version__ = "0.1.0"

@@ -34,8 +34,8 @@ import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
+from simeval.checks import check_capture, check_capture_key
 from simeval.errors import InvalidInput
-from simeval.service.checks import check_capture, check_capture_key
 
 log = logging.getLogger("simeval.client")
 

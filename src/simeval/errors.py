@@ -32,6 +32,12 @@ class InvalidOption(SimevalError, ValueError):
     """An unknown scorer option, or a known one with a bad value."""
 
 
+class TooLarge(InvalidInput):
+    """A body that inflates past its limit (a gzip bomb, say): refused unread (HTTP 413)."""
+
+    status_code = 413
+
+
 class NotFound(SimevalError, LookupError):
     """A named object (an eval, a result, a file) does not exist."""
 
@@ -42,3 +48,10 @@ class Conflict(SimevalError):
     """The request contradicts what is stored (a duplicate name, an activation not allowed)."""
 
     status_code = 409
+
+
+class Unavailable(SimevalError):
+    """The database cannot serve now: its server is down or restarting, or its disk is full.
+    Nothing was written; the same request may succeed later (HTTP 503 with Retry-After)."""
+
+    status_code = 503

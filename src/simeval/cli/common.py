@@ -1,4 +1,5 @@
-"""What every CLI command shares: the error contract, scorer option flags, JSON output."""
+"""What every CLI command shares: the error contract, the ``--db``, ``--json`` and scorer option
+flags, the service a command opens, JSON output, and how results and explanations print."""
 
 from __future__ import annotations
 
@@ -10,13 +11,20 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 from rich.console import Console, ConsoleDimensions
+from rich.markup import escape
 
-from simeval.errors import SimevalError
+from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import OPTION_NAMES
+
+if TYPE_CHECKING:  # the service (SQLAlchemy, pydantic) loads when a command opens it
+    from simeval.service import Service
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class _Console(Console):
@@ -72,7 +80,7 @@ class Group(click.Group):
 
 def _database_error(exc: Exception) -> Exception:
     """One line for an error of the database file itself (damaged, read-only), else ``exc``."""
-    from simeval.store import database_problem
+    from simeval.service.database import database_problem
 
     problem = database_problem(exc)
     return exc if problem is None else UserError(f"the database {problem}")
@@ -104,9 +112,121 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+DB_HELP = "SQLite file or database URL{} (default: SIMEVAL_DATABASE_URL, else the per-user file)."
+
+
+@overload
+def db_option(func: _F) -> _F: ...
+@overload
+def db_option(*, purpose: str = "") -> Callable[[_F], _F]: ...
+def db_option(func: Any = None, *, purpose: str = "") -> Any:
+    """The ``--db PATH|URL`` flag of every command that opens a database, as ``db``:
+    ``@db_option``, or ``@db_option(purpose="for --store")`` to say what it is for."""
+    option = click.option(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help=DB_HELP.format(f" {purpose}" if purpose else ""),
+    )
+    return option if func is None else option(func)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the data as JSON.")
+
+
+@contextlib.contextmanager
+def service_at(db: str | None) -> Iterator[Service]:
+    """The service of the database ``--db`` names, closed when the command is done."""
+    from simeval.service import Service
+
+    svc = Service(db)
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
 def print_json(data: Any) -> None:
     """Data as indented JSON on stdout (the ``--json`` form of every command)."""
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def dump(model: Any) -> Any:
+    """A service answer (a pydantic model) as JSON-ready data."""
+    return model.model_dump(mode="json")
+
+
+def verdict(passed: bool) -> str:
+    """PASS or FAIL, coloured."""
+    return "[green]PASS[/green]" if passed else "[red]FAIL[/red]"
+
+
+def percent(value: float | None) -> str:
+    """A rate as ``12.3%``, ``-`` for none."""
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def decimal(value: float | None) -> str:
+    """A score as ``0.123``, ``-`` for none."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def short(text: str | None, width: int = 60) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def print_explanation(exp: dict[str, Any] | None) -> None:
+    """Why a result scored as it did: the reason, the matched, missing and extra terms."""
+    if not exp:
+        return
+    if exp.get("reason"):
+        console.print(f"reason: {escape(exp['reason'])}")
+    for title, key in (
+        ("matched", "shared"),
+        ("missing from output", "missing"),
+        ("not in reference", "extra"),
+    ):
+        terms = exp.get(key) or []
+        if terms:
+            text = ", ".join(f"{t['term']} ({t['weight']:.3f})" for t in terms)
+            console.print(f"{title}: {escape(text)}")
+    if exp.get("note"):
+        console.print(f"note: {escape(exp['note'])}")
+
+
+def output_format(
+    path: str | None, given: str | None, choices: tuple[str, ...], default: str
+) -> str:
+    """The format a command writes: ``--format`` when given, else the file's suffix."""
+    if given:
+        return given
+    if path and path != "-":
+        suffix = Path(path).suffix.lower().lstrip(".")
+        if suffix == "yml":
+            suffix = "yaml"
+        if suffix in choices:
+            return suffix
+    return default
+
+
+@contextlib.contextmanager
+def output_file(path: str | None) -> Iterator[Any]:
+    """Stdout, or a file written whole or not at all (a temporary file renamed at the end)."""
+    if path is None or path == "-":
+        yield sys.stdout
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidInput(f"output path {path} is a directory")
+    tmp = target.with_name(target.name + ".partial")
+    try:
+        with tmp.open("w", encoding="utf-8", newline="") as fh:
+            yield fh
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_input(value: str | None, path: str | None, what: str) -> str | None:

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
-from simeval.cli.common import Group, console, print_json
-from simeval.cli.evals import _service, db_option, evals, json_option
+from simeval.checks import check_id
+from simeval.cli.common import (
+    Group,
+    console,
+    db_option,
+    decimal,
+    json_option,
+    percent,
+    print_json,
+    service_at,
+    short,
+)
 from simeval.runs import iter_results_file
 
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
+if TYPE_CHECKING:  # pydantic models load with the service, not with every command
+    from simeval.service.models import CompareReport
 
 
 def _ci(ci: list[float] | None, pct: bool = False) -> str:
@@ -29,40 +34,41 @@ def _ci(ci: list[float] | None, pct: bool = False) -> str:
     return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
-def print_compare(report: dict[str, Any]) -> None:
+def print_compare(report: CompareReport) -> None:
     """The comparison as a table per eval and the regressed cases."""
-    console.print(f"A: {escape(report['a'])}", soft_wrap=True)
-    console.print(f"B: {escape(report['b'])}", soft_wrap=True)
-    for e in report["evals"]:
-        a, b = e["a"], e["b"]
-        console.print(f"\n[bold]{escape(e['eval'])}[/bold]: {e['verdict']}", soft_wrap=True)
+    console.print(f"A: {escape(report.a)}", soft_wrap=True)
+    console.print(f"B: {escape(report.b)}", soft_wrap=True)
+    for e in report.evals:
+        a, b = e.a, e.b
+        console.print(f"\n[bold]{escape(e.eval)}[/bold]: {e.verdict}", soft_wrap=True)
         table = Table("", "n", "pass rate", "mean score")
-        table.add_row("A", str(a["n"]), _pct(a["pass_rate"]), _num(a["mean_score"]))
-        table.add_row("B", str(b["n"]), _pct(b["pass_rate"]), _num(b["mean_score"]))
-        if e.get("score_diff") is not None:
+        table.add_row("A", str(a.n), percent(a.pass_rate), decimal(a.mean_score))
+        table.add_row("B", str(b.n), percent(b.pass_rate), decimal(b.mean_score))
+        if e.score_diff is not None and e.pass_rate_diff is not None:
             table.add_row(
                 "B − A",
-                f"{e['pairs']} paired" if e["paired"] else "unpaired",
-                f"{100 * e['pass_rate_diff']:+.1f} pts {_ci(e['pass_rate_ci'], True)}",
-                f"{e['score_diff']:+.3f} {_ci(e['score_ci'])}",
+                f"{e.pairs} paired" if e.paired else "unpaired",
+                f"{100 * e.pass_rate_diff:+.1f} pts {_ci(e.pass_rate_ci, True)}",
+                f"{e.score_diff:+.3f} {_ci(e.score_ci)}",
             )
         console.print(table)
-        if e.get("mcnemar_p") is not None:
+        if e.mcnemar_p is not None:
             console.print(
-                f"pass→fail {e['flips_to_fail']}, fail→pass {e['flips_to_pass']}, "
-                f"McNemar p = {e['mcnemar_p']:.4f}"
+                f"pass→fail {e.flips_to_fail}, fail→pass {e.flips_to_pass}, "
+                f"McNemar p = {e.mcnemar_p:.4f}"
             )
-        for c in e.get("regressed", []):
-            flip = " (pass→fail)" if c["passed_a"] and not c["passed_b"] else ""
-            missing = ", ".join(c["missing_terms"][:8])
+        for c in e.regressed:
+            flip = " (pass→fail)" if c.passed_a and not c.passed_b else ""
+            missing = ", ".join(c.missing_terms[:8])
             console.print(
-                f"  {c['score_a']:.3f} → {c['score_b']:.3f}{flip}  {escape(c['case'])}"
+                f"  {c.score_a:.3f} → {c.score_b:.3f}{flip}  {escape(c.case)}"
                 + (f"  missing: {escape(missing)}" if missing else ""),
                 soft_wrap=True,
             )
-        if e.get("regressed_count", 0) > len(e.get("regressed", [])):
-            console.print(f"  … {e['regressed_count'] - len(e['regressed'])} more regressed")
-    console.print(f"\nverdict: {report['verdict']}")
+        more = (e.regressed_count or 0) - len(e.regressed)
+        if more > 0:
+            console.print(f"  … {more} more regressed")
+    console.print(f"\nverdict: {report.verdict}")
 
 
 @click.command("compare")
@@ -111,7 +117,7 @@ def compare(
         simeval compare run:12 run:latest --eval capital
         simeval compare baseline.jsonl results.jsonl --json
     """
-    with _service(db) as svc:
+    with service_at(db) as svc:
         report = svc.compare(
             a,
             b,
@@ -122,10 +128,10 @@ def compare(
             read_file=iter_results_file,
         )
     if as_json:
-        print_json(report)
+        print_json(report.model_dump())
     else:
         print_compare(report)
-    raise SystemExit(1 if report["worse"] else 0)
+    raise SystemExit(1 if report.worse else 0)
 
 
 @click.group(cls=Group)
@@ -154,7 +160,7 @@ def list_runs(limit: int, db: str | None, as_json: bool) -> None:
     Example:
         simeval runs list --json
     """
-    with _service(db) as svc:
+    with service_at(db) as svc:
         items = svc.list_runs(limit=limit)
     if as_json:
         print_json([r.model_dump(mode="json") for r in items])
@@ -171,8 +177,8 @@ def list_runs(limit: int, db: str | None, as_json: bool) -> None:
             escape(r.name),
             r.created_at.strftime("%Y-%m-%d %H:%M"),
             str(r.results),
-            _pct(r.pass_rate),
-            _num(r.mean_score),
+            percent(r.pass_rate),
+            decimal(r.mean_score),
             r.status,
         )
     console.print(table)
@@ -190,7 +196,7 @@ def show_run(run_id: int, worst: int, db: str | None, as_json: bool) -> None:
     Example:
         simeval runs show 3 --worst 10
     """
-    with _service(db) as svc:
+    with service_at(db) as svc:
         run = svc.get_run(run_id)
         rows = svc.run_worst(run_id, worst) if worst else []
     if as_json:
@@ -204,21 +210,17 @@ def show_run(run_id: int, worst: int, db: str | None, as_json: bool) -> None:
         soft_wrap=True,
     )
     console.print(
-        f"{run.results} rows, pass rate {_pct(run.pass_rate)}, mean score {_num(run.mean_score)}"
+        f"{run.results} rows, pass rate {percent(run.pass_rate)}, "
+        f"mean score {decimal(run.mean_score)}"
     )
     if run.status == "interrupted":
         console.print("interrupted while storing: its rows are incomplete (simeval runs delete)")
     for r in rows:
         console.print(
             f"  {r.score:.3f} {'PASS' if r.passed else 'FAIL'}  {escape(r.eval_name or '-')}  "
-            f"{escape(_short(r.input))}",
+            f"{escape(short(r.input, 80))}",
             soft_wrap=True,
         )
-
-
-def _short(text: str | None, n: int = 80) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
 @click.command("rescore")
@@ -236,66 +238,16 @@ def rescore(eval_name: str, since: str, until: str | None, db: str | None, as_js
     Example:
         simeval rescore --eval capital --since 7d
     """
-    with _service(db) as svc:
+    with service_at(db) as svc:
         report = svc.rescore(eval_name, since=since, until=until)
     if as_json:
-        print_json(report)
+        print_json(report.model_dump())
         return
     console.print(
-        f"eval {escape(report['eval'])} version {report['version']}: {report['added']} results "
-        f"stored ({report['passed']} passed) over {report['scanned']} captures",
+        f"eval {escape(report.eval)} version {report.version}: {report.added} results "
+        f"stored ({report.passed} passed) over {report.scanned} captures",
         soft_wrap=True,
     )
-
-
-@evals.command("backtest")
-@click.argument("name")
-@click.option(
-    "--limit",
-    default=500,
-    show_default=True,
-    type=click.IntRange(1, 10_000),
-    help="The most recent captures in the eval's scope.",
-)
-@click.option(
-    "--days",
-    default=30,
-    show_default=True,
-    type=click.IntRange(1, 365),
-    help="At most this many days back.",
-)
-@db_option
-@json_option
-def backtest(name: str, limit: int, days: int, db: str | None, as_json: bool) -> None:
-    """Score eval NAME's current version (a draft, or an active eval's pending version) on
-    recent captures, storing nothing: how would it have judged them?
-
-    \b
-    Example:
-        simeval evals backtest capital --limit 200
-    """
-    with _service(db) as svc:
-        report = svc.backtest_eval(name, limit=limit, days=days)
-    if as_json:
-        print_json(report)
-        return
-    console.print(
-        f"eval {escape(report['eval'])} version {report['version']} (threshold "
-        f"{report['threshold']:.2f}) on {report['n']} captures from the last {days} days: "
-        f"pass rate {_pct(report['pass_rate'])}, mean score {_num(report['mean_score'])}",
-        soft_wrap=True,
-    )
-    for title, key in (("worst", "worst"), ("borderline", "borderline")):
-        if report[key]:
-            console.print(f"{title}:")
-        for c in report[key]:
-            missing = ", ".join(c["missing_terms"][:6])
-            console.print(
-                f"  {c['score']:.3f} {'PASS' if c['passed'] else 'FAIL'}  capture "
-                f"{c['capture_id']}  {escape(_short(c['input'], 60))}"
-                + (f"  missing: {escape(missing)}" if missing and not c["passed"] else ""),
-                soft_wrap=True,
-            )
 
 
 @runs.command("delete")
@@ -309,8 +261,8 @@ def delete_run(run_id: str, db: str | None, as_json: bool) -> None:
     Example:
         simeval runs delete 3
     """
-    with _service(db) as svc:
-        run = svc.delete_run(run_id)
+    with service_at(db) as svc:
+        run = svc.delete_run(check_id(run_id, "run"))
     if as_json:
         print_json(run.model_dump(mode="json"))
         return

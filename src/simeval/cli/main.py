@@ -133,15 +133,14 @@ def _register() -> None:
 
     cli.add_command(cli_proxy.proxy)
 
-    from simeval.cli import evals as cli_evals
-
-    for command in cli_evals.COMMANDS:
-        cli.add_command(command)
-
     from simeval.cli import compare as cli_compare
+    from simeval.cli import evals as cli_evals
+    from simeval.cli import results as cli_results
+    from simeval.cli import settings as cli_settings
 
-    for command in cli_compare.COMMANDS:
-        cli.add_command(command)
+    for module in (cli_evals, cli_results, cli_settings, cli_compare):
+        for command in module.COMMANDS:
+            cli.add_command(command)
 
 
 _register()

@@ -6,6 +6,8 @@ import os
 
 import click
 
+from simeval.cli.common import db_option
+
 
 @click.command()
 @click.option(
@@ -21,12 +23,7 @@ import click
     type=click.IntRange(0, 65535),
     help="Port (0 = any free port).",
 )
-@click.option(
-    "--db",
-    default=None,
-    help="SQLite file or database URL the captures go to (default: SIMEVAL_DATABASE_URL, "
-    "else the user data file).",
-)
+@db_option(purpose="the captures go to")
 @click.option(
     "--queue",
     "queue_size",
@@ -76,18 +73,18 @@ def proxy(
     """
     import uvicorn
 
-    from simeval.cli.serve import _db_label, _listen, _url, check_upstream
+    from simeval.cli.serve import check_upstream, db_label, listen, server_url
     from simeval.web.proxy import create_proxy_app
     from simeval.web.security import check_bind
 
     upstream = check_upstream(upstream)
     token = os.environ.get("SIMEVAL_TOKEN") or None
     check_bind(host, token)
-    sock = _listen(host, port)
+    sock = listen(host, port)
     app = create_proxy_app(upstream, db, token, queue_size=queue_size, max_body=max_body)
-    url = _url(host, sock.getsockname()[1])
+    url = server_url(host, sock.getsockname()[1])
     click.echo(f"Proxy: {url}/v1 -> {upstream}" + (" (X-Simeval-Token required)" if token else ""))
-    click.echo(f"Database: {_db_label(app.state.service.url)}")
+    click.echo(f"Database: {db_label(app.state.service.url)}")
     click.echo("Press Ctrl+C to stop.")
     config = uvicorn.Config(
         app, log_level=log_level, access_log=log_level in ("info", "debug"), server_header=False

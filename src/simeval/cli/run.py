@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from simeval import runs
 from simeval.cli.common import (
     UserError,
     console,
+    db_option,
     print_json,
     progress_bar,
     scorer_options,
@@ -22,7 +24,7 @@ from simeval.cli.common import (
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
 from simeval.scoring.options import check_unit
-from simeval.scoring.scorer import DEFAULT_THRESHOLD, check_threshold
+from simeval.scoring.scorer import DEFAULT_THRESHOLD
 
 FORMAT_CHOICE = click.Choice(["jsonl", "csv", "tsv", "parquet"])
 
@@ -50,14 +52,6 @@ def _columns(
         input_required=input_col is not None,
         id_required=id_col is not None,
     )
-
-
-def _workers(workers: int | None) -> int:
-    if workers is None:
-        return os.cpu_count() or 1
-    if workers < 1:
-        raise UserError(f"--workers must be at least 1, not {workers}")
-    return workers
 
 
 def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -176,13 +170,7 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     default=None,
     help="Name of the stored run (default: the file name); run:latest finds runs by it.",
 )
-@click.option(
-    "--db",
-    default=None,
-    metavar="PATH|URL",
-    help="SQLite file or database URL for --store and run: baselines "
-    "(default: SIMEVAL_DATABASE_URL, else the per-user file).",
-)
+@db_option(purpose="for --store and run: baselines")
 @click.option(
     "--baseline",
     default=None,
@@ -281,69 +269,35 @@ def run(
         )
     if run_name is not None and not store:
         raise UserError("--run-name needs --store")
-    columns = _columns(output_col, reference_cols, input_col, id_col)
-    evals = runs.load_evals(evals_file) if evals_file is not None else ()
-    name = run_name or os.path.basename(file)
-    stored_baseline = (
-        baseline is not None
-        and baseline.startswith(runs.STORED_RUN_PREFIX)
-        and not os.path.exists(baseline)
-    )
-    # a stored baseline needs the database before the run; the rows are stored by a writer
-    # process of their own
-    svc = _service(db) if stored_baseline else None
-    base = None
-    if baseline is not None:
-        if stored_baseline:
-            base = runs.load_stored_baseline(svc, baseline, name)
-        else:
-            base = runs.load_baseline(baseline, columns)
-    store_to = None
-    if store:
-
-        def stored_summary(summary: dict[str, Any]) -> dict[str, Any]:
-            gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
-            summary["run_name"] = name
-            return {**summary, "gates": gates}
-
-        # the rows go to a database writer process while the run is scored (a failed run
-        # leaves none)
-        store_to = runs.RunStoreProcess(db, name, file, stored_summary)
-
-    opts = runs.RunOptions(
-        columns=columns,
-        threshold=check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold),
+    request = runs.RunRequest(
+        file,
+        columns=_columns(output_col, reference_cols, input_col, id_col),
+        threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
         options=options,
-        evals=evals,
-        store=store_to,
+        evals_file=evals_file,
         fmt=fmt,
         quoting=not no_quoting,
         results=results_path,
         write_results=not no_results,
         junit=junit_path,
-        baseline=base,
+        baseline=baseline,
         tolerance=tolerance,
         on_error=on_error,
-        workers=_workers(workers),
+        workers=workers,
         dask=dask_address,
         worst=worst,
+        store=store,
+        run_name=run_name,
+        db=db,
+        gates=runs.GateLimits(min_pass_rate, min_mean_score, max_regressions),
     )
     with progress_bar(f"scoring {os.path.basename(file)}") as progress:
-        summary = runs.run_file(file, opts, progress)
-    gates = runs.check_gates(summary, min_pass_rate, min_mean_score, max_regressions)
-    summary["gates"] = gates
-    summary["ok"] = all(g["passed"] for g in gates)
+        summary = runs.run_request(request, progress)
     if as_json:
-        print_json(summary)
+        print_json(summary.to_dict())
     else:
         _print_summary(summary)
-    raise SystemExit(0 if summary["ok"] else 1)
-
-
-def _service(db: str | None) -> Any:
-    from simeval.service import open_service
-
-    return open_service(db)
+    raise SystemExit(0 if summary.ok else 1)
 
 
 def _pct(value: float | None) -> str:
@@ -359,102 +313,109 @@ def _say(*objects: Any, **kwargs: Any) -> None:
     console.print(*objects, soft_wrap=True, **kwargs)
 
 
-def _print_summary(s: dict[str, Any]) -> None:
+def _print_summary(s: runs.RunSummary) -> None:
     # a rate over a fraction of a second says more about start-up than about speed
-    rate = f" ({s['rows_per_s']:,.0f} rows/s)" if s["elapsed_s"] >= 1 and s["rows"] >= 1000 else ""
+    rate = f" ({s.rows_per_s:,.0f} rows/s)" if s.elapsed_s >= 1 and s.rows >= 1000 else ""
     _say(
-        f"scored {s['results']:,} results from {s['rows']:,} rows of "
-        f"{escape(s['file'])} in {s['elapsed_s']:.1f} s{rate}"
+        f"scored {s.results:,} results from {s.rows:,} rows of "
+        f"{escape(s.file)} in {s.elapsed_s:.1f} s{rate}"
     )
     line = (
-        f"pass rate [bold]{_pct(s['pass_rate'])}[/bold] ({s['passed']:,} of "
-        f"{s['results']:,}), mean score [bold]{_num(s['mean_score'])}[/bold]"
+        f"pass rate [bold]{_pct(s.pass_rate)}[/bold] ({s.passed:,} of "
+        f"{s.results:,}), mean score [bold]{_num(s.mean_score)}[/bold]"
     )
-    if "threshold" in s:
-        line += f", threshold {s['threshold']:.2f}"
+    if s.threshold is not None:
+        line += f", threshold {s.threshold:.2f}"
     _say(line)
-    for name, e in (s.get("evals") or {}).items():
+    for name, e in (s.evals or {}).items():
         _say(
-            f"  eval {escape(name)}: {e['results']:,} results, pass rate "
-            f"{_pct(e['pass_rate'])}, mean {_num(e['mean_score'])}, threshold "
-            f"{e['threshold']:.2f}"
+            f"  eval {escape(name)}: {e.results:,} results, pass rate "
+            f"{_pct(e.pass_rate)}, mean {_num(e.mean_score)}, threshold "
+            f"{e.threshold:.2f}"
         )
-    if s.get("unmatched_rows"):
-        _say(f"[yellow]{s['unmatched_rows']:,} rows matched no eval[/yellow]")
-    if s["skipped"]:
-        _say(f"[yellow]skipped {s['skipped']:,} bad rows:[/yellow]")
-        for e in s["skipped_rows"][:20]:
-            _say(f"  {escape(e['where'])}: {escape(e['error'])}", markup=True)
-        if s["skipped"] > 20:
+    if s.unmatched_rows:
+        _say(f"[yellow]{s.unmatched_rows:,} rows matched no eval[/yellow]")
+    if s.skipped:
+        _say(f"[yellow]skipped {s.skipped:,} bad rows:[/yellow]")
+        for where, error in s.skipped_rows[:20]:
+            _say(f"  {escape(where)}: {escape(error)}", markup=True)
+        if s.skipped > 20:
             _say(
-                f"  ... and {s['skipped'] - 20:,} more (all in --json)"
-                if len(s["skipped_rows"]) > 20
-                else f"  ... and {s['skipped'] - 20:,} more"
+                f"  ... and {s.skipped - 20:,} more (all in --json)"
+                if len(s.skipped_rows) > 20
+                else f"  ... and {s.skipped - 20:,} more"
             )
-    if s["worst"]:
-        several = bool(s.get("evals"))
-        table = Table(title="worst cases", title_justify="left", show_edge=False)
-        table.add_column("score", justify="right", no_wrap=True)
-        table.add_column("", no_wrap=True)
-        if several:
-            table.add_column("eval")
-        table.add_column("where", no_wrap=True)
-        table.add_column("case")
-        table.add_column("missing terms")
-        prefix = s["file"] + " "  # every row is from FILE, named on the first line
-        for w in s["worst"]:
-            case = w["id"] or w["input"] or w["output"] or ""
-            case = " ".join(case.split())
-            cells = [
-                f"{w['score']:.4f}",
-                "[green]pass[/]" if w["pass"] else "[red]FAIL[/]",
-                *([escape(w["eval"] or "")] if several else []),
-                escape(w["where"].removeprefix(prefix)),
-                escape(case[:60] + ("..." if len(case) > 60 else "")),
-                escape(", ".join(w["missing_terms"]) or "-"),
-            ]
-            table.add_row(*cells)
-        console.print(table)
-    if s["most_missing"]:
+    if s.worst:
+        _print_worst(s)
+    if s.most_missing:
         _say(
             "most often missing in failing rows: "
-            + escape(", ".join(f"{t} ({n})" for t, n in s["most_missing"]))
+            + escape(", ".join(f"{t} ({n})" for t, n in s.most_missing))
         )
-    b = s.get("baseline")
-    if b:
-        _say(
-            f"against {escape(b['baseline'])}: [red]{b['regressed']} regressed"
-            f"[/red], [green]{b['improved']} improved[/green], {b['unchanged']} "
-            f"unchanged, {b['new']} new, {b['removed']} removed"
-        )
-        if b["compared"]:
-            _say(
-                f"  mean score {b['mean_score_before']:.4f} -> "
-                f"{b['mean_score_after']:.4f} ({b['mean_delta']:+.4f}), pass rate "
-                f"{_pct(b['pass_rate_before'])} before"
-            )
-        for r in b["top_regressions"]:
-            missing = ", ".join(r["missing_terms"])
-            _say(
-                f"  [red]regressed[/red] {escape(r['case'])}: {r['before']:.4f} -> "
-                f"{r['after']:.4f}" + (f", missing: {escape(missing)}" if missing else "")
-            )
-        if b.get("warning"):
-            _say(f"[yellow]warning: {escape(b['warning'])}[/yellow]")
-    files = [f"results: {s['results_file']}"] if s.get("results_file") else []
-    if s.get("junit_file"):
-        files.append(f"junit: {s['junit_file']}")
+    if s.baseline:
+        _print_baseline(s.baseline)
+    files = [f"results: {s.results_file}"] if s.results_file else []
+    if s.junit_file:
+        files.append(f"junit: {s.junit_file}")
     if files:
         _say(escape(", ".join(files)))
-    if s.get("run_id") is not None:
-        _say(f"stored as run {s['run_id']} ({escape(s['run_name'])})")
-    for g in s.get("gates", []):
-        mark = "[green]ok[/green]" if g["passed"] else "[red]FAILED[/red]"
+    if s.run_id is not None:
+        _say(f"stored as run {s.run_id} ({escape(s.run_name or '')})")
+    for g in s.gates or ():
+        mark = "[green]ok[/green]" if g.passed else "[red]FAILED[/red]"
         _say(
-            f"gate {g['gate']} {g['limit']}: {mark} (value {g['value']:.4g})"
-            if isinstance(g["value"], float)
-            else f"gate {g['gate']} {g['limit']}: {mark} (value {g['value']})"
+            f"gate {g.gate} {g.limit}: {mark} (value {g.value:.4g})"
+            if isinstance(g.value, float)
+            else f"gate {g.gate} {g.limit}: {mark} (value {g.value})"
         )
+
+
+def _print_worst(s: runs.RunSummary) -> None:
+    several = bool(s.evals)
+    table = Table(title="worst cases", title_justify="left", show_edge=False)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    if several:
+        table.add_column("eval")
+    table.add_column("where", no_wrap=True)
+    table.add_column("case")
+    table.add_column("missing terms")
+    prefix = s.file + " "  # every row is from FILE, named on the first line
+    for w in s.worst:
+        case = w.id or w.input or w.output or ""
+        case = " ".join(case.split())
+        cells = [
+            f"{w.score:.4f}",
+            "[green]pass[/]" if w.passed else "[red]FAIL[/]",
+            *([escape(w.eval or "")] if several else []),
+            escape(w.where.removeprefix(prefix)),
+            escape(case[:60] + ("..." if len(case) > 60 else "")),
+            escape(", ".join(w.missing_terms) or "-"),
+        ]
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _print_baseline(b: runs.BaselineReport) -> None:
+    _say(
+        f"against {escape(b.baseline)}: [red]{b.regressed} regressed"
+        f"[/red], [green]{b.improved} improved[/green], {b.unchanged} "
+        f"unchanged, {b.new} new, {b.removed} removed"
+    )
+    if b.compared:
+        _say(
+            f"  mean score {b.mean_score_before:.4f} -> "
+            f"{b.mean_score_after:.4f} ({b.mean_delta:+.4f}), pass rate "
+            f"{_pct(b.pass_rate_before)} before"
+        )
+    for r in b.top_regressions:
+        missing = ", ".join(r.missing_terms)
+        _say(
+            f"  [red]regressed[/red] {escape(r.case)}: {r.before:.4f} -> "
+            f"{r.after:.4f}" + (f", missing: {escape(missing)}" if missing else "")
+        )
+    if b.warning:
+        _say(f"[yellow]warning: {escape(b.warning)}[/yellow]")
 
 
 @click.command()
@@ -484,13 +445,7 @@ def _print_summary(s: dict[str, Any]) -> None:
 @click.option(
     "--apply", is_flag=True, help="Write the suggested threshold to the eval named by --eval."
 )
-@click.option(
-    "--db",
-    default=None,
-    metavar="PATH|URL",
-    help="SQLite file or database URL for --eval "
-    "(default: SIMEVAL_DATABASE_URL, else the per-user file).",
-)
+@db_option(purpose="for --eval")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @scorer_options
 def calibrate(
@@ -542,108 +497,63 @@ def calibrate(
             "with --eval, rows are scored with the eval's references and scorer options: "
             "leave out --reference-col and the scorer flags"
         )
-    svc = ev = None
-    if eval_name is not None:
-        svc = _service(db)
-        ev = svc.get_eval(eval_name)
-    scores: list[float] = []
-    labels: list[bool] = []
-    summary: dict[str, Any] = {"skipped": 0}
-    if file is not None:
-        assert label_col is not None
-        columns = _columns(output_col, reference_cols, input_col, id_col)
-        evals: tuple[runs.EvalDef, ...] = ()
-        if ev is not None:
-            # no input scope: every labelled row is an example for this eval
-            evals = (
-                runs.EvalDef(
-                    ev.name,
-                    tuple(ev.references),
-                    ev.threshold,
-                    options=tuple(sorted(ev.options.items())),
-                    version=ev.version,
-                ),
-            )
-        opts = runs.RunOptions(
-            columns=columns,
-            options=options,
-            evals=evals,
-            fmt=fmt,
-            quoting=not no_quoting,
-            write_results=False,
-            on_error=on_error,
-            workers=_workers(workers),
-            worst=0,
-            collect=label_col,
-        )
-        with progress_bar(f"scoring {os.path.basename(file)}") as progress:
-            summary = runs.run_file(file, opts, progress)
-        for where, value, score in summary["collected"]:
-            try:
-                labels.append(calibrate_mod.parse_label(value, cut, where))
-            except InvalidInput:
-                if on_error != "skip":
-                    raise
-                summary["skipped"] += 1
-                continue
-            scores.append(score)
-    head = {"source": file, "label_col": label_col, "cut": cut, "skipped": summary["skipped"]}
-    if svc is not None and ev is not None:
-        # the eval's reviews and the file's rows: the service's calibration (and --apply)
-        examples = list(zip(scores, labels, strict=True)) if file is not None else None
-        report = svc.calibrate_eval(ev.name, examples, by=by, apply=apply)
-        tail = {k: report.pop(k) for k in ("reviews", "fingerprint", "options", "eval")}
-        applied = report.pop("applied", None)
-        report.update(head, **tail)
-        if applied is not None:
-            report["applied"] = applied
+    request = runs.CalibrationRequest(
+        file,
+        label_col=label_col,
+        cut=cut,
+        by=by,
+        eval_name=eval_name,
+        apply=apply,
+        db=db,
+        columns=_columns(output_col, reference_cols, input_col, id_col),
+        options=options,
+        fmt=fmt,
+        quoting=not no_quoting,
+        workers=workers,
+        on_error=on_error,
+    )
+    bar = progress_bar(f"scoring {os.path.basename(file)}") if file else contextlib.nullcontext()
+    with bar as progress:
+        report = runs.calibrate_request(request, progress)
+    if as_json:
+        print_json(report.to_dict())
     else:
-        report = calibrate_mod.calibrate(scores, labels, by=by)
-        report.update(
-            head,
-            reviews=0,
-            fingerprint=summary.get("fingerprint"),
-            options=summary.get("options"),
-        )
-    _show_calibration(report, as_json)
+        _show_calibration(report)
 
 
 def _threshold(t: float) -> str:
     return f"{t:.2f}" if round(t, 2) == t else f"{t:.4g}"
 
 
-def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(report)
-        return
+def _show_calibration(report: runs.CalibrationSummary) -> None:
     source = []
-    if report.get("source"):
-        source.append(escape(report["source"]))
-    if report.get("reviews"):
-        source.append(f"{report['reviews']:,} reviews of eval {escape(report['eval']['name'])}")
+    if report.source:
+        source.append(escape(report.source))
+    if report.reviews and report.eval:
+        source.append(f"{report.reviews:,} reviews of eval {escape(report.eval['name'])}")
     _say(
-        f"{report['examples']:,} labelled examples ({report['positives']:,} pass, "
-        f"{report['negatives']:,} fail) from {' and '.join(source)}; "
-        f"ROC AUC {report['roc_auc']:.3f}"
+        f"{report.examples:,} labelled examples ({report.positives:,} pass, "
+        f"{report.negatives:,} fail) from {' and '.join(source)}; "
+        f"ROC AUC {report.roc_auc:.3f}"
     )
-    if report.get("warning"):
-        _say(f"[yellow]warning: {escape(report['warning'])}[/yellow]")
+    if report.warning:
+        _say(f"[yellow]warning: {escape(report.warning)}[/yellow]")
     table = Table(show_edge=False)
     for name in ("threshold", "precision", "recall", "F1", "accuracy"):
         table.add_column(name, justify="right")
     table.add_column("")
     marks: dict[float, list[str]] = {}
     rows: dict[float, dict[str, Any]] = {}
-    for r in report["table"]:
+    for r in report.table:
         if round(r["threshold"] * 10, 6) % 1 == 0:  # the 0.1 steps: enough to see the shape
             rows[r["threshold"]] = r
-    rows[0.8] = report["at_default"]
+    rows[0.8] = report.at_default
     marks.setdefault(0.8, []).append("default")
-    if report.get("eval"):
-        e = report["eval"]
+    if report.eval:
+        e = report.eval
         rows[e["threshold"]] = e["at_threshold"]
         marks.setdefault(e["threshold"], []).append(f"eval {escape(e['name'])} now")
-    s = report["suggested"]
+    s = report.suggested
     rows[s["threshold"]] = s
     marks.setdefault(s["threshold"], []).insert(0, "[bold green]suggested[/]")
     for t in sorted(rows):
@@ -658,15 +568,15 @@ def _show_calibration(report: dict[str, Any], as_json: bool) -> None:
             style="bold" if t == s["threshold"] else None,
         )
     console.print(table)
-    d = report["at_default"]
+    d = report.at_default
     _say(
-        f"suggested threshold (max {report['by']}): [bold]{_threshold(s['threshold'])}[/bold]"
+        f"suggested threshold (max {report.by}): [bold]{_threshold(s['threshold'])}[/bold]"
         f" - F1 {s['f1']:.3f}, accuracy {s['accuracy']:.3f}; at the 0.80 default: "
         f"F1 {d['f1']:.3f}, accuracy {d['accuracy']:.3f}"
     )
-    if report.get("skipped"):
-        _say(f"[yellow]skipped {report['skipped']} rows[/yellow]")
-    a = report.get("applied")
+    if report.skipped:
+        _say(f"[yellow]skipped {report.skipped} rows[/yellow]")
+    a = report.applied
     if a and not a["changed"]:
         _say(f"eval {escape(a['eval'])} already has threshold {_threshold(a['threshold'])}")
     elif a:

@@ -7,10 +7,10 @@ import socket
 
 import click
 
-from simeval.cli.common import UserError
+from simeval.cli.common import UserError, db_option
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     """A bound listening socket, so a busy port is a one-line error instead of a log trace."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
@@ -32,11 +32,11 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _db_label(url: str) -> str:
+def db_label(url: str) -> str:
     """A SQLite file as its path; any other URL without its password."""
     from sqlalchemy.engine import make_url
 
-    from simeval.store import describe_url
+    from simeval.service.database import describe_url
 
     parsed = make_url(url)
     if parsed.drivername.startswith("sqlite"):
@@ -60,7 +60,8 @@ def check_upstream(upstream: str) -> str:
     return upstream.strip()
 
 
-def _url(host: str, port: int) -> str:
+def server_url(host: str, port: int) -> str:
+    """The address a browser opens for a server on ``host``:``port`` (an IPv6 host bracketed)."""
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
 
@@ -79,11 +80,7 @@ def _url(host: str, port: int) -> str:
     type=click.IntRange(0, 65535),
     help="Port (0 = any free port).",
 )
-@click.option(
-    "--db",
-    default=None,
-    help="SQLite file or database URL (default: SIMEVAL_DATABASE_URL, else the user data file).",
-)
+@db_option
 @click.option(
     "--max-body",
     default=1_048_576,
@@ -158,7 +155,7 @@ def serve(
         upstream = check_upstream(upstream)
     token = os.environ.get("SIMEVAL_TOKEN") or None
     check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
-    sock = _listen(host, port)
+    sock = listen(host, port)
     app = create_app(
         db,
         token=token,
@@ -168,14 +165,14 @@ def serve(
         upstream=upstream,
     )
     actual = sock.getsockname()[1]
-    url = _url(host, actual)
+    url = server_url(host, actual)
     click.echo(f"Eval Studio: {url}" + (" (token required)" if token else ""))
     click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
     service = app.state.service
     click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")
     if upstream:
         click.echo(f"Proxy:       {url}/v1 -> {upstream}")
-    click.echo(f"Database:    {_db_label(service.url)}")
+    click.echo(f"Database:    {db_label(service.url)}")
     if not service.list_evals(include_archived=True):
         click.echo("No evals yet: open the studio and click 'Create an example eval'.")
     click.echo("Press Ctrl+C to stop.")

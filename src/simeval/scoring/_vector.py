@@ -9,6 +9,7 @@ not available; the tests hold the two to identical numbers.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +21,12 @@ PAIR_IDF_ONE = 1.4054651081081644  # ln(3/2) + 1: sklearn's smoothed idf, term i
 PAIR_IDF_TWO = 1.0  # ln(3/3) + 1: term in both texts
 
 Entry = bytes | None  # packed (uint64 term hash, float64 idf), native byte order
+
+
+def term_hash(term: str) -> int:
+    """The hash of a term in a packed vector: the first 8 bytes of its BLAKE2b digest, read
+    little-endian (the same on every machine, so sums run in the same order everywhere)."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 def entry(term_hash: int, idf: float) -> bytes:

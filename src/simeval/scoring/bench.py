@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from simeval.errors import InvalidInput
+from simeval.scoring.batch import iter_scores
 from simeval.scoring.calibrate import classify as _classify
 from simeval.scoring.calibrate import ranks, roc_auc, sweep
-from simeval.scoring.scorer import PREVIOUS_DEFAULTS, Scorer, get_scorer, iter_scores
+from simeval.scoring.scorer import PREVIOUS_DEFAULTS, Scorer, get_scorer
 
 # The configurations compared by `bench quality`: the default; the previous default (before
 # CJK characters, symbols and "n't" were terms, and before the input and negation counted);
@@ -313,10 +314,28 @@ def speed(
     Chinese pair beside the 100-word English one; and a scorer that has scored a 1 MB text
     beside one that has not."""
     try:
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        import sklearn.feature_extraction.text  # noqa: F401
     except ImportError:
         raise InvalidInput("bench speed needs scikit-learn: pip install 'simeval[bench]'") from None
     say = progress or (lambda _m: None)
+    report = _latency(single, rounds, say)
+    report["batch"] = _batch(pairs, workers, say)
+    say("memory: score_many streamed at two sizes")
+    small, large = max(pairs // 10, 1000), pairs
+    report["memory"] = {
+        "pairs_small": small,
+        "pairs_large": large,
+        "peak_rss_mb_small": stream_peak_rss_mb(small, workers),
+        "peak_rss_mb_large": stream_peak_rss_mb(large, workers),
+    }
+    return report
+
+
+def _latency(single: int, rounds: int, say: Callable[[str], None]) -> dict[str, Any]:
+    """``speed``'s single-pair figures: latencies of interleaved rounds, and scikit-learn
+    fitted per pair."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     texts = synthetic_texts(2 * single + 2)
     left, right = texts[0::2], texts[1::2]
     zh = synthetic_chinese(2 * single + 2)
@@ -396,7 +415,12 @@ def speed(
             },
         },
     }
-    # Batch: a pool of distinct texts, paired in a rotating pattern so every pair is new.
+    return report
+
+
+def _batch(pairs: int, workers: int | None, say: Callable[[str], None]) -> dict[str, Any]:
+    """``speed``'s batch throughput: ``iter_scores`` beside scikit-learn's batch pipeline."""
+    # a pool of distinct texts, paired in a rotating pattern so every pair is new
     pool = synthetic_texts(20_000, seed=11)
     n_pool = len(pool)
 
@@ -414,22 +438,13 @@ def speed(
     t = time.perf_counter()
     sk_batch(list(outs()), list(refs()))
     t_skb = time.perf_counter() - t
-    report["batch"] = {
+    return {
         "pairs": count,
         "workers": workers or "all cores",
         "simeval_pairs_per_s": count / t_many,
         "sklearn_batch_pairs_per_s": pairs / t_skb,
         "throughput_ratio_vs_sklearn_batch": t_skb / t_many,
     }
-    say("memory: score_many streamed at two sizes")
-    small, large = max(pairs // 10, 1000), pairs
-    report["memory"] = {
-        "pairs_small": small,
-        "pairs_large": large,
-        "peak_rss_mb_small": stream_peak_rss_mb(small, workers),
-        "peak_rss_mb_large": stream_peak_rss_mb(large, workers),
-    }
-    return report
 
 
 _STREAM = """

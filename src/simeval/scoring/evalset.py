@@ -22,7 +22,6 @@ the same ``scope_key``.
 
 from __future__ import annotations
 
-import sys
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,14 +29,12 @@ from typing import Any
 
 from simeval.errors import SimevalError
 from simeval.scoring.analyzer import scope_key
-from simeval.scoring.scorer import Scorer, _same_text, get_scorer
+from simeval.scoring.scorer import Scorer, get_scorer, same_text
 
 try:
     from simeval.scoring._index import Index
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     Index = None
-
-_LITTLE = sys.byteorder == "little"
 
 
 @dataclass(frozen=True)
@@ -217,16 +214,8 @@ class EvalSet:
         top, at = -1.0, 0
         for i, rvec in enumerate(prepared):
             s = scorer.best_vector(vec, [rvec], terms)[0] if vec and rvec else 0.0
-            if not (vec and rvec) and _same_text(output, refs[i]):
+            if not (vec and rvec) and same_text(output, refs[i]):
                 s = 1.0
             if s > top:
                 top, at = s, i
         return top, at
-
-
-def native_bytes(values: array[Any]) -> bytes:
-    """An array's bytes in little-endian order (the stored form on every machine)."""
-    if not _LITTLE:  # pragma: no cover - big-endian machines
-        values = array(values.typecode, values)
-        values.byteswap()
-    return values.tobytes()

@@ -56,24 +56,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simeval.scoring.analyzer import scope_key
-    from simeval.scoring.options import RETENTION_CHOICES
-    from simeval.service.checks import (
+    from simeval.checks import (
         MAX_TEXT_CHARS,
         UNSET,
         check_capture,
         check_capture_row,
         file_key_prefix,
         parse_time,
+        read_capture_file,
         read_capture_lines,
     )
+    from simeval.scoring.analyzer import scope_key
+    from simeval.scoring.options import RETENTION_CHOICES
     from simeval.service.evalfiles import (
         EVALS_FORMAT,
-        _validate_evals_document,
+        dump_evals_document,
         parse_evals_document,
+        validate_evals_document,
     )
     from simeval.service.export import EXPORT_COLUMNS
     from simeval.service.facade import Service, open_service
+    from simeval.service.filters import ResultFilter
     from simeval.service.queries import RESULT_ID_PATTERN, parse_result_id
     from simeval.service.trends import BUCKETS
 
@@ -84,21 +87,24 @@ _HOMES = {
     "BUCKETS": "simeval.service.trends",
     "EVALS_FORMAT": "simeval.service.evalfiles",
     "EXPORT_COLUMNS": "simeval.service.export",
-    "MAX_TEXT_CHARS": "simeval.service.checks",
+    "MAX_TEXT_CHARS": "simeval.checks",
     "RESULT_ID_PATTERN": "simeval.service.queries",
     "RETENTION_CHOICES": "simeval.scoring.options",
-    "UNSET": "simeval.service.checks",
+    "ResultFilter": "simeval.service.filters",
+    "UNSET": "simeval.checks",
     "Service": "simeval.service.facade",
-    "_validate_evals_document": "simeval.service.evalfiles",
-    "check_capture": "simeval.service.checks",
-    "check_capture_row": "simeval.service.checks",
-    "file_key_prefix": "simeval.service.checks",
+    "check_capture": "simeval.checks",
+    "check_capture_row": "simeval.checks",
+    "dump_evals_document": "simeval.service.evalfiles",
+    "file_key_prefix": "simeval.checks",
     "open_service": "simeval.service.facade",
     "parse_evals_document": "simeval.service.evalfiles",
     "parse_result_id": "simeval.service.queries",
-    "parse_time": "simeval.service.checks",
-    "read_capture_lines": "simeval.service.checks",
+    "parse_time": "simeval.checks",
+    "read_capture_file": "simeval.checks",
+    "read_capture_lines": "simeval.checks",
     "scope_key": "simeval.scoring.analyzer",
+    "validate_evals_document": "simeval.service.evalfiles",
 }
 
 
@@ -123,15 +129,18 @@ __all__ = [
     "RESULT_ID_PATTERN",
     "RETENTION_CHOICES",
     "UNSET",
+    "ResultFilter",
     "Service",
-    "_validate_evals_document",
     "check_capture",
     "check_capture_row",
+    "dump_evals_document",
     "file_key_prefix",
     "open_service",
     "parse_evals_document",
     "parse_result_id",
     "parse_time",
+    "read_capture_file",
     "read_capture_lines",
     "scope_key",
+    "validate_evals_document",
 ]

@@ -25,14 +25,15 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
+from simeval.checks import parse_time, utc_now
 from simeval.errors import InvalidInput
 from simeval.scoring.analyzer import scope_key
 from simeval.scoring.compare import Case, histogram
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.scorer import get_scorer
 from simeval.service.capture import in_force
-from simeval.service.checks import _now, parse_time
 from simeval.service.evals import EvalsMixin
+from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
 from simeval.service.rollup import Key, Sums, add_sums, hour_of, watermark
 from simeval.store import CAPTURE_LOCK, Capture, Eval, pack_results, unpack_results
 
@@ -63,7 +64,7 @@ class BacktestMixin(EvalsMixin):
 
     def backtest_eval(
         self, name: str | int, limit: int = BACKTEST_DEFAULT, days: int = BACKTEST_DAYS
-    ) -> dict[str, Any]:
+    ) -> BacktestReport:
         """Score the eval's current version on the last ``limit`` captures in its scope from
         the last ``days`` days, storing nothing. Returns ``n``, ``passed``, ``pass_rate``,
         ``mean_score``, ``histogram`` (20 bins over [0, 1]), ``threshold``, ``worst`` and
@@ -78,7 +79,7 @@ class BacktestMixin(EvalsMixin):
             spec = _spec(ev)
             scorer_options = dict(ev.options)
             version, status = ev.version, ev.status
-            since = _now() - timedelta(days=days)
+            since = utc_now() - timedelta(days=days)
             q = (
                 select(Capture.id, Capture.input, Capture.output, Capture.captured_at)
                 .where(Capture.captured_at >= since)
@@ -103,40 +104,40 @@ class BacktestMixin(EvalsMixin):
         passed = sum(1 for x in scored if x[1])
         scorer = get_scorer(**scorer_options)
 
-        def case(x: tuple[Any, ...]) -> dict[str, Any]:
+        def case(x: tuple[Any, ...]) -> BacktestCase:
             exp = scorer.explain(x[4], list(spec.references), top=8, input=x[3])
-            return {
-                "capture_id": x[2],
-                "input": _cut(x[3]),
-                "output": _cut(x[4]),
-                "score": x[0],
-                "passed": x[1],
-                "captured_at": x[5].isoformat(),
-                "missing_terms": [t.term for t in exp.missing],
-            }
+            return BacktestCase(
+                capture_id=x[2],
+                input=_cut(x[3]),
+                output=_cut(x[4]),
+                score=x[0],
+                passed=x[1],
+                captured_at=x[5].isoformat(),
+                missing_terms=[t.term for t in exp.missing],
+            )
 
         worst = sorted(scored, key=lambda x: (x[0], x[2]))[:5]
         border = sorted(scored, key=lambda x: (abs(x[0] - spec.threshold), x[2]))[:5]
         cases = [Case(None, "", x[0], x[1]) for x in scored]
-        return {
-            "eval": spec.name,
-            "version": version,
-            "status": status,
-            "threshold": spec.threshold,
-            "limit": limit,
-            "days": days,
-            "scanned": scanned,
-            "n": n,
-            "passed": passed,
-            "pass_rate": passed / n if n else None,
-            "mean_score": sum(x[0] for x in scored) / n if n else None,
-            "histogram": histogram(cases, 20),
-            "worst": [case(x) for x in worst],
-            "borderline": [case(x) for x in border],
-            "seconds": time.perf_counter() - started,
-        }
+        return BacktestReport(
+            eval=spec.name,
+            version=version,
+            status=cast(Status, status),
+            threshold=spec.threshold,
+            limit=limit,
+            days=days,
+            scanned=scanned,
+            n=n,
+            passed=passed,
+            pass_rate=passed / n if n else None,
+            mean_score=sum(x[0] for x in scored) / n if n else None,
+            histogram=histogram(cases, 20),
+            worst=[case(x) for x in worst],
+            borderline=[case(x) for x in border],
+            seconds=time.perf_counter() - started,
+        )
 
-    def rescore(self, name: str | int, since: Any = "7d", until: Any = None) -> dict[str, Any]:
+    def rescore(self, name: str | int, since: Any = "7d", until: Any = None) -> RescoreReport:
         """Store the eval's results for the captures in [since, until) it has not scored yet
         (those in its scope), with the version in force. Returns ``eval``, ``version``,
         ``scanned`` (captures in the window), ``added`` and ``passed``."""
@@ -152,13 +153,7 @@ class BacktestMixin(EvalsMixin):
             spec = _spec(used)
             eval_id = ev.id
         es = EvalSet([spec])
-        report: dict[str, Any] = {
-            "eval": spec.name,
-            "version": spec.version,
-            "scanned": 0,
-            "added": 0,
-            "passed": 0,
-        }
+        report = RescoreReport(eval=spec.name, version=spec.version, scanned=0, added=0, passed=0)
         last = 0
         while True:
             # scored from a snapshot, outside the write transaction: the capture lock (below)
@@ -173,7 +168,7 @@ class BacktestMixin(EvalsMixin):
             if not caps:
                 break
             last = caps[-1][0]
-            report["scanned"] += len(caps)
+            report.scanned += len(caps)
             scored: dict[int, Any] = {}
             for cid, text_in, output, blob in caps:
                 if unpack_results(blob).position(eval_id) >= 0:
@@ -227,6 +222,6 @@ class BacktestMixin(EvalsMixin):
                 return added, passed
 
             added, passed = self._write(work)
-            report["added"] += added
-            report["passed"] += passed
+            report.added += added
+            report.passed += passed
         return report

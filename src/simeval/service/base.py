@@ -7,12 +7,13 @@ import difflib
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from simeval.checks import MAX_ID, check_lookup
 from simeval.errors import Conflict, InvalidType, NotFound
 from simeval.store import Eval, Store, resolve_db_url
 
@@ -44,6 +45,8 @@ class ServiceBase:
             return name_or_id
         if isinstance(name_or_id, bool) or not isinstance(name_or_id, str | int):
             raise InvalidType(f"eval name must be a string, not {type(name_or_id).__name__}")
+        if isinstance(name_or_id, str) and check_lookup(name_or_id, "eval name") is None:
+            raise NotFound(f"no eval named {name_or_id!r}")  # no stored name holds a NUL
         if isinstance(name_or_id, str):
             found = s.scalar(select(Eval).where(Eval.name == name_or_id.strip()))
             if found is not None:
@@ -51,7 +54,7 @@ class ServiceBase:
         digits = isinstance(name_or_id, int) or (
             name_or_id.strip().isascii() and (name_or_id.strip().isdigit())
         )
-        if digits and 0 < int(name_or_id) < 2**63:
+        if digits and 0 < int(name_or_id) <= MAX_ID:
             by_id = s.get(Eval, int(name_or_id))
             if by_id is not None:
                 return by_id
@@ -71,3 +74,15 @@ class ServiceBase:
 
 _SERVICES: dict[str, ServiceBase] = {}
 _SERVICES_LOCK = threading.Lock()
+_S = TypeVar("_S", bound=ServiceBase)
+
+
+def shared_service(url: str, kind: type[_S]) -> _S:
+    """The process's open ``kind`` for the database ``url``: made the first time, then the
+    same one (a service closed since is made again)."""
+    with _SERVICES_LOCK:
+        svc = _SERVICES.get(url)
+        if not isinstance(svc, kind):
+            svc = kind(url)
+            _SERVICES[url] = svc
+        return svc

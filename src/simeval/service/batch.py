@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from simeval.checks import KeyedCapture, check_capture_row
 from simeval.service.capture import CaptureMixin
-from simeval.service.checks import KeyedCapture, check_capture_row
 from simeval.service.models import CaptureReport
 
 # rows per transaction: a killed batch loses at most one transaction's work, and a long one

@@ -8,7 +8,6 @@ import json
 import logging
 import math
 import operator
-import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,32 +20,41 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
-from simeval.scoring.evalset import EvalSet, EvalSpec
-from simeval.service.base import ServiceBase
-from simeval.service.checks import (
+from simeval.checks import (
     CheckedCapture,
     KeyedCapture,
-    _check_page,
-    _get,
-    _now,
-    _utc,
+    as_utc,
     check_capture,
     check_capture_key,
+    check_page,
+    check_storable,
     parse_time,
+    utc_now,
 )
+from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.service.base import ServiceBase
+from simeval.service.checks import get_row
+from simeval.service.filters import meta_matches, parse_meta
 from simeval.service.models import CaptureOut, CaptureResultOut
 from simeval.service.queries import (
-    _review_out,
-    _version_refs,
     capture_result_id,
     capture_reviews,
     capture_rows,
-    meta_matches,
-    parse_meta,
+    review_out,
+    version_refs,
 )
 from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
-from simeval.service.settings import _AUTO_KEY, _REV_KEY
-from simeval.store import Capture, DatabaseBusyError, Eval, EvalVersion
+from simeval.service.settings import AUTO_EVALUATE_KEY, REVISION_KEY
+from simeval.store import (
+    Capture,
+    DatabaseBusyError,
+    Eval,
+    EvalVersion,
+    f64_bytes,
+    i32_bytes,
+    le_bytes,
+    pick_entries,
+)
 
 log = logging.getLogger("simeval.service")
 
@@ -141,8 +149,8 @@ def _prepare(evals: list[Eval]) -> _Active:
             fps.append(fp)
         members = [es.evals[p] for p in group.positions]
         columns[id(group)] = _Columns(
-            _le(array("q", (e.id or 0 for e in members))),
-            _le(array("i", (e.version for e in members))),
+            le_bytes(array("q", (e.id or 0 for e in members))),
+            le_bytes(array("i", (e.version for e in members))),
             array("d", (e.threshold for e in members)),
             fps.index(fp),
             len(members),
@@ -293,8 +301,8 @@ class CaptureMixin(ServiceBase):
         with self.store.raw_write(lock_wait) as cur:
             cur.execute(_FLAGS_SQL)
             flags: dict[str, Any] = dict(cur.fetchall())
-            auto = _json_flag(flags.get(_AUTO_KEY), True) is not False
-            revision = int(_json_flag(flags.get(_REV_KEY), 0) or 0)
+            auto = _json_flag(flags.get(AUTO_EVALUATE_KEY), True) is not False
+            revision = int(_json_flag(flags.get(REVISION_KEY), 0) or 0)
             cached = self._active
             if auto and (cached is None or cached[0] != revision):
                 # prepared outside the write transaction (nothing is written yet): the
@@ -363,7 +371,7 @@ class CaptureMixin(ServiceBase):
         key: str | None,
         explain: bool,
     ) -> CaptureOut:
-        now = when or _now()
+        now = when or utc_now()
         auto = active is not None
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
         blob = None
@@ -376,17 +384,17 @@ class CaptureMixin(ServiceBase):
                     ids.append(cols.ids)
                     versions.append(cols.versions)
                     thr: Sequence[float] = cols.thresholds
-                    scores.append(_f64(sc))
-                    matched.append(_i32(at))
+                    scores.append(f64_bytes(sc))
+                    matched.append(i32_bytes(at))
                 else:
-                    ids.append(_pick(cols.ids, members, 8))
-                    versions.append(_pick(cols.versions, members, 4))
+                    ids.append(pick_entries(cols.ids, members, 8))
+                    versions.append(pick_entries(cols.versions, members, 4))
                     thr = [cols.thresholds[m] for m in members]
                     sc_m = [sc[m] for m in members]
-                    scores.append(_le(array("d", sc_m)))
-                    matched.append(_le(array("i", (at[m] for m in members))))
+                    scores.append(le_bytes(array("d", sc_m)))
+                    matched.append(le_bytes(array("i", (at[m] for m in members))))
                     sc = sc_m
-                thresholds.append(_le(array("d", thr)))
+                thresholds.append(le_bytes(array("d", thr)))
                 passed.append(bytes(map(operator.ge, sc, thr)))
                 fps.append(bytes((cols.fp,)) * len(members))
             blob = store_mod.pack_parts(
@@ -431,7 +439,7 @@ class CaptureMixin(ServiceBase):
             output=output,
             conversation_id=conversation_id,
             metadata=metadata,
-            captured_at=_utc(now),
+            captured_at=as_utc(now),
             evaluated=auto,
             capture_key=key,
         )
@@ -509,7 +517,7 @@ class CaptureMixin(ServiceBase):
 
     def _capture_out(self, s: Session, cap: Capture) -> CaptureOut:
         rows = capture_rows(s, cap, capture_reviews(s, [cap.id]))
-        refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
+        refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
         names: dict[int, str] = {
             i: n
             for i, n in s.execute(
@@ -534,7 +542,7 @@ class CaptureMixin(ServiceBase):
                     matched_reference=ref_list[r.matched_index]
                     if r.matched_index < len(ref_list)
                     else "",
-                    review=_review_out(r.review),
+                    review=review_out(r.review),
                 )
             )
         return CaptureOut.build(
@@ -544,7 +552,7 @@ class CaptureMixin(ServiceBase):
             output=cap.output,
             conversation_id=cap.conversation_id,
             metadata=cap.meta,
-            captured_at=_utc(cap.captured_at),
+            captured_at=as_utc(cap.captured_at),
             evaluated=cap.evaluated,
             capture_key=cap.capture_key,
         )
@@ -552,7 +560,7 @@ class CaptureMixin(ServiceBase):
     def get_capture(self, capture_id: int) -> CaptureOut:
         """A stored capture with its results."""
         with self.store.read() as s:
-            return self._capture_out(s, _get(s, Capture, capture_id, "capture"))
+            return self._capture_out(s, get_row(s, Capture, capture_id, "capture"))
 
     def list_captures(
         self,
@@ -565,13 +573,14 @@ class CaptureMixin(ServiceBase):
     ) -> list[CaptureOut]:
         """Captures, newest first, with their results; ``meta`` takes ``KEY=VALUE`` strings
         (all must hold), ``since``/``until`` ISO times or ages (``7d``)."""
-        limit, offset = _check_page(limit, offset)
+        limit, offset = check_page(limit, offset)
         pairs = parse_meta(meta)
         start, end = parse_time(since, "since"), parse_time(until, "until")
         with self.store.read() as s:
             q = select(Capture).order_by(Capture.captured_at.desc(), Capture.id.desc())
             if conversation_id is not None:
-                q = q.where(Capture.conversation_id == str(conversation_id))
+                cid = check_storable(str(conversation_id), "conversation_id")
+                q = q.where(Capture.conversation_id == cid)
             if start is not None:
                 q = q.where(Capture.captured_at >= start)
             if end is not None:
@@ -599,7 +608,8 @@ class CaptureMixin(ServiceBase):
         with self.store.read() as s:
             q = select(Capture.meta) if pairs else select(func.count(Capture.id))
             if conversation_id is not None:
-                q = q.where(Capture.conversation_id == str(conversation_id))
+                cid = check_storable(str(conversation_id), "conversation_id")
+                q = q.where(Capture.conversation_id == cid)
             if start is not None:
                 q = q.where(Capture.captured_at >= start)
             if end is not None:
@@ -621,7 +631,8 @@ class _Unprepared(Exception):
 
 
 _FLAGS_SQL = (
-    f"SELECT key, value FROM settings WHERE key IN ('{_REV_KEY}', '{_AUTO_KEY}', '{ROLLUP_KEY}')"
+    "SELECT key, value FROM settings WHERE key IN "
+    f"('{REVISION_KEY}', '{AUTO_EVALUATE_KEY}', '{ROLLUP_KEY}')"
 )
 
 
@@ -632,32 +643,6 @@ def _json_flag(raw: Any, default: Any) -> Any:
     if isinstance(raw, str | bytes):
         return json.loads(raw)
     return raw
-
-
-def _f64(values: Sequence[float]) -> bytes:
-    if isinstance(values, memoryview) and _LITTLE:
-        return values.tobytes()
-    return _le(array("d", values))
-
-
-def _i32(values: Sequence[int]) -> bytes:
-    if isinstance(values, memoryview) and _LITTLE:
-        return values.tobytes()
-    return _le(array("i", values))
-
-
-def _pick(column: bytes, members: list[int], width: int) -> bytes:
-    return b"".join(column[m * width : (m + 1) * width] for m in members)
-
-
-def _le(values: array[Any]) -> bytes:
-    if not _LITTLE:  # pragma: no cover - big-endian machines
-        values = array(values.typecode, values)
-        values.byteswap()
-    return values.tobytes()
-
-
-_LITTLE = sys.byteorder == "little"
 
 
 def _JSON_FLOAT(x: float) -> str:  # noqa: N802 - a constant-like helper

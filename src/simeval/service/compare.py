@@ -22,8 +22,9 @@ from sqlalchemy import select
 
 from simeval.errors import InvalidInput, NotFound
 from simeval.scoring.compare import DEFAULT_RESAMPLES, DEFAULT_SEED, Case, Side, compare_sides
-from simeval.service.checks import parse_time
-from simeval.service.queries import ResultFilter, _version_refs, iter_rows, parse_meta
+from simeval.service.filters import ResultFilter, parse_meta
+from simeval.service.models import CompareReport
+from simeval.service.queries import iter_rows, version_refs
 from simeval.service.results import ResultsMixin
 from simeval.store import Eval, Result, Run
 
@@ -85,7 +86,7 @@ class CompareMixin(ResultsMixin):
         resamples: int = DEFAULT_RESAMPLES,
         keep: int = 20,
         read_file: Callable[[str], Iterable[dict[str, Any]]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CompareReport:
         """Compare side ``b`` with side ``a``, per eval (see ``scoring.compare``): n, pass rate
         and mean score of each side, B − A with 95% bootstrap intervals, McNemar on paired
         flips, a verdict, and the paired cases that regressed most with their missing terms.
@@ -94,7 +95,7 @@ class CompareMixin(ResultsMixin):
         refused, so a server never opens a path taken from a request.
 
         >>> svc = Service(":memory:")  # doctest: +SKIP
-        >>> svc.compare("run:1", "run:2")["verdict"]  # doctest: +SKIP
+        >>> svc.compare("run:1", "run:2").verdict  # doctest: +SKIP
         'no clear difference'
         """
         if isinstance(resamples, bool) or not isinstance(resamples, int):
@@ -111,7 +112,7 @@ class CompareMixin(ResultsMixin):
         report = compare_sides(sides[0], sides[1], seed=seed, resamples=resamples, keep=keep)
         if not report["evals"]:
             raise NotFound("neither side has any results to compare")
-        return report
+        return CompareReport.model_validate(report)
 
     # -- sides ------------------------------------------------------------------------------
     def _side(
@@ -181,20 +182,19 @@ class CompareMixin(ResultsMixin):
     def _captures_side(self, label: str, sel: dict[str, Any]) -> Side:
         side = Side(label)
         with self.store.read() as s:
-            eval_id = self._find_eval(s, sel["eval"]).id if sel["eval"] else None
-            f = ResultFilter(
-                eval_id=eval_id,
-                start=parse_time(sel["since"], "since"),
-                end=parse_time(sel["until"], "until"),
+            f = ResultFilter.parse(
+                eval_name=sel["eval"] or None,
+                since=sel["since"],
+                until=sel["until"],
                 meta=sel["meta"],
             )
             names = dict(s.execute(select(Eval.id, Eval.name)).all())
             rows = []
-            for row in iter_rows(s, f, newest=False):
+            for row in iter_rows(s, f, self._eval_id(s, f), newest=False):
                 rows.append(row)
                 if len(rows) >= MAX_SIDE:
                     break
-            refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
+            refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
         for row in rows:
             cap = row.capture
             assert cap is not None

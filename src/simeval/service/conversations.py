@@ -6,10 +6,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from simeval.checks import as_utc, check_lookup, check_page
 from simeval.errors import InvalidInput, NotFound
 from simeval.service.capture import CaptureMixin
-from simeval.service.checks import _check_page, _utc
-from simeval.service.models import CaptureOut
+from simeval.service.models import CaptureOut, ConversationDetail, ConversationOut
 from simeval.service.queries import capture_reviews, capture_rows
 from simeval.store import Capture
 
@@ -21,6 +21,8 @@ def _check_conversation(conversation_id: Any) -> str:
         raise InvalidInput("conversation id must be a non-empty string")
     if len(conversation_id) > 200:
         raise InvalidInput("conversation id is longer than 200 characters")
+    if check_lookup(conversation_id, "conversation id") is None:
+        raise NotFound(f"no conversation {conversation_id!r}")  # no stored id holds a NUL
     return conversation_id
 
 
@@ -33,11 +35,11 @@ class ConversationsMixin(CaptureMixin):
             q = select(func.count(func.distinct(Capture.conversation_id)))
             return int(s.scalar(q.where(Capture.conversation_id.is_not(None))) or 0)
 
-    def list_conversations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+    def list_conversations(self, limit: int = 50, offset: int = 0) -> list[ConversationOut]:
         """Conversations, most recently active first: ``id``, ``turns``, ``first_at``,
         ``last_at``, ``results``, ``passed``, ``pass_rate`` (effective verdicts; None when no
         turn was scored) and the last turn's input (``last_input``, cut to 300 characters)."""
-        limit, offset = _check_page(limit, offset)
+        limit, offset = check_page(limit, offset)
         with self.store.read() as s:
             last = func.max(Capture.captured_at)
             q = (
@@ -74,20 +76,20 @@ class ConversationsMixin(CaptureMixin):
                 n, p = tallies[cid]
                 text = lasts.get(last_id) or ""
                 out.append(
-                    {
-                        "id": cid,
-                        "turns": int(turns),
-                        "first_at": _utc(first),
-                        "last_at": _utc(latest),
-                        "results": n,
-                        "passed": p,
-                        "pass_rate": p / n if n else None,
-                        "last_input": text if len(text) <= 300 else text[:299] + "…",
-                    }
+                    ConversationOut(
+                        id=str(cid),
+                        turns=int(turns),
+                        first_at=as_utc(first),
+                        last_at=as_utc(latest),
+                        results=n,
+                        passed=p,
+                        pass_rate=p / n if n else None,
+                        last_input=text if len(text) <= 300 else text[:299] + "…",
+                    )
                 )
             return out
 
-    def get_conversation(self, conversation_id: str) -> dict[str, Any]:
+    def get_conversation(self, conversation_id: str) -> ConversationDetail:
         """A conversation's turns in order (oldest first, at most 1,000), each a capture with
         its results, and the conversation's totals."""
         cid = _check_conversation(conversation_id)
@@ -104,13 +106,13 @@ class ConversationsMixin(CaptureMixin):
             raise NotFound(f"no conversation with id {cid!r}")
         n = sum(len(t.results) for t in turns)
         p = sum(r.passed for t in turns for r in t.results)
-        return {
-            "id": cid,
-            "turns": int(total or 0),
-            "first_at": turns[0].captured_at,
-            "last_at": turns[-1].captured_at,
-            "results": n,
-            "passed": p,
-            "pass_rate": p / n if n else None,
-            "captures": turns,
-        }
+        return ConversationDetail(
+            id=cid,
+            turns=int(total or 0),
+            first_at=turns[0].captured_at,
+            last_at=turns[-1].captured_at,
+            results=n,
+            passed=p,
+            pass_rate=p / n if n else None,
+            captures=turns,
+        )

@@ -10,16 +10,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from simeval.checks import check_name, check_scope, check_storable_all
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scoring.scorer import check_references, read_text_file
-from simeval.service.checks import (
-    _check_name,
-    _check_options,
-    _check_scope,
-    check_storable_all,
-)
-from simeval.service.evals import EvalsMixin, _pending
+from simeval.service.checks import check_options
+from simeval.service.evals import EvalsMixin, is_pending
+from simeval.service.models import ImportReport
 from simeval.store import Eval
 
 EVALS_FORMAT = 1
@@ -66,7 +63,32 @@ def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
         raise InvalidInput(f"invalid YAML in {source}{where}: {problem}") from None
 
 
-def _validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
+def dump_evals_document(doc: Any, fmt: str = "yaml") -> str:
+    """An eval definitions document (``export_evals``) as the text of a file: YAML (keys in
+    their order, Unicode as it is) or indented JSON; ``parse_evals_document`` reads it back.
+
+    >>> print(dump_evals_document({"simeval": 1, "evals": []}, "json"))
+    {
+      "simeval": 1,
+      "evals": []
+    }
+    <BLANKLINE>
+    """
+    if fmt == "json":
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    if fmt != "yaml":
+        raise InvalidInput(f"eval file format must be yaml or json, not {fmt!r}")
+    import yaml
+
+    text: str = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+    return text
+
+
+def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
+    """Every entry of a parsed eval definitions document checked, before anything is written:
+    name, references, threshold, scope, options (with their fingerprint), status and test, as
+    plain dicts. ``InvalidInput`` (or ``InvalidOption``/``InvalidType``) names ``source``, the
+    entry and the problem."""
     if isinstance(doc, dict):
         fmt = doc.get("simeval", EVALS_FORMAT)
         if fmt != EVALS_FORMAT:
@@ -91,7 +113,7 @@ def _validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
         if unknown:
             raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
         try:
-            name = _check_name(item.get("name"))
+            name = check_name(item.get("name"))
             if name in seen:
                 raise InvalidInput(f"name {name!r} appears twice")
             seen.add(name)
@@ -102,8 +124,8 @@ def _validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
             refs = check_references(item.get("references", item.get("reference")))
             check_storable_all(refs, "reference answer")
             threshold = check_threshold(item.get("threshold", DEFAULT_THRESHOLD))
-            scope = _check_scope(item.get("input_scope"))
-            opts, fp = _check_options(item.get("options"))
+            scope = check_scope(item.get("input_scope"))
+            opts, fp = check_options(item.get("options"))
             status = item.get("status")
             if status not in (None, "draft", "active", "archived"):
                 raise InvalidInput(f"status must be draft, active or archived, not {status!r}")
@@ -138,7 +160,10 @@ class EvalFilesMixin(EvalsMixin):
 
     def export_evals(self, include_archived: bool = False) -> dict[str, Any]:
         """The eval definitions as a YAML/JSON-ready document. Each carries its latest passing
-        test of the current version (if any), so an import can activate it through the gate."""
+        test of the current version (if any), so an import can activate it through the gate.
+
+        A plain dict on purpose: it is the eval file format itself (``EVALS_FORMAT``), written
+        as YAML or JSON and read back by ``import_evals``, not an answer about the store."""
         with self.store.read() as s:
             q = select(Eval).order_by(Eval.name)
             if not include_archived:
@@ -164,7 +189,7 @@ class EvalFilesMixin(EvalsMixin):
 
     def import_evals(
         self, doc_or_path: Any, progress: Callable[[int, int], None] | None = None
-    ) -> dict[str, Any]:
+    ) -> ImportReport:
         """Create or update evals from a document (a dict/list) or a YAML/JSON file path.
 
         Idempotent by name: an eval whose definition is unchanged is left alone, a changed one
@@ -182,25 +207,20 @@ class EvalFilesMixin(EvalsMixin):
             doc = parse_evals_document(read_text_file(source, "evals"), source)
         else:
             raise InvalidType("import_evals takes a document (dict or list) or a file path")
-        entries = _validate_evals_document(doc, source)
-        report: dict[str, Any] = {
-            k: []
-            for k in ("created", "updated", "unchanged", "activated", "deactivated", "archived")
-        }
-        report["not_activated"] = {}
+        entries = validate_evals_document(doc, source)
 
-        def work(s: Session) -> None:
-            for k in report:
-                report[k] = {} if k == "not_activated" else []
+        def work(s: Session) -> ImportReport:
+            report = ImportReport()  # made in the transaction: a retried one starts again
             for i, e in enumerate(entries):
                 self._import_one(s, e, report)
                 if progress:
                     progress(i + 1, len(entries))
+            return report
 
-        self._write(work)
-        return report
+        done: ImportReport = self._write(work)
+        return done
 
-    def _import_one(self, s: Session, e: dict[str, Any], report: dict[str, Any]) -> None:
+    def _import_one(self, s: Session, e: dict[str, Any], report: ImportReport) -> None:
         name = e["name"]
         ev = s.scalar(select(Eval).where(Eval.name == name))
         acted = False
@@ -214,7 +234,7 @@ class EvalFilesMixin(EvalsMixin):
                 e["options"],
                 e["fingerprint"],
             )
-            report["created"].append(name)
+            report.created.append(name)
             before, acted = "draft", True
         else:
             before = ev.status
@@ -223,11 +243,11 @@ class EvalFilesMixin(EvalsMixin):
                 for k in ("references", "threshold", "input_scope", "options", "fingerprint")
             }
             if self._edit(s, ev, wanted):
-                report["updated"].append(name)
+                report.updated.append(name)
                 acted = True
         # no status in the file: keep the one the eval had (an edit may have made it a draft)
         status = e["status"] or before
-        if status == "active" and (ev.status != "active" or _pending(ev)):
+        if status == "active" and (ev.status != "active" or is_pending(ev)):
             if ev.status == "archived":
                 self._set_status(s, ev, "draft")
             test = self._latest_test(s, ev)
@@ -236,14 +256,14 @@ class EvalFilesMixin(EvalsMixin):
                 test = self._latest_test(s, ev)
             blocker = self._blocker(ev, test)
             if blocker:
-                report["not_activated"][name] = blocker
+                report.not_activated[name] = blocker
             else:
                 self._activate(s, ev)  # a pending version switches over
-                report["activated"].append(name)
+                report.activated.append(name)
             acted = True
         elif status != "active" and ev.status != status:
             self._set_status(s, ev, status)
-            report["deactivated" if status == "draft" else "archived"].append(name)
+            (report.deactivated if status == "draft" else report.archived).append(name)
             acted = True
         if not acted:
-            report["unchanged"].append(name)
+            report.unchanged.append(name)

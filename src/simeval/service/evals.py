@@ -9,30 +9,30 @@ from typing import Any
 from sqlalchemy import and_, func, select, true
 from sqlalchemy.orm import Session
 
+from simeval.checks import (
+    UNSET,
+    Unset,
+    as_utc,
+    check_name,
+    check_scope,
+    check_storable_all,
+    check_texts,
+    utc_now,
+)
 from simeval.errors import Conflict, InvalidInput
 from simeval.scoring.analyzer import scope_key
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scoring.scorer import check_references, get_scorer
 from simeval.service.base import ServiceBase
-from simeval.service.checks import (
-    UNSET,
-    _check_name,
-    _check_options,
-    _check_scope,
-    _check_texts,
-    _now,
-    _Unset,
-    _utc,
-    check_storable_all,
-)
+from simeval.service.checks import check_options
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
 from simeval.service.rollup import tally_range
-from simeval.service.settings import _REV_KEY
+from simeval.service.settings import REVISION_KEY
 from simeval.store import Eval, EvalTest, EvalVersion, Setting
 
 
-def _pending(ev: Eval) -> bool:
+def is_pending(ev: Eval) -> bool:
     """An active eval edited since: its current version waits for a test and an activation
     while ``active_version`` keeps scoring."""
     return ev.status == "active" and ev.active_version not in (None, ev.version)
@@ -65,7 +65,7 @@ class EvalsMixin(ServiceBase):
 
     @staticmethod
     def _blocker(ev: Eval, test: EvalTest | None) -> str | None:
-        if ev.status == "active" and not _pending(ev):
+        if ev.status == "active" and not is_pending(ev):
             return None
         if ev.status == "archived":
             return f"eval {ev.name!r} is archived: restore it with deactivate first"
@@ -99,7 +99,7 @@ class EvalsMixin(ServiceBase):
             explanation=t.explanation,
             fingerprint=t.fingerprint,
             in_scope=t.in_scope,
-            created_at=_utc(t.created_at),
+            created_at=as_utc(t.created_at),
         )
 
     def _stats(self, s: Session, eval_ids: Sequence[int]) -> dict[int, EvalStats]:
@@ -123,12 +123,12 @@ class EvalsMixin(ServiceBase):
         self,
         s: Session,
         ev: Eval,
-        test: EvalTest | _Unset | None = UNSET,
-        stats: EvalStats | _Unset | None = UNSET,
+        test: EvalTest | Unset | None = UNSET,
+        stats: EvalStats | Unset | None = UNSET,
     ) -> EvalOut:
-        if isinstance(test, _Unset):
+        if isinstance(test, Unset):
             test = self._latest_test(s, ev)
-        if isinstance(stats, _Unset):
+        if isinstance(stats, Unset):
             stats = self._stats(s, [ev.id]).get(
                 ev.id, EvalStats(results=0, pass_rate=None, mean_score=None)
             )
@@ -145,11 +145,11 @@ class EvalsMixin(ServiceBase):
             input_scope=ev.input_scope,
             options=dict(ev.options),
             fingerprint=ev.fingerprint,
-            created_at=_utc(ev.created_at),
-            updated_at=_utc(ev.updated_at),
-            can_activate=(ev.status == "draft" or _pending(ev)) and blocker is None,
+            created_at=as_utc(ev.created_at),
+            updated_at=as_utc(ev.updated_at),
+            can_activate=(ev.status == "draft" or is_pending(ev)) and blocker is None,
             active_version=(ev.active_version or ev.version) if ev.status == "active" else None,
-            pending_version=ev.version if _pending(ev) else None,
+            pending_version=ev.version if is_pending(ev) else None,
             activation_blocker=blocker,
             last_test=self._test_out(ev.name, test, ev.references) if test else None,
             stats=stats,
@@ -157,9 +157,9 @@ class EvalsMixin(ServiceBase):
 
     def _bump_revision(self, s: Session) -> None:
         """Tell every process's capture cache that the evals changed."""
-        row = s.scalar(select(Setting).where(Setting.key == _REV_KEY).with_for_update())
+        row = s.scalar(select(Setting).where(Setting.key == REVISION_KEY).with_for_update())
         if row is None:
-            s.add(Setting(key=_REV_KEY, value=1))
+            s.add(Setting(key=REVISION_KEY, value=1))
         else:
             row.value = int(row.value or 0) + 1
         s.flush()
@@ -169,22 +169,23 @@ class EvalsMixin(ServiceBase):
         self,
         name: str,
         references: str | Sequence[str],
-        threshold: float = DEFAULT_THRESHOLD,
+        threshold: float | str = DEFAULT_THRESHOLD,
         input_scope: str | None = None,
         options: dict[str, Any] | None = None,
     ) -> EvalOut:
         """Create a draft eval (version 1).
 
-        ``references``: one reference answer or a list (the best match scores). Raises
+        ``references``: one reference answer or a list (the best match scores); ``threshold``
+        a number in [0, 1] or its text (as a form or a command line gives it). Raises
         ``Conflict`` for a name in use, ``InvalidInput`` for an empty name or reference or a
         threshold outside [0, 1], ``InvalidOption`` for a bad scorer option.
         """
-        clean = _check_name(name)
+        clean = check_name(name)
         refs = check_references(references)
         check_storable_all(refs, "reference answer")
         limit = check_threshold(threshold)
-        scope = _check_scope(input_scope)
-        opts, fp = _check_options(options)
+        scope = check_scope(input_scope)
+        opts, fp = check_options(options)
 
         def work(s: Session) -> EvalOut:
             ev = self._create(s, clean, refs, limit, scope, opts, fp)
@@ -206,7 +207,7 @@ class EvalsMixin(ServiceBase):
     ) -> Eval:
         if s.scalar(select(Eval.id).where(Eval.name == name)) is not None:
             raise Conflict(f"an eval named {name!r} already exists")
-        now = _now()
+        now = utc_now()
         ev = Eval(
             name=name,
             type="similarity",
@@ -271,7 +272,7 @@ class EvalsMixin(ServiceBase):
             return [
                 EvalVersionOut(
                     version=v.version,
-                    created_at=_utc(v.created_at),
+                    created_at=as_utc(v.created_at),
                     changes=v.changes,
                     references=list(v.references),
                     threshold=v.threshold,
@@ -288,7 +289,7 @@ class EvalsMixin(ServiceBase):
         *,
         new_name: str | None = None,
         references: str | Sequence[str] | None = None,
-        threshold: float | None = None,
+        threshold: float | str | None = None,
         input_scope: Any = UNSET,
         options: dict[str, Any] | None = None,
     ) -> EvalOut:
@@ -302,16 +303,16 @@ class EvalsMixin(ServiceBase):
         """
         changes_in: dict[str, Any] = {}
         if new_name is not None:
-            changes_in["name"] = _check_name(new_name)
+            changes_in["name"] = check_name(new_name)
         if references is not None:
             changes_in["references"] = check_references(references)
             check_storable_all(changes_in["references"], "reference answer")
         if threshold is not None:
             changes_in["threshold"] = check_threshold(threshold)
-        if not isinstance(input_scope, _Unset):
-            changes_in["input_scope"] = _check_scope(input_scope)
+        if not isinstance(input_scope, Unset):
+            changes_in["input_scope"] = check_scope(input_scope)
         if options is not None:
-            changes_in["options"], changes_in["fingerprint"] = _check_options(options)
+            changes_in["options"], changes_in["fingerprint"] = check_options(options)
 
         def edit(s: Session, ev: Eval) -> None:
             if ev.status == "archived":
@@ -354,7 +355,7 @@ class EvalsMixin(ServiceBase):
                 ev.active_version = ev.version
             changes["pending"] = {"active_version": ev.active_version}
         ev.version += 1
-        ev.updated_at = _now()
+        ev.updated_at = utc_now()
         s.add(_version_row(ev, changes))
         self._bump_revision(s)
         return changes
@@ -362,7 +363,7 @@ class EvalsMixin(ServiceBase):
     def test_eval(self, name: str | int, input: str, output: str) -> TestOut:
         """Score a sample input/output with the eval's current version, store and return it
         (with the full explanation)."""
-        _check_texts(input, output)
+        check_texts(input, output)
 
         def work(s: Session) -> TestOut:
             ev = self._find_eval(s, name)
@@ -390,7 +391,7 @@ class EvalsMixin(ServiceBase):
             explanation=exp.to_dict(),
             fingerprint=scorer.fingerprint,
             in_scope=in_scope,
-            created_at=_now(),
+            created_at=utc_now(),
         )
         s.add(test)
         s.flush()
@@ -402,14 +403,14 @@ class EvalsMixin(ServiceBase):
         return self._change_eval(name, self._activate)
 
     def _activate(self, s: Session, ev: Eval) -> bool:
-        if ev.status == "active" and not _pending(ev):
+        if ev.status == "active" and not is_pending(ev):
             return False
         blocker = self._blocker(ev, self._latest_test(s, ev))
         if blocker:
             raise Conflict(f"cannot activate: {blocker}")
         if ev.status == "active":  # switch over to the pending version
             ev.active_version = None
-            ev.updated_at = _now()
+            ev.updated_at = utc_now()
             self._bump_revision(s)
             return True
         self._set_status(s, ev, "active")
@@ -420,7 +421,7 @@ class EvalsMixin(ServiceBase):
             return False
         ev.active_version = None  # leaving "active" drops a pending switch-over
         ev.status = status
-        ev.updated_at = _now()
+        ev.updated_at = utc_now()
         self._bump_revision(s)
         return True
 

@@ -10,6 +10,7 @@ from itertools import islice
 from typing import IO, Any
 
 from simeval.errors import InvalidInput
+from simeval.service.filters import ResultFilter, filter_of
 from simeval.service.models import ResultOut
 from simeval.service.queries import iter_rows
 from simeval.service.results import ResultsMixin
@@ -87,20 +88,14 @@ class ExportMixin(ResultsMixin):
     """Results export."""
 
     def iter_export_rows(
-        self,
-        eval_name: str | int | None = None,
-        passed: bool | None = None,
-        since: Any = None,
-        until: Any = None,
-        reviewed: bool | None = None,
-        run_id: int | None = None,
-        meta: Any = None,
+        self, where: ResultFilter | None = None, **filters: Any
     ) -> Iterator[dict[str, Any]]:
-        """Results as flat rows (``EXPORT_COLUMNS``), oldest first, streamed: ``score`` is the
-        automated score, ``pass`` the effective verdict, ``human_override_*`` the review."""
+        """The results matching ``where`` (or its fields as keywords, as ``list_results``
+        takes them) as flat rows (``EXPORT_COLUMNS``), oldest first, streamed: ``score`` is
+        the automated score, ``pass`` the effective verdict, ``human_override_*`` the review."""
+        f = filter_of(where, filters)
         with self.store.read() as s:
-            f = self._filter(s, eval_name, passed, since, until, reviewed, run_id, meta)
-            rows = iter_rows(s, f, newest=False)
+            rows = iter_rows(s, f, self._eval_id(s, f), newest=False)
             while chunk := list(islice(rows, 1000)):
                 outs = self._results_out(s, chunk, explain=False)
                 # the reasoning of a failed captured result names its missing terms: explain
@@ -141,24 +136,27 @@ class ExportMixin(ResultsMixin):
         fp: IO[str],
         fmt: str = "csv",
         progress: Callable[[int], None] | None = None,
+        where: ResultFilter | None = None,
         **filters: Any,
     ) -> int:
-        """Write results as CSV or JSON to a text file object, streaming; returns the count.
-        ``progress(n)`` is called every 1,000 rows."""
+        """Write the results matching ``where`` (or its fields as keywords) as CSV or JSON to
+        a text file object, streaming; returns the count. ``progress(n)`` is called every
+        1,000 rows."""
         if fmt not in ("csv", "json"):
             raise InvalidInput(f"export format must be csv or json, not {fmt!r}")
+        f = filter_of(where, filters)
         n = 0
         if fmt == "csv":
             writer = csv.DictWriter(fp, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
             writer.writeheader()
-            for row in self.iter_export_rows(**filters):
+            for row in self.iter_export_rows(f):
                 writer.writerow({k: _csv_value(v) for k, v in row.items()})
                 n += 1
                 if progress and n % 1000 == 0:
                     progress(n)
         else:
             fp.write("[")
-            for row in self.iter_export_rows(**filters):
+            for row in self.iter_export_rows(f):
                 fp.write(("\n" if n == 0 else ",\n") + json.dumps(row, ensure_ascii=False))
                 n += 1
                 if progress and n % 1000 == 0:
@@ -168,8 +166,11 @@ class ExportMixin(ResultsMixin):
             progress(n)
         return n
 
-    def export_results(self, fmt: str = "csv", **filters: Any) -> str:
-        """Results as a CSV or JSON document (see ``iter_export_rows`` for the columns)."""
+    def export_results(
+        self, fmt: str = "csv", where: ResultFilter | None = None, **filters: Any
+    ) -> str:
+        """The results matching ``where`` (or its fields as keywords) as a CSV or JSON
+        document (see ``iter_export_rows`` for the columns)."""
         buf = io.StringIO()
-        self.write_export(buf, fmt, **filters)
+        self.write_export(buf, fmt, where=filter_of(where, filters))
         return buf.getvalue()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from simeval.service.backtest import BacktestMixin
-from simeval.service.base import _SERVICES, _SERVICES_LOCK
+from simeval.service.base import shared_service
 from simeval.service.batch import BatchMixin
 from simeval.service.calibration import CalibrationMixin
 from simeval.service.compare import CompareMixin
@@ -42,10 +42,4 @@ class Service(
 
 def open_service(db: str | os.PathLike[str] | None = None) -> Service:
     """The process's ``Service`` for ``db`` (path, URL, or None for the default), opened once."""
-    url = resolve_db_url(db)
-    with _SERVICES_LOCK:
-        svc = _SERVICES.get(url)
-        if not isinstance(svc, Service):
-            svc = Service(url)
-            _SERVICES[url] = svc
-        return svc
+    return shared_service(resolve_db_url(db), Service)

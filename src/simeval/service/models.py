@@ -334,3 +334,244 @@ class RunOut(_Model):
     passed: int = 0
     pass_rate: float | None = None
     mean_score: float | None = None
+
+
+# -- reports: answers that were plain dicts before they were typed ------------------------------
+class _Report(_Model):
+    """A report read as the dict it used to be, for the callers written against that dict
+    (``report["verdict"]`` is ``report.verdict``; a key is ``in`` the report when its field
+    holds a value). Its JSON is the dict's: the same keys in the same order."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return (
+            isinstance(key, str)
+            and key in type(self).model_fields
+            and getattr(self, key) is not None
+        )
+
+
+def _absent_when_none(value: Any) -> bool:
+    # a key the dict answer left out rather than setting it to null
+    return value is None
+
+
+class ImportReport(_Report):
+    """What ``import_evals`` did, by eval name; ``not_activated``: why an eval the file marks
+    active could not be activated."""
+
+    created: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)
+    activated: list[str] = Field(default_factory=list)
+    deactivated: list[str] = Field(default_factory=list)
+    archived: list[str] = Field(default_factory=list)
+    not_activated: dict[str, str] = Field(default_factory=dict)
+
+
+Verdict = Literal["B worse", "B better", "mixed", "no clear difference", "not enough data"]
+
+
+class SideStats(_Report):
+    """One side of a comparison of one eval: cases, pass rate, mean score, score histogram
+    (10 bins over [0, 1])."""
+
+    n: int
+    pass_rate: float | None
+    mean_score: float | None
+    histogram: list[int]
+
+
+class RegressedCase(_Report):
+    """A case on both sides that B scored lower than A (or flipped from pass to fail)."""
+
+    case: str
+    score_a: float
+    score_b: float
+    delta: float
+    passed_a: bool
+    passed_b: bool
+    missing_terms: list[str]
+    output_b: str | None
+    result_a: str | None
+    result_b: str | None
+
+
+class EvalComparison(_Report):
+    """One eval compared (``scoring.compare.compare_eval``): B − A of the mean score and the
+    pass rate with 95% bootstrap intervals, McNemar on the paired flips, the verdict and the
+    most regressed cases. The differences are None with fewer than 2 cases on a side."""
+
+    eval: str
+    a: SideStats
+    b: SideStats
+    paired: bool
+    pairs: int
+    flips_to_fail: int
+    flips_to_pass: int
+    score_diff: float | None
+    score_ci: list[float] | None
+    pass_rate_diff: float | None
+    pass_rate_ci: list[float] | None
+    mcnemar_p: float | None
+    verdict: Verdict
+    regressed_count: int | None = Field(None, exclude_if=_absent_when_none)
+    regressed: list[RegressedCase]
+
+
+class CompareReport(_Report):
+    """Side B compared with side A, per eval (``Service.compare``); ``worse``: B is
+    significantly worse on some eval (the CLI's gate)."""
+
+    a: str
+    b: str
+    seed: int
+    resamples: int
+    verdict: Verdict
+    worse: bool
+    evals: list[EvalComparison]
+
+
+class ThresholdMetrics(_Report):
+    """How ``score >= threshold`` classifies labelled examples."""
+
+    threshold: float
+    precision: float
+    recall: float
+    f1: float
+    accuracy: float
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+
+class CandidateThreshold(_Report):
+    """The labelled score a suggested threshold stands for: any threshold in
+    ``(below, threshold]`` classifies the examples alike."""
+
+    threshold: float
+    below: float
+    precision: float
+    recall: float
+    f1: float
+    accuracy: float
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+
+class CalibratedEval(_Report):
+    """The eval calibrated, as it stood, with the metrics at its own threshold."""
+
+    name: str
+    version: int
+    status: Status
+    threshold: float
+    at_threshold: ThresholdMetrics
+
+
+class AppliedThreshold(_Report):
+    """What ``calibrate_eval(apply=True)`` wrote: the threshold and status before and after
+    (an active eval's new version is pending until a test of it passes)."""
+
+    eval: str
+    threshold_before: float
+    threshold: float
+    version: int
+    status_before: Status
+    status: Status
+    active_version: int | None
+    pending_version: int | None
+    changed: bool
+
+
+class CalibrationReport(_Report):
+    """The threshold an eval's labelled examples suggest (``Service.calibrate_eval``): the
+    sweep of ``scoring.calibrate.calibrate`` with where the examples came from and the eval."""
+
+    examples: int
+    positives: int
+    negatives: int
+    by: Literal["f1", "accuracy"]
+    suggested: ThresholdMetrics
+    best_candidate: CandidateThreshold
+    roc_auc: float
+    at_default: ThresholdMetrics
+    table: list[ThresholdMetrics]
+    warning: str | None
+    reviews: int = Field(description="how many of the examples are reviewed results")
+    eval: CalibratedEval
+    fingerprint: str
+    options: dict[str, Any]
+    applied: AppliedThreshold | None = Field(None, exclude_if=_absent_when_none)
+
+
+class RescoreReport(_Report):
+    """What ``rescore`` stored: results added (and passed) over the captures scanned."""
+
+    eval: str
+    version: int
+    scanned: int
+    added: int
+    passed: int
+
+
+class BacktestCase(_Report):
+    """A capture as a backtest scored it (texts cut to 300 characters)."""
+
+    capture_id: int
+    input: str
+    output: str
+    score: float
+    passed: bool
+    captured_at: str = Field(description="ISO 8601, UTC")
+    missing_terms: list[str]
+
+
+class BacktestReport(_Report):
+    """An eval's current version scored on recent captures, nothing stored
+    (``backtest_eval``)."""
+
+    eval: str
+    version: int
+    status: Status
+    threshold: float
+    limit: int
+    days: int
+    scanned: int = Field(description="captures read to find those in the eval's scope")
+    n: int
+    passed: int
+    pass_rate: float | None
+    mean_score: float | None
+    histogram: list[int] = Field(description="20 bins over [0, 1]")
+    worst: list[BacktestCase]
+    borderline: list[BacktestCase]
+    seconds: float
+
+
+class _ConversationTotals(_Report):
+    id: str
+    turns: int
+    first_at: datetime
+    last_at: datetime
+    results: int
+    passed: int = Field(description="effective verdicts: a review wins")
+    pass_rate: float | None = Field(description="None when no turn was scored")
+
+
+class ConversationOut(_ConversationTotals):
+    """A conversation in a listing, with its last turn's input (cut to 300 characters)."""
+
+    last_input: str
+
+
+class ConversationDetail(_ConversationTotals):
+    """A conversation's turns in order (at most 1,000), each a capture with its results."""
+
+    captures: list[CaptureOut]

@@ -11,7 +11,6 @@ rollup, ``simeval.service.rollup``). A result's id says where it lives: "<captur
 from __future__ import annotations
 
 import heapq
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,9 +21,10 @@ from sqlalchemy import and_, false, func, or_, select, true, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from simeval.checks import MAX_ID, as_utc
 from simeval.errors import InvalidInput, NotFound
 from simeval.service.base import ServiceBase
-from simeval.service.checks import _check_id, _utc, parse_time
+from simeval.service.filters import ResultFilter, meta_matches
 from simeval.service.models import ReviewOut
 from simeval.service.rollup import tally_range
 from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
@@ -32,9 +32,6 @@ from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
 _CHUNK = 200  # captures read per step of a listing
 _ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")
 RESULT_ID_PATTERN = r"^(\d+-\d+|r?\d+)$"  # for routes: another form is a 422
-
-
-_MAX_ID = 2**63 - 1
 
 
 def parse_result_id(value: Any) -> tuple[int, int] | int:
@@ -50,7 +47,7 @@ def parse_result_id(value: Any) -> tuple[int, int] | int:
             f"result id must look like 12-3 (capture-eval) or r7 (a run's row), not {value!r}"
         )
     numbers = [int(g) for g in m.groups() if g is not None]
-    if any(n > _MAX_ID for n in numbers):
+    if any(n > MAX_ID for n in numbers):
         # larger than any id the database can hold: names nothing (not an overflow)
         raise NotFound(f"no result with id {value}")
     if m.group(3) is not None:
@@ -60,63 +57,6 @@ def parse_result_id(value: Any) -> tuple[int, int] | int:
 
 def capture_result_id(capture_id: int, eval_id: int) -> str:
     return f"{capture_id}-{eval_id}"
-
-
-@dataclass(frozen=True)
-class ResultFilter:
-    """The filters every listing, count and export of results takes."""
-
-    eval_id: int | None = None
-    passed: bool | None = None
-    start: datetime | None = None
-    end: datetime | None = None
-    reviewed: bool | None = None
-    run_id: int | None = None
-    # capture metadata KEY=VALUE pairs, all of which must hold (``meta_text`` of the value);
-    # a data-set run's rows have no metadata, so a metadata filter leaves them out
-    meta: tuple[tuple[str, str], ...] = ()
-    conversation_id: str | None = None
-
-
-def meta_text(value: Any) -> str:
-    """A metadata value as a filter compares it: strings as they are, anything else as JSON
-    (``2`` matches ``engine=2``, ``true`` matches ``flag=true``)."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def parse_meta(values: Any) -> tuple[tuple[str, str], ...]:
-    """``["engine=v2", "region:eu"]`` (or one such string) as filter pairs.
-
-    >>> parse_meta(["engine=v2", "region:eu"])
-    (('engine', 'v2'), ('region', 'eu'))
-    """
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        values = [values]
-    out = []
-    for item in values:
-        if isinstance(item, tuple | list) and len(item) == 2:
-            key, value = str(item[0]), str(item[1])
-        elif isinstance(item, str):
-            cut = [i for i in (item.find("="), item.find(":")) if i > 0]
-            if not cut:
-                raise InvalidInput(f"metadata filter {item!r}: give KEY=VALUE (or KEY:VALUE)")
-            key, value = item[: min(cut)], item[min(cut) + 1 :]
-        else:
-            raise InvalidInput(f"metadata filter must be KEY=VALUE, not {item!r}")
-        if not key.strip():
-            raise InvalidInput(f"metadata filter {item!r}: the key is empty")
-        out.append((key.strip(), value.strip()))
-    return tuple(out)
-
-
-def meta_matches(meta: dict[str, Any] | None, pairs: tuple[tuple[str, str], ...]) -> bool:
-    if not pairs:
-        return True
-    if not isinstance(meta, dict):
-        return False
-    return all(k in meta and meta_text(meta[k]) == v for k, v in pairs)
 
 
 @dataclass
@@ -160,13 +100,16 @@ def _effective_fail() -> ColumnElement[bool]:
     )
 
 
-def _review_out(review: Review | None) -> ReviewOut | None:
+def review_out(review: Review | None) -> ReviewOut | None:
+    """A stored review as the service answers it (None without one)."""
     if review is None:
         return None
-    return ReviewOut(score=review.score, note=review.note, created_at=_utc(review.created_at))
+    return ReviewOut(score=review.score, note=review.note, created_at=as_utc(review.created_at))
 
 
-def _version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, int], list[str]]:
+def version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, int], list[str]]:
+    """The reference answers of each (eval id, version) of ``pairs``: what a captured result
+    matched, and what its explanation is computed from."""
     eval_ids = {e for e, _ in pairs if e is not None}
     if not eval_ids:
         return {}
@@ -214,12 +157,12 @@ def capture_reviews(s: Session, capture_ids: list[int]) -> dict[tuple[int, int],
     return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
 
 
-def _iter_captured(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
+def _iter_captured(s: Session, f: ResultFilter, eval_id: int | None, newest: bool) -> Iterator[Row]:
     q = select(Capture).where(Capture.scores.is_not(None))
-    if f.start is not None:
-        q = q.where(Capture.captured_at >= f.start)
-    if f.end is not None:
-        q = q.where(Capture.captured_at < f.end)
+    if f.since is not None:
+        q = q.where(Capture.captured_at >= f.since)
+    if f.until is not None:
+        q = q.where(Capture.captured_at < f.until)
     if f.meta:
         q = q.where(Capture.meta.is_not(None))
     if f.conversation_id is not None:
@@ -244,28 +187,28 @@ def _iter_captured(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
             if f.meta and not meta_matches(cap.meta, f.meta):
                 continue
             rows = capture_rows(s, cap, reviews)
-            if f.eval_id is not None:
-                rows = [r for r in rows if r.eval_id == f.eval_id]
+            if eval_id is not None:
+                rows = [r for r in rows if r.eval_id == eval_id]
             for row in reversed(rows) if newest else rows:
                 if _keep(row, f):
                     yield row
         last = (caps[-1].captured_at, caps[-1].id)
 
 
-def _run_query(f: ResultFilter) -> Any:
+def _run_query(f: ResultFilter, eval_id: int | None) -> Any:
     q = (
         select(Result, Review)
         .outerjoin(Review, Review.result_id == Result.id)
         .where(Result.capture_id.is_(None))
     )
-    if f.eval_id is not None:
-        q = q.where(Result.eval_id == f.eval_id)
+    if eval_id is not None:
+        q = q.where(Result.eval_id == eval_id)
     if f.passed is not None:
         q = q.where(_effective_pass() if f.passed else _effective_fail())
-    if f.start is not None:
-        q = q.where(Result.created_at >= f.start)
-    if f.end is not None:
-        q = q.where(Result.created_at < f.end)
+    if f.since is not None:
+        q = q.where(Result.created_at >= f.since)
+    if f.until is not None:
+        q = q.where(Result.created_at < f.until)
     if f.reviewed is not None:
         q = q.where(Review.id.is_not(None) if f.reviewed else Review.id.is_(None))
     if f.run_id is not None:
@@ -291,8 +234,8 @@ def run_row(r: Result, review: Review | None) -> Row:
     )
 
 
-def _iter_run_rows(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
-    q = _run_query(f)
+def _iter_run_rows(s: Session, f: ResultFilter, eval_id: int | None, newest: bool) -> Iterator[Row]:
+    q = _run_query(f, eval_id)
     if newest:
         q = q.order_by(Result.created_at.desc(), Result.id.desc())
     else:
@@ -301,32 +244,36 @@ def _iter_run_rows(s: Session, f: ResultFilter, newest: bool) -> Iterator[Row]:
         yield run_row(r, review)
 
 
-def iter_rows(s: Session, f: ResultFilter, newest: bool = True) -> Iterator[Row]:
-    """Every result matching ``f``, newest (or oldest) first, from both stores."""
-    if f.meta or f.conversation_id is not None:  # only captures carry these
-        yield from _iter_captured(s, f, newest)
+def iter_rows(
+    s: Session, f: ResultFilter, eval_id: int | None, newest: bool = True
+) -> Iterator[Row]:
+    """Every result matching ``f`` (its eval looked up: ``eval_id``), newest (or oldest)
+    first, from both stores."""
+    if f.captures_only:
+        yield from _iter_captured(s, f, eval_id, newest)
         return
-    runs = _iter_run_rows(s, f, newest)
+    runs = _iter_run_rows(s, f, eval_id, newest)
     if f.run_id is not None:
         yield from runs
         return
     yield from heapq.merge(
-        _iter_captured(s, f, newest),
+        _iter_captured(s, f, eval_id, newest),
         runs,
         key=lambda r: (r.created_at, r.order),
         reverse=newest,
     )
 
 
-def count_rows(s: Session, f: ResultFilter) -> int:
+def count_rows(s: Session, f: ResultFilter, eval_id: int | None) -> int:
     """How many results ``iter_rows`` gives, without walking the captured ones (except under a
     metadata or conversation filter, which the rollup does not know)."""
-    if f.meta or f.conversation_id is not None:
-        return sum(1 for _ in _iter_captured(s, f, True))
-    runs = int(s.scalar(select(func.count()).select_from(_run_query(f).subquery())) or 0)
+    if f.captures_only:
+        return sum(1 for _ in _iter_captured(s, f, eval_id, True))
+    query = _run_query(f, eval_id).subquery()
+    runs = int(s.scalar(select(func.count()).select_from(query)) or 0)
     if f.run_id is not None:
         return runs
-    sums = tally_range(s, None if f.eval_id is None else [f.eval_id], f.start, f.end).values()
+    sums = tally_range(s, None if eval_id is None else [eval_id], f.since, f.until).values()
     n = sum(x.count for x in sums)
     p = sum(x.passes for x in sums)
     r = sum(x.reviewed for x in sums)
@@ -340,27 +287,8 @@ def count_rows(s: Session, f: ResultFilter) -> int:
 
 
 class QueriesMixin(ServiceBase):
-    """The filters of results listings as the service's callers give them."""
+    """Results as the service's listings select them."""
 
-    def _filter(
-        self,
-        s: Session,
-        eval_name: str | int | None = None,
-        passed: bool | None = None,
-        since: Any = None,
-        until: Any = None,
-        reviewed: bool | None = None,
-        run_id: int | None = None,
-        meta: Any = None,
-        conversation_id: str | None = None,
-    ) -> ResultFilter:
-        return ResultFilter(
-            eval_id=None if eval_name is None else self._find_eval(s, eval_name).id,
-            passed=passed,
-            start=parse_time(since, "since"),
-            end=parse_time(until, "until"),
-            reviewed=reviewed,
-            run_id=None if run_id is None else _check_id(run_id, "run"),
-            meta=parse_meta(meta),
-            conversation_id=conversation_id,
-        )
+    def _eval_id(self, s: Session, f: ResultFilter) -> int | None:
+        """The id of the eval ``f`` names (``NotFound`` when there is none), None for all."""
+        return None if f.eval_name is None else self._find_eval(s, f.eval_name).id

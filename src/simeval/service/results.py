@@ -11,22 +11,23 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from simeval.checks import as_utc, check_page, check_storable, utc_now
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.scoring.options import check_unit
 from simeval.scoring.scorer import get_scorer
-from simeval.service.checks import _check_page, _now, _utc, check_storable
+from simeval.service.filters import ResultFilter, filter_of
 from simeval.service.models import ResultOut
 from simeval.service.queries import (
     QueriesMixin,
     Row,
-    _review_out,
-    _version_refs,
     capture_reviews,
     capture_rows,
     count_rows,
     iter_rows,
     parse_result_id,
+    review_out,
     run_row,
+    version_refs,
 )
 from simeval.service.runstatus import effective_status
 from simeval.store import Capture, Eval, EvalVersion, Result, Review, Run
@@ -86,7 +87,7 @@ class ResultsMixin(QueriesMixin):
             i: (n, t)
             for i, n, t in s.execute(select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids)))
         }
-        refs = _version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
+        refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
         out = [self._result_out(r, names, refs, explain) for r in rows]
         if explain:
             # a run row stored without its explanation (only where it came from): explained
@@ -146,7 +147,7 @@ class ResultsMixin(QueriesMixin):
             output=output,
             conversation_id=conv,
             metadata=cap.meta if cap is not None else None,
-            captured_at=_utc(r.created_at),
+            captured_at=as_utc(r.created_at),
             score=r.score,
             passed=r.passed,
             automated_passed=r.automated_passed,
@@ -155,8 +156,8 @@ class ResultsMixin(QueriesMixin):
             matched_reference=matched,
             matched_index=r.matched_index,
             explanation=explanation,
-            review=_review_out(r.review),
-            created_at=_utc(r.created_at),
+            review=review_out(r.review),
+            created_at=as_utc(r.created_at),
         )
 
     def _explain(self, r: Row, input: str, output: str, references: list[str]) -> dict[str, Any]:
@@ -181,52 +182,34 @@ class ResultsMixin(QueriesMixin):
 
     def list_results(
         self,
-        eval_name: str | int | None = None,
-        passed: bool | None = None,
-        since: Any = None,
-        until: Any = None,
-        reviewed: bool | None = None,
-        run_id: int | None = None,
+        where: ResultFilter | None = None,
+        *,
         limit: int = 100,
         offset: int = 0,
-        *,
         explain: bool = True,
-        meta: Any = None,
-        conversation_id: str | None = None,
+        **filters: Any,
     ) -> list[ResultOut]:
-        """Results, newest first. ``passed`` filters on the effective verdict (reviews win);
-        ``since``/``until`` take ISO times or ages like ``7d``; ``meta`` takes ``KEY=VALUE``
-        strings (all must hold; only captured results have metadata). ``explain=False`` skips
-        the explanations (they are computed on display for captured results)."""
-        limit, offset = _check_page(limit, offset)
+        """Results matching ``where`` (a ``ResultFilter``), newest first. Its fields may be
+        given as keywords instead (``list_results(eval_name="capital", passed=False,
+        since="7d")``: read by ``ResultFilter.parse``): ``passed`` is the effective verdict
+        (reviews win), ``since``/``until`` ISO times or ages like ``7d``, ``meta``
+        ``KEY=VALUE`` strings (all must hold; only captured results have metadata).
+        ``explain=False`` skips the explanations (computed on display for captured results)."""
+        f = filter_of(where, filters)
+        limit, offset = check_page(limit, offset)
         with self.store.read() as s:
-            f = self._filter(
-                s, eval_name, passed, since, until, reviewed, run_id, meta, conversation_id
-            )
-            rows = list(islice(iter_rows(s, f), offset, offset + limit))
+            rows = list(islice(iter_rows(s, f, self._eval_id(s, f)), offset, offset + limit))
             return self._results_out(s, rows, explain)
 
-    def count_results(
-        self,
-        eval_name: str | int | None = None,
-        passed: bool | None = None,
-        since: Any = None,
-        until: Any = None,
-        reviewed: bool | None = None,
-        run_id: int | None = None,
-        meta: Any = None,
-        conversation_id: str | None = None,
-    ) -> int:
-        """How many results ``list_results`` would give with these filters and no limit."""
+    def count_results(self, where: ResultFilter | None = None, **filters: Any) -> int:
+        """How many results ``list_results`` would give with this filter and no limit."""
+        f = filter_of(where, filters)
         with self.store.read() as s:
-            f = self._filter(
-                s, eval_name, passed, since, until, reviewed, run_id, meta, conversation_id
-            )
-            return count_rows(s, f)
+            return count_rows(s, f, self._eval_id(s, f))
 
     def run_worst(self, run_id: int, limit: int = 10) -> list[ResultOut]:
         """A stored run's lowest-scoring rows (automated scores), worst first."""
-        limit, _ = _check_page(limit, 0)
+        limit, _ = check_page(limit, 0)
         with self.store.read() as s:
             q = (
                 select(Result, Review)
@@ -263,7 +246,7 @@ class ResultsMixin(QueriesMixin):
             row = self._row(s, result_id)
             return self._results_out(s, [row], True)[0]
 
-    def review_result(self, result_id: str, score: float, note: str = "") -> ResultOut:
+    def review_result(self, result_id: str, score: float | str, note: str = "") -> ResultOut:
         """Override a result's score (in [0, 1]) with a note; it decides pass/fail from now on.
         A second review replaces the first."""
         value = check_unit(score, "review score")
@@ -285,11 +268,11 @@ class ResultsMixin(QueriesMixin):
                         eval_id=row.eval_id if row.capture is not None else None,
                         score=value,
                         note=note,
-                        created_at=_now(),
+                        created_at=utc_now(),
                     )
                 )
             else:
-                existing.score, existing.note, existing.created_at = value, note, _now()
+                existing.score, existing.note, existing.created_at = value, note, utc_now()
             return row.id
 
         key: str = self._write(work)

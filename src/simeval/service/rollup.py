@@ -15,7 +15,6 @@ end are summed from their captures, the whole hours between from the rollup.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from simeval.store import (
     CAPTURE_LOCK,
+    PACK_HEAD,
     PACK_VERSION,
     Capture,
     Review,
@@ -40,7 +40,6 @@ from simeval.store import (
 rollup_table = cast(Table, TrendRollup.__table__)
 ROLLUP_KEY = "rollup_upto"
 ROLLUP_EVERY = 256  # captures past the watermark before the capture path rolls them up
-_HEAD = struct.Struct("<BBHI")
 _CHUNK = 1000
 HOUR = timedelta(hours=1)
 
@@ -136,10 +135,10 @@ class Tally:
         if not blob:
             return
         blob = bytes(blob)
-        version, _, nfp, n = _HEAD.unpack_from(blob)
+        version, _, nfp, n = PACK_HEAD.unpack_from(blob)
         if version != PACK_VERSION or n == 0:
             return
-        at = _HEAD.size
+        at = PACK_HEAD.size
         for _ in range(nfp):
             at += 1 + blob[at]
         scores_at = at + 12 * n
@@ -196,7 +195,8 @@ def roll_up(conn: Connection, upto: int | None = None) -> int:
     caller's write transaction. Returns the new watermark.
 
     On PostgreSQL the transaction first takes the capture lock exclusively (see
-    ``simeval.store``): every capture with an id at or below the new watermark is committed.
+    ``simeval.store.database``): every capture with an id at or below the new watermark is
+    committed.
     """
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})")

@@ -11,10 +11,11 @@ from sqlalchemy import case, delete, func, select, true, update
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
+from simeval.checks import as_utc, check_id, check_page, utc_now
 from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.base import ServiceBase
-from simeval.service.checks import _check_id, _check_page, _get, _now, _utc
+from simeval.service.checks import get_row
 from simeval.service.runstatus import effective_status, mark_interrupted, process_info
 from simeval.store import Eval, Result, Review, Run
 
@@ -23,8 +24,10 @@ if TYPE_CHECKING:  # the answers' models: imported when one is made (not by the 
 
 _RUN_CHUNK = 10_000
 _ROWS_PER_TRANSACTION = 50_000
-# the columns a run's rows fill (``runs.STORE_COLUMNS``), then the eval id and the constants
-_RAW_COLUMNS = (
+# The columns of a stored run row, in the order ``add_run_rows`` takes them: the one
+# declaration (a run's workers build these tuples, ``simeval.runs``; its writer stores them).
+# The explanation is JSON text already.
+STORE_COLUMNS = (
     "eval_name",
     "eval_version",
     "score",
@@ -36,10 +39,12 @@ _RAW_COLUMNS = (
     "output",
     "reference",
     "explanation",
-    "eval_id",
-    "run_id",
-    "created_at",
 )
+_NAME = STORE_COLUMNS.index("eval_name")
+_SCORE = STORE_COLUMNS.index("score")  # its verdict follows it
+_EXPLANATION = STORE_COLUMNS.index("explanation")
+# then the eval id and the constants of the INSERT
+_RAW_COLUMNS = (*STORE_COLUMNS, "eval_id", "run_id", "created_at")
 
 
 _SAFE_STAMP = re.compile(r"[0-9: .-]+")
@@ -100,7 +105,7 @@ def _beat(s: Session, run_id: int, rows: Sequence[Sequence[Any]] = (), at: int =
     """The run's heartbeat, in the transaction that stores its rows ``rows`` (their score at
     ``at``, their verdict next to it): the run's counts grow by them in the same transaction,
     so they stay those of its stored rows."""
-    values: dict[str, Any] = {"heartbeat_at": _now()}
+    values: dict[str, Any] = {"heartbeat_at": utc_now()}
     if rows:
         values["results_count"] = Run.results_count + len(rows)
         values["passed_count"] = Run.passed_count + sum(1 for r in rows if r[at + 1])
@@ -135,7 +140,7 @@ class RunsMixin(ServiceBase):
 
         def work(s: Session) -> int:
             mark_interrupted(s)
-            now = _now()
+            now = utc_now()
             run = Run(
                 name=name.strip()[:200],
                 source=str(source),
@@ -163,14 +168,14 @@ class RunsMixin(ServiceBase):
     def set_run_summary(self, run_id: int, summary: dict[str, Any]) -> None:
         """``update_run_summary`` without reading the run back (a writer that stored its
         rows has no use for it)."""
-        _check_id(run_id, "run")
+        check_id(run_id, "run")
 
         def work(s: Session) -> None:
-            run = _get(s, Run, run_id, "run")
+            run = get_row(s, Run, run_id, "run")
             run.summary = dict(summary)
             if summary.get("status") == "complete" or run.status == "running":
                 run.status = "complete"
-            run.heartbeat_at = _now()
+            run.heartbeat_at = utc_now()
 
         self._write(work)
 
@@ -183,29 +188,16 @@ class RunsMixin(ServiceBase):
         (a dict or None); optionally ``eval_version`` and ``matched_index``. A row whose
         ``eval_name`` names a stored eval is linked to it.
         """
-        rid = _check_id(run_id, "run")
+        rid = check_id(run_id, "run")
         with self.store.read() as s:
-            _get(s, Run, run_id, "run")
+            get_row(s, Run, run_id, "run")
             eval_ids = dict(s.execute(select(Eval.name, Eval.id)).all())
-        columns = (
-            "eval_id",
-            "eval_name",
-            "eval_version",
-            "score",
-            "passed",
-            "threshold",
-            "fingerprint",
-            "matched_index",
-            "input",
-            "output",
-            "reference",
-            "explanation",
-        )
+        columns = ("eval_id", *STORE_COLUMNS)
         total = 0
         chunk: list[tuple[Any, ...]] = []
 
         def flush() -> None:
-            now = _now()
+            now = utc_now()
 
             def work(s: Session) -> None:
                 store_mod.bulk_insert(
@@ -239,22 +231,22 @@ class RunsMixin(ServiceBase):
     ) -> int:
         """Store rows a run has already checked and scored, in bulk; returns the count.
 
-        ``columns`` must be ``simeval.runs.STORE_COLUMNS`` (eval_name, eval_version, score,
-        passed, threshold, fingerprint, matched_index, input, output, reference,
-        explanation), the explanation already JSON text; ``batches`` are lists of such
+        ``columns`` must be ``STORE_COLUMNS`` (eval_name, eval_version, score, passed,
+        threshold, fingerprint, matched_index, input, output, reference, explanation), the
+        explanation already JSON text; ``batches`` are lists of such
         tuples. The rows are not checked again: use ``add_run_results`` for rows from
         elsewhere. On SQLite they go to the driver as they are (one cached statement,
         ``rows_per_transaction`` rows per transaction); other databases take them through
         ``add_run_results``'s bulk insert. A row whose ``eval_name`` names a stored eval is
         linked to it.
         """
-        if tuple(columns) != _RAW_COLUMNS[:11]:
-            raise InvalidInput(f"run rows: columns must be {', '.join(_RAW_COLUMNS[:11])}")
-        rid = _check_id(run_id, "run")
+        if tuple(columns) != STORE_COLUMNS:
+            raise InvalidInput(f"run rows: columns must be {', '.join(STORE_COLUMNS)}")
+        rid = check_id(run_id, "run")
         with self.store.read() as s:
-            _get(s, Run, run_id, "run")
+            get_row(s, Run, run_id, "run")
             eval_ids: dict[str | None, int] = dict(s.execute(select(Eval.name, Eval.id)).all())
-        now = _now()
+        now = utc_now()
         total = 0
         pending: list[tuple[Any, ...]] = []  # rows with their eval id and the constants
         plain: list[Sequence[Any]] = []  # SQLite: rows of no eval, as they came
@@ -263,8 +255,8 @@ class RunsMixin(ServiceBase):
         if sqlite:
             # the dialect's own processor: the text SQLAlchemy writes for a date (not the
             # driver's default adapter, which drops zero microseconds)
-            stamp = store_mod.results_table.c.created_at.type._cached_bind_processor(
-                self.store.engine.dialect
+            stamp = store_mod.bind_processor(
+                store_mod.results_table.c.created_at, self.store.engine.dialect
             )
             stamped = stamp(now) if stamp is not None else now.isoformat(" ")
             tail = (rid, stamped)
@@ -273,7 +265,7 @@ class RunsMixin(ServiceBase):
             if not _SAFE_STAMP.fullmatch(stamped):
                 raise AssertionError(f"unexpected date text {stamped!r}")
             plain_sql = sql.rsplit("(", 1)[0] + (
-                f"({', '.join('?' * 11)}, NULL, {int(rid)}, '{stamped}')"
+                f"({', '.join('?' * len(STORE_COLUMNS))}, NULL, {int(rid)}, '{stamped}')"
             )
 
         def flush() -> None:
@@ -285,18 +277,19 @@ class RunsMixin(ServiceBase):
                     if pending:
                         conn.exec_driver_sql(sql, pending)
                 else:
+                    x = _EXPLANATION  # the last column: the eval id follows it
                     rows = [
-                        (*r[:10], None if r[10] is None else json.loads(r[10]), r[11])
+                        (*r[:x], None if r[x] is None else json.loads(r[x]), r[x + 1])
                         for r in pending
                     ]
                     store_mod.bulk_insert(
                         conn,
                         store_mod.results_table,
-                        _RAW_COLUMNS[:12],
+                        _RAW_COLUMNS[: x + 2],
                         rows,
                         {"run_id": rid, "created_at": now},
                     )
-                _beat(s, rid, [*plain, *pending], 2)
+                _beat(s, rid, [*plain, *pending], _SCORE)
 
             self._write(work)
             pending.clear()
@@ -304,12 +297,12 @@ class RunsMixin(ServiceBase):
 
         get_id = eval_ids.get
         for batch in batches:
-            if sqlite and all(r[0] is None for r in batch):
+            if sqlite and all(r[_NAME] is None for r in batch):
                 plain.extend(batch)
             elif sqlite:
-                pending.extend([(*r, get_id(r[0]), *tail) for r in batch])
+                pending.extend([(*r, get_id(r[_NAME]), *tail) for r in batch])
             else:
-                pending.extend([(*r, get_id(r[0])) for r in batch])
+                pending.extend([(*r, get_id(r[_NAME])) for r in batch])
             if len(pending) + len(plain) >= rows_per_transaction:
                 total += len(pending) + len(plain)
                 flush()
@@ -321,10 +314,10 @@ class RunsMixin(ServiceBase):
     def discard_run(self, run_id: int) -> None:
         """Delete a run that did not finish, with the rows stored for it so far (a run whose
         rows are stored while it is scored, and which then failed)."""
-        rid = _check_id(run_id, "run")
+        rid = check_id(run_id, "run")
 
         def work(s: Session) -> None:
-            run = _get(s, Run, rid, "run")
+            run = get_row(s, Run, rid, "run")
             s.execute(
                 delete(Review).where(
                     Review.result_id.in_(select(Result.id).where(Result.run_id == rid))
@@ -375,10 +368,10 @@ class RunsMixin(ServiceBase):
             source=run.source,
             options=run.options,
             summary=run.summary,
-            created_at=_utc(run.created_at),
+            created_at=as_utc(run.created_at),
             results=n,
             status=effective_status(run),
-            heartbeat_at=_utc(run.heartbeat_at) if run.heartbeat_at else None,
+            heartbeat_at=as_utc(run.heartbeat_at) if run.heartbeat_at else None,
             passed=passed,
             pass_rate=passed / n if n else None,
             mean_score=float(mean) if mean is not None else None,
@@ -387,18 +380,18 @@ class RunsMixin(ServiceBase):
     def get_run(self, run_id: int) -> RunOut:
         """A stored run, with its pass rate and mean score (automated verdicts)."""
         with self.store.read() as s:
-            return self._run_out(s, _get(s, Run, run_id, "run"))
+            return self._run_out(s, get_row(s, Run, run_id, "run"))
 
     def delete_run(self, run_id: int) -> RunOut:
         """Delete a run and its rows (with their reviews); refused (``Conflict``) while the run
         is still being stored by a live process. Returns the run as it was."""
         with self.store.read() as s:
-            out = self._run_out(s, _get(s, Run, run_id, "run"))
+            out = self._run_out(s, get_row(s, Run, run_id, "run"))
         if out.status == "running":
             raise Conflict(f"run {out.id} is still being stored; delete it when it has finished")
 
         def work(s: Session) -> None:
-            run = _get(s, Run, run_id, "run")
+            run = get_row(s, Run, run_id, "run")
             keys = select(Result.id).where(Result.run_id == run.id)
             s.execute(delete(Review).where(Review.result_id.in_(keys)))
             s.execute(delete(Result).where(Result.run_id == run.id))
@@ -409,7 +402,7 @@ class RunsMixin(ServiceBase):
 
     def list_runs(self, limit: int = 100, offset: int = 0) -> list[RunOut]:
         """Stored runs, newest first."""
-        limit, offset = _check_page(limit, offset)
+        limit, offset = check_page(limit, offset)
         with self.store.read() as s:
             q = select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
             found = list(s.scalars(q.offset(offset)))

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from simeval.checks import utc_now
 from simeval.processes import pid_alive
-from simeval.service.checks import _now
 from simeval.store import Run
 
 STALE = timedelta(minutes=10)
@@ -39,7 +39,7 @@ def effective_status(run: Run, now: datetime | None = None) -> str:
     if info.get("host") == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid):
         return "interrupted"
     beat = run.heartbeat_at or run.created_at
-    current = now or _now()
+    current = now or utc_now()
     if beat is not None and current - beat > STALE:
         return "interrupted"
     return "running"

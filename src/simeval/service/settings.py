@@ -9,15 +9,17 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
+from simeval.checks import UNSET, Unset, as_utc, parse_time, utc_now
 from simeval.errors import InvalidInput, InvalidType
 from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.base import ServiceBase
-from simeval.service.checks import UNSET, _now, _Unset, _utc, parse_time
 from simeval.service.models import CleanupOut, SettingsOut
 from simeval.service.rollup import HOUR, Tally, add_sums, hour_of, roll_up
 from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting, TrendRollup, unpack_results
 
-_REV_KEY, _AUTO_KEY, _RETENTION_KEY = "evals_revision", "auto_evaluate", "retention_days"
+# the keys of the settings table: the evals revision (bumped by every change to an eval, so
+# each process knows when to prepare the active evals again), and the two user settings
+REVISION_KEY, AUTO_EVALUATE_KEY, RETENTION_KEY = "evals_revision", "auto_evaluate", "retention_days"
 
 
 def _deleted(s: Session, stmt: Any) -> int:
@@ -32,8 +34,8 @@ class SettingsMixin(ServiceBase):
         """Automatic evaluation and retention."""
         with self.store.read() as s:
             values: dict[str, Any] = dict(s.execute(select(Setting.key, Setting.value)).all())
-        auto = values.get(_AUTO_KEY, True)
-        retention = values.get(_RETENTION_KEY)
+        auto = values.get(AUTO_EVALUATE_KEY, True)
+        retention = values.get(RETENTION_KEY)
         return SettingsOut(
             auto_evaluate=auto is not False,
             retention_days=int(retention) if retention is not None else None,
@@ -48,15 +50,15 @@ class SettingsMixin(ServiceBase):
         if auto_evaluate is not None:
             if not isinstance(auto_evaluate, bool):
                 raise InvalidType("auto_evaluate must be true or false")
-            updates[_AUTO_KEY] = auto_evaluate
-        if not isinstance(retention_days, _Unset):
+            updates[AUTO_EVALUATE_KEY] = auto_evaluate
+        if not isinstance(retention_days, Unset):
             if retention_days is not None and (
                 isinstance(retention_days, bool) or retention_days not in RETENTION_CHOICES
             ):
                 raise InvalidInput(
                     f"retention must be {RETENTION_TEXT} (None), not {retention_days!r}"
                 )
-            updates[_RETENTION_KEY] = int(retention_days) if retention_days is not None else None
+            updates[RETENTION_KEY] = int(retention_days) if retention_days is not None else None
 
         def work(s: Session) -> None:
             for key, value in updates.items():
@@ -77,7 +79,7 @@ class SettingsMixin(ServiceBase):
         days = self.get_settings().retention_days
         if days is None:
             return CleanupOut(captures=0, results=0, tests=0, runs=0, cutoff=None)
-        cutoff = (parse_time(now, "now") or _now()) - timedelta(days=days)
+        cutoff = (parse_time(now, "now") or utc_now()) - timedelta(days=days)
 
         def work(s: Session) -> CleanupOut:
             conn = s.connection()
@@ -106,7 +108,7 @@ class SettingsMixin(ServiceBase):
                 s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)
             )
             return CleanupOut(
-                captures=captures, results=results, tests=tests, runs=runs, cutoff=_utc(cutoff)
+                captures=captures, results=results, tests=tests, runs=runs, cutoff=as_utc(cutoff)
             )
 
         out: CleanupOut = self._write(work)

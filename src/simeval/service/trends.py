@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from simeval.checks import as_utc, parse_time
 from simeval.errors import InvalidInput
 from simeval.service.base import ServiceBase
-from simeval.service.checks import _utc, parse_time
 from simeval.service.models import TrendBucket, TrendOut
 from simeval.service.rollup import tally_range
 
@@ -69,7 +69,7 @@ class TrendsMixin(ServiceBase):
             fps, versions = slot["fingerprints"], slot["versions"]
             buckets.append(
                 TrendBucket(
-                    start=_utc(when),
+                    start=as_utc(when),
                     count=slot["count"],
                     mean_score=slot["total"] / slot["count"],
                     pass_rate=slot["passes"] / slot["count"],

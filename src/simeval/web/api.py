@@ -7,11 +7,9 @@ service's ``SimevalError``), 422 for a malformed request body, 413 for an oversi
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import pydantic_core
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -19,15 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from starlette.requests import ClientDisconnect
 
 from simeval import __version__
+from simeval.checks import MAX_ID, KeyedCapture, check_capture, check_capture_key
 from simeval.errors import SimevalError
 from simeval.scoring.options import DEFAULT_THRESHOLD, RETENTION_TEXT
-from simeval.service import RESULT_ID_PATTERN, Service, check_capture
-from simeval.service.checks import MAX_ID, KeyedCapture, check_capture_key
+from simeval.service import RESULT_ID_PATTERN, ResultFilter, Service
 from simeval.service.models import (
+    BacktestReport,
     CaptureOut,
     CleanupOut,
+    CompareReport,
+    ConversationDetail,
     EvalOut,
     EvalVersionOut,
+    RescoreReport,
     ResultOut,
     RunOut,
     SettingsOut,
@@ -35,11 +37,6 @@ from simeval.service.models import (
     TrendOut,
 )
 from simeval.web.idf_files import idf_option
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON data of a service answer that mixes dicts, datetimes and models."""
-    return json.loads(pydantic_core.to_json(value))
 
 
 class ErrorOut(BaseModel):
@@ -224,36 +221,34 @@ class Health(BaseModel):
     proxy: ProxyHealth | None = None
 
 
-class ResultFilters:
-    """The result filters shared by listing, counting and export."""
-
-    def __init__(
-        self,
-        eval: Annotated[str | None, Query(description="Eval name or id.")] = None,
-        passed: Annotated[bool | None, Query(description="true = passed, false = failed.")] = None,
-        since: Annotated[
-            str | None, Query(description="ISO time or an age like 30d, inclusive.")
-        ] = None,
-        until: Annotated[str | None, Query(description="ISO time or an age, exclusive.")] = None,
-        reviewed: Annotated[bool | None, Query()] = None,
-        run_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-        meta: Annotated[
-            list[str] | None,
-            Query(description="Capture metadata KEY:VALUE (or KEY=VALUE); repeat for more."),
-        ] = None,
-    ):
-        self.values: dict[str, Any] = {
-            "eval_name": eval,
-            "passed": passed,
-            "since": since,
-            "until": until,
-            "reviewed": reviewed,
-            "run_id": run_id,
-            "meta": meta or None,
-        }
+def result_filter(
+    eval: Annotated[str | None, Query(description="Eval name or id.")] = None,
+    passed: Annotated[bool | None, Query(description="true = passed, false = failed.")] = None,
+    since: Annotated[
+        str | None, Query(description="ISO time or an age like 30d, inclusive.")
+    ] = None,
+    until: Annotated[str | None, Query(description="ISO time or an age, exclusive.")] = None,
+    reviewed: Annotated[bool | None, Query()] = None,
+    run_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    meta: Annotated[
+        list[str] | None,
+        Query(description="Capture metadata KEY:VALUE (or KEY=VALUE); repeat for more."),
+    ] = None,
+) -> ResultFilter:
+    """The service's ``ResultFilter`` from the query string shared by listing, counting and
+    export (a bad time or metadata filter is a 400, as from the service)."""
+    return ResultFilter.parse(
+        eval_name=eval,
+        passed=passed,
+        since=since,
+        until=until,
+        reviewed=reviewed,
+        run_id=run_id,
+        meta=meta or None,
+    )
 
 
-FiltersDep = Annotated[ResultFilters, Depends()]
+FilterDep = Annotated[ResultFilter, Depends(result_filter)]
 
 
 _REPLAYED = {
@@ -496,13 +491,13 @@ def get_eval(name: str, service: ServiceDep) -> JSONResponse:
 @router.get("/results", response_model=ResultPage, tags=["results"])
 def list_results(
     service: ServiceDep,
-    filters: FiltersDep,
+    where: FilterDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> JSONResponse:
     """Results, newest first, filtered by eval, pass/fail, time range, review or run."""
-    items = service.list_results(**filters.values, limit=limit, offset=offset)
-    total = service.count_results(**filters.values)
+    items = service.list_results(where, limit=limit, offset=offset)
+    total = service.count_results(where)
     return JSONResponse(
         {
             "total": total,
@@ -520,11 +515,11 @@ def list_results(
 )
 def export_results(
     service: ServiceDep,
-    filters: FiltersDep,
+    where: FilterDep,
     format: Literal["csv", "json"] = "csv",
 ) -> Response:
     """Download the filtered results as CSV or JSON."""
-    text = service.export_results(fmt=format, **filters.values)
+    text = service.export_results(fmt=format, where=where)
     media = "text/csv; charset=utf-8" if format == "csv" else "application/json"
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     name = f"simeval-results-{stamp}.{format}"
@@ -593,22 +588,22 @@ class RescoreIn(_Body):
     until: str | None = None
 
 
-@router.post("/evals/{name}/backtest", tags=["evals"])
+@router.post("/evals/{name}/backtest", response_model=BacktestReport, tags=["evals"])
 def backtest_eval(name: str, service: ServiceDep, body: BacktestIn | None = None) -> JSONResponse:
     """Score the eval's current version (a draft or a pending version) on recent captures in
     its scope, storing nothing: pass rate, distribution, worst and borderline cases."""
     body = body or BacktestIn()
-    return JSONResponse(jsonable(service.backtest_eval(name, limit=body.limit, days=body.days)))
+    return _json(service.backtest_eval(name, limit=body.limit, days=body.days))
 
 
-@router.post("/rescore", tags=["evals"])
+@router.post("/rescore", response_model=RescoreReport, tags=["evals"])
 def rescore(body: RescoreIn, service: ServiceDep) -> JSONResponse:
     """Store an eval's results for past captures it has not scored (once per capture and
     eval), with the version in force."""
-    return JSONResponse(service.rescore(body.eval, since=body.since, until=body.until))
+    return _json(service.rescore(body.eval, since=body.since, until=body.until))
 
 
-@router.get("/compare", tags=["results"])
+@router.get("/compare", response_model=CompareReport, tags=["results"])
 def compare(
     service: ServiceDep,
     a: Annotated[str, Query(description="run:ID, run:latest or captures:KEY=VALUE,...")],
@@ -621,8 +616,7 @@ def compare(
     """Compare side B with side A per eval: n, pass rate and mean score, B − A with 95%
     bootstrap intervals (paired on case id or input, McNemar on flips), a verdict, and the
     most regressed cases with their missing terms."""
-    report = service.compare(a, b, eval_name=eval, seed=seed, resamples=resamples, keep=top)
-    return JSONResponse(jsonable(report))
+    return _json(service.compare(a, b, eval_name=eval, seed=seed, resamples=resamples, keep=top))
 
 
 @router.get("/captures", tags=["captures"])
@@ -672,15 +666,17 @@ def list_conversations(
             "total": service.count_conversations(),
             "limit": limit,
             "offset": offset,
-            "conversations": jsonable(items),
+            "conversations": [c.model_dump(mode="json") for c in items],
         }
     )
 
 
-@router.get("/conversations/{conversation_id}", tags=["captures"])
+@router.get(
+    "/conversations/{conversation_id}", response_model=ConversationDetail, tags=["captures"]
+)
 def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
     """A conversation's turns in order, each with its input, output and results."""
-    return JSONResponse(jsonable(service.get_conversation(conversation_id)))
+    return _json(service.get_conversation(conversation_id))
 
 
 @router.get("/runs", tags=["runs"])

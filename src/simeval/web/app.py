@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy.exc
 from fastapi import FastAPI, Request
@@ -28,8 +28,8 @@ from starlette.routing import Route
 from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
-from simeval.store import database_problem
-from simeval.web import api, otlp, pages, pages_studio
+from simeval.service.database import DatabaseBusyError, database_problem
+from simeval.web import api, otlp, pages
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.security import (
     BodyLimitMiddleware,
@@ -39,8 +39,14 @@ from simeval.web.security import (
 )
 from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
 
+if TYPE_CHECKING:
+    from simeval.web.proxy import Proxy
+
 HERE = Path(__file__).parent
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
+# Retry-After of a 503 for an outage (the database server restarting, the disk full): long
+# enough not to hammer it, short enough that a restart is noticed soon
+OUTAGE_RETRY_S = 5
 
 
 def plotly_js_path() -> Path:
@@ -93,23 +99,7 @@ def create_app(
     """
     own = service is None
     svc = Service(db) if service is None else service
-
-    proxy: Any = None
-    if upstream:
-        from simeval.web.proxy import CaptureQueue, Proxy
-
-        proxy = Proxy(upstream, CaptureQueue(svc.capture_checked, proxy_queue, upstream))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        if proxy is not None:
-            await proxy.aclose()
-            proxy.captures.close()
-        writer.close()
-        if own:
-            svc.close()
-
+    proxy = _open_proxy(svc, upstream, proxy_queue)
     app = FastAPIOffline(
         title="simeval",
         version=__version__,
@@ -120,18 +110,56 @@ def create_app(
             "every active eval scores them."
         ),
         static_url="/vendor/docs",
-        lifespan=lifespan,
+        lifespan=_lifespan(proxy, close_service=own),
     )
     app.state.service = svc
-    writer = app.state.writer = CaptureWriter(svc, lock_wait)
+    app.state.writer = CaptureWriter(svc, lock_wait)
     app.state.idf_dir = resolve_idf_dir(svc.url, idf_dir)
     app.state.token = token or None
     app.state.proxy = proxy.captures if proxy is not None else None
+    _add_error_handlers(app, lock_wait)
+    _add_routes(app, proxy)
+    _add_middleware(app, token, allowed_hosts, max_body)
+    return app
+
+
+def _open_proxy(svc: Service, upstream: str | None, proxy_queue: int) -> Proxy | None:
+    """The ``/v1`` proxy to ``upstream`` with its capture queue (None without an upstream)."""
+    if not upstream:
+        return None
+    # imported only when proxying: most servers never need it
+    from simeval.web.proxy import CaptureQueue, Proxy
+
+    return Proxy(upstream, CaptureQueue(svc.capture_checked, proxy_queue, upstream))
+
+
+def _lifespan(
+    proxy: Proxy | None, *, close_service: bool
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """On shutdown: the proxy's connections and queue, the capture writer, then the service
+    (only when the app opened it)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if proxy is not None:
+            await proxy.aclose()
+            proxy.captures.close()
+        app.state.writer.close()
+        if close_service:
+            app.state.service.close()
+
+    return lifespan
+
+
+def _add_error_handlers(app: FastAPI, lock_wait: float) -> None:
+    """Errors as JSON under the API, as pages elsewhere; never a traceback."""
 
     @app.exception_handler(SimevalError)
     async def simeval_error(request: Request, exc: SimevalError) -> Response:
-        if exc.status_code == 503:  # the database is busy: worth trying again shortly
-            retry = {"Retry-After": str(max(1, round(lock_wait)))}
+        if exc.status_code == 503:  # busy or unavailable: worth trying again shortly
+            wait = lock_wait if isinstance(exc, DatabaseBusyError) else OUTAGE_RETRY_S
+            retry = {"Retry-After": str(max(1, round(wait)))}
             if is_api_path(request.url.path):
                 return JSONResponse({"error": str(exc)}, status_code=503, headers=retry)
             page = pages.error_page(request, 503, str(exc))
@@ -141,45 +169,55 @@ def create_app(
             return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
         return pages.error_page(request, exc.status_code, str(exc))
 
-    async def database_error(request: Request, exc: Exception) -> Response:
-        # the file itself is damaged or read-only: say so (503), not a bare 500
-        problem = database_problem(exc)
-        if problem is None:
-            raise exc
-        message = f"the database {problem}"
-        if is_api_path(request.url.path):
-            return JSONResponse({"error": message}, status_code=503)
-        return pages.error_page(request, 503, message)
+    app.exception_handler(sqlalchemy.exc.DBAPIError)(_database_error)
+    app.exception_handler(sqlite3.DatabaseError)(_database_error)
+    app.exception_handler(HTTPException)(_http_error)
+    app.exception_handler(RequestValidationError)(_validation_error)
 
-    app.add_exception_handler(sqlalchemy.exc.DBAPIError, database_error)
-    app.add_exception_handler(sqlite3.DatabaseError, database_error)
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> Response:
-        headers = getattr(exc, "headers", None)
-        if is_api_path(request.url.path) or exc.status_code == 413:
-            detail = exc.detail if exc.status_code != 404 else f"not found: {request.url.path}"
-            return JSONResponse({"error": detail}, status_code=exc.status_code, headers=headers)
-        return pages.error_page(request, exc.status_code, str(exc.detail))
+async def _database_error(request: Request, exc: Exception) -> Response:
+    # the file itself is damaged or read-only: say so (503), not a bare 500
+    problem = database_problem(exc)
+    if problem is None:
+        raise exc
+    message = f"the database {problem}"
+    retry = {"Retry-After": str(OUTAGE_RETRY_S)}
+    if is_api_path(request.url.path):
+        return JSONResponse({"error": message}, status_code=503, headers=retry)
+    page = pages.error_page(request, 503, message)
+    page.headers.update(retry)
+    return page
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
-        message = _validation_message(exc)
-        if is_api_path(request.url.path):
-            details: list[dict[str, Any]] = [
-                {"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()
-            ]
-            return JSONResponse({"error": message, "details": details}, status_code=422)
-        return pages.error_page(request, 400, message)
 
-    @app.get("/vendor/plotly.min.js", include_in_schema=False)
-    def plotly_js() -> FileResponse:
-        return FileResponse(
-            plotly_js_path(),
-            media_type="text/javascript",
-            headers={"Cache-Control": "public, max-age=86400"},
-        )
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    headers = getattr(exc, "headers", None)
+    if is_api_path(request.url.path) or exc.status_code == 413:
+        detail = exc.detail if exc.status_code != 404 else f"not found: {request.url.path}"
+        return JSONResponse({"error": detail}, status_code=exc.status_code, headers=headers)
+    return pages.error_page(request, exc.status_code, str(exc.detail))
 
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+    message = _validation_message(exc)
+    if is_api_path(request.url.path):
+        details: list[dict[str, Any]] = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()
+        ]
+        return JSONResponse({"error": message, "details": details}, status_code=422)
+    return pages.error_page(request, 400, message)
+
+
+def _plotly_js() -> FileResponse:
+    return FileResponse(
+        plotly_js_path(),
+        media_type="text/javascript",
+        headers={"Cache-Control": "public, max-age=86400"},
+    )
+
+
+def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
+    """Static files, the API (the capture hot path first), OTLP, the proxy, then the pages."""
+    app.add_api_route("/vendor/plotly.min.js", _plotly_js, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(api.router)
     # the capture hot path, matched before every other route (see api.capture_fast)
@@ -188,10 +226,14 @@ def create_app(
     if proxy is not None:
         # after /v1/traces: every other path under /v1 goes to the upstream, any method
         app.router.routes.append(Route("/v1/{path:path}", proxy, include_in_schema=False))
-    app.include_router(pages.router)
-    app.include_router(pages_studio.router)
+    for router in pages.ROUTERS:
+        app.include_router(router)
+
+
+def _add_middleware(
+    app: FastAPI, token: str | None, allowed_hosts: Iterable[str] | None, max_body: int
+) -> None:
     # Added last = runs first: the size limit, then host/origin/token checks.
     app.add_middleware(DocsHeadersMiddleware, page_csp=pages.CSP)
     app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
-    return app

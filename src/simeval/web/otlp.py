@@ -29,8 +29,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from simeval.checks import KeyedCapture, check_capture, check_capture_key
 from simeval.errors import InvalidInput, SimevalError
-from simeval.service.checks import KeyedCapture, check_capture, check_capture_key
 
 router = APIRouter()
 MAX_INFLATED = 64 * 1024 * 1024  # a gzip body may inflate to this much at most

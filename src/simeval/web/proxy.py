@@ -32,9 +32,9 @@ from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
+from simeval.checks import KeyedCapture, check_capture, check_capture_key
 from simeval.errors import SimevalError
-from simeval.service.checks import KeyedCapture, check_capture, check_capture_key
-from simeval.store import DatabaseBusyError
+from simeval.service.database import DatabaseBusyError
 
 log = logging.getLogger("simeval.proxy")
 

@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 from collections.abc import Sequence
 from typing import Any
 
+from simeval.checks import CheckedCapture, KeyedCapture
+from simeval.errors import Unavailable
 from simeval.service import Service
-from simeval.service.checks import CheckedCapture, KeyedCapture
+from simeval.service.database import DatabaseBusyError
 from simeval.service.models import CaptureOut
-from simeval.store import DatabaseBusyError
 
 MAX_BATCH = 256  # captures per transaction at most
 LOCK_WAIT_S = 5.0  # the longest a capture waits for the write lock before a 503
+MIN_LOCK_WAIT_S = 0.01  # less left than this: 503 at once rather than a try doomed to wait
 
 
 class CaptureWriter:
@@ -32,7 +35,10 @@ class CaptureWriter:
     def __init__(self, service: Service, lock_wait: float = LOCK_WAIT_S):
         self.service = service
         self.lock_wait = lock_wait
-        self._pending: list[tuple[CheckedCapture | KeyedCapture, asyncio.Future[CaptureOut]]] = []
+        # each capture with its deadline (``lock_wait`` after it arrived) and its answer
+        self._pending: list[
+            tuple[CheckedCapture | KeyedCapture, float, asyncio.Future[CaptureOut]]
+        ] = []
         self._flushing = False
         self._task: asyncio.Task[None] | None = None
         self._thread = self._new_thread()
@@ -54,7 +60,7 @@ class CaptureWriter:
         loop = asyncio.get_running_loop()
         self._executor()
         future: asyncio.Future[CaptureOut] = loop.create_future()
-        self._pending.append((item, future))
+        self._pending.append((item, time.monotonic() + self.lock_wait, future))
         if not self._flushing:
             self._flushing = True
             self._task = loop.create_task(self._flush())
@@ -64,40 +70,79 @@ class CaptureWriter:
         loop = asyncio.get_running_loop()
         try:
             while self._pending:
-                batch = self._pending[:MAX_BATCH]
-                del self._pending[:MAX_BATCH]
+                batch = self._due(time.monotonic())
+                if not batch:
+                    continue
+                # the whole request is bounded by lock_wait, the wait behind earlier batches
+                # included: this batch waits for the lock only what its oldest capture has left
+                left = min(deadline for _, deadline, _ in batch) - time.monotonic()
                 try:
                     outs: list[Any] = await loop.run_in_executor(
-                        self._thread, self._store, [item for item, _ in batch]
+                        self._thread, self._store, [item for item, _, _ in batch], left
                     )
                 except Exception as exc:
-                    if len(batch) == 1 or isinstance(exc, DatabaseBusyError):
-                        # one, or busy (nothing was stored): each capture gets the error
-                        for _, future in batch:
+                    if len(batch) == 1 or isinstance(exc, DatabaseBusyError | Unavailable):
+                        # one, busy or unavailable (nothing was stored): each gets the error
+                        for _, _, future in batch:
                             _settle(future, exc)
                         continue
                     # nothing of the batch was stored: each capture alone, so that one the
                     # database refuses does not fail the others
                     outs = []
-                    for item, _ in batch:
+                    for item, _, _ in batch:
                         try:
-                            outs += await loop.run_in_executor(self._thread, self._store, [item])
+                            outs += await loop.run_in_executor(
+                                self._thread, self._store, [item], None
+                            )
                         except Exception as one:
                             outs.append(one)
-                for (_, future), out in zip(batch, outs, strict=True):
+                for (_, _, future), out in zip(batch, outs, strict=True):
                     _settle(future, out)
         finally:
             self._flushing = False
+
+    def _due(self, now: float) -> list[Any]:
+        """The next batch to store, the captures whose deadline has passed while they waited
+        answered 503 at once instead (nothing of them stored)."""
+        batch = self._pending[:MAX_BATCH]
+        del self._pending[:MAX_BATCH]
+        late = [entry for entry in batch if entry[1] - now < MIN_LOCK_WAIT_S]
+        for _, _, future in late:
+            _settle(
+                future,
+                DatabaseBusyError(
+                    f"the database stayed locked by other writes for more than "
+                    f"{self.lock_wait:g} s; nothing was written"
+                ),
+            )
+        return [entry for entry in batch if entry[1] - now >= MIN_LOCK_WAIT_S]
 
     async def capture_batch(self, items: list[KeyedCapture]) -> list[CaptureOut]:
         """Store a client's batch in one transaction on the writer thread (between the
         gathered single captures, never beside them): all of it or, on an error, none."""
         loop = asyncio.get_running_loop()
-        outs: list[CaptureOut] = await loop.run_in_executor(self._executor(), self._store, items)
+        deadline = time.monotonic() + self.lock_wait
+        outs: list[CaptureOut] = await loop.run_in_executor(
+            self._executor(), self._store_by, items, deadline
+        )
         return outs
 
-    def _store(self, items: Sequence[CheckedCapture | KeyedCapture]) -> list[CaptureOut]:
-        return self.service.capture_checked(items, lock_wait=self.lock_wait)
+    def _store(
+        self, items: Sequence[CheckedCapture | KeyedCapture], left: float | None
+    ) -> list[CaptureOut]:
+        wait = self.lock_wait if left is None else max(MIN_LOCK_WAIT_S, left)
+        return self.service.capture_checked(items, lock_wait=wait)
+
+    def _store_by(self, items: Sequence[KeyedCapture], deadline: float) -> list[CaptureOut]:
+        """A client's batch, run on the writer thread once the captures before it are done:
+        it waits for the lock only what is left of its ``lock_wait``."""
+        left = deadline - time.monotonic()
+        if left < MIN_LOCK_WAIT_S:
+            raise DatabaseBusyError(
+                f"the database stayed locked by other writes for more than "
+                f"{self.lock_wait:g} s; nothing was written"
+            )
+        return self._store(items, left)
 
     def close(self) -> None:
         """Finish what was handed over and stop the thread."""

@@ -18,6 +18,12 @@ depends_on: str | None = None
 
 def upgrade() -> None:
     """Create the tables of simeval 0.1."""
+    _create_referenced_tables()
+    _create_referring_tables()
+
+
+def _create_referenced_tables() -> None:
+    """The tables the others refer to: captures, evals, runs."""
     op.create_table(
         "captures",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -58,6 +64,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_runs")),
     )
     op.create_index("ix_runs_created_at", "runs", ["created_at"])
+
+
+def _create_referring_tables() -> None:
+    """The tables with a foreign key to those: eval tests and versions, results, reviews."""
     op.create_table(
         "eval_tests",
         sa.Column("id", sa.Integer(), nullable=False),

@@ -1,6 +1,6 @@
 """The database writer of ``simeval run --store``: a process of its own.
 
-``simeval.runs.RunStoreProcess`` starts it as ``python -m simeval.runwriter`` and talks to it
+``simeval.runs.RunStoreProcess`` starts it as ``python -m simeval.runs.writer`` and talks to it
 over its standard input and output in frames (``send_frame``/``read_frame``: an 8-byte length,
 then a pickle). The first frame says where and what to store (``start``), then come
 ``("rows", rows)`` frames (a chunk's rows, or the bytes a pool worker pickled them into), then
@@ -8,9 +8,10 @@ then a pickle). The first frame says where and what to store (``start``), then c
 ``("aborted", None)`` or ``("error", exception)``.
 
 A plain interpreter started on this module imports only what storing needs (the store and the
-run part of the service): not the command line, the scorer's run machinery or the rest of the
-service, which ``multiprocessing``'s spawn would import again. On a machine the run keeps
-busy, that is CPU the run gets back.
+run part of the service): not the command line, the rest of ``simeval.runs`` (its face is
+lazy), or the rest of the service, which ``multiprocessing``'s spawn would import again. On a
+machine the run keeps busy, that is CPU the run gets back (``tests/test_runs_library.py``
+holds the list).
 
 If the run's process dies, the writer reads the end of its input and stops: the run stays
 marked as storing, which shows as interrupted.
@@ -56,6 +57,14 @@ def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
         yield pickle.loads(batch) if isinstance(batch, bytes) else batch
 
 
+def storage() -> tuple[Any, tuple[str, ...]]:
+    """What the writer stores with: the run part of the service (``RunsMixin``, opened on the
+    run's database) and the columns of its rows; imported when the first frame has come."""
+    from simeval.service.runs import STORE_COLUMNS, RunsMixin
+
+    return RunsMixin, STORE_COLUMNS
+
+
 class Aborted(Exception):
     """The run asked for its rows to be dropped."""
 
@@ -75,10 +84,9 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
             yield payload
 
     try:
-        _, db, name, source, options, columns, per_transaction = read_frame(inbox)
-        from simeval.service.runs import RunsMixin
-
-        svc = RunsMixin(db)
+        _, db, name, source, options, per_transaction = read_frame(inbox)
+        service, columns = storage()
+        svc = service(db)
         run_id = svc.create_run(name, source, options=options, summary={"status": "storing"})
         svc.add_run_rows(run_id, columns, unpickled(batches()), per_transaction)
         kind, summary = end[0]

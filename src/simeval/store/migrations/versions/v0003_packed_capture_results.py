@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from simeval.store import pack_results
+from simeval.store.packing import pack_results
 
 revision = "0003"
 down_revision: str | None = "0002"

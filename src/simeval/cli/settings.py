@@ -1,0 +1,83 @@
+"""``simeval settings`` and ``simeval cleanup``: automatic evaluation, retention, and deleting
+what is older than it. A thin layer over ``Service``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from simeval.cli.common import console, db_option, dump, json_option, print_json, service_at
+from simeval.scoring.options import RETENTION_CHOICES
+
+RETENTION_VALUES = (*map(str, RETENTION_CHOICES), "forever")
+
+
+@click.command("settings")
+@click.option(
+    "--auto-eval/--no-auto-eval",
+    "auto_eval",
+    default=None,
+    help="Score captures automatically (off: captures are stored unscored).",
+)
+@click.option(
+    "--retention",
+    type=click.Choice(RETENTION_VALUES),
+    default=None,
+    help="Keep captures and results this many days (`simeval cleanup` deletes older ones).",
+)
+@db_option
+@json_option
+def settings(auto_eval: bool | None, retention: str | None, db: str | None, as_json: bool) -> None:
+    """Show or change the settings: automatic evaluation and retention.
+
+    \b
+    Examples:
+        simeval settings
+        simeval settings --retention 30 --no-auto-eval
+    """
+    from simeval.service import UNSET
+    from simeval.service.database import describe_url
+
+    days: Any = UNSET
+    if retention is not None:
+        days = None if retention == "forever" else int(retention)
+    with service_at(db) as svc:
+        out = svc.update_settings(auto_evaluate=auto_eval, retention_days=days)
+        where = describe_url(svc.url)
+    if as_json:
+        print_json({**dump(out), "database": where})
+        return
+    console.print(f"database: {escape(where)}")
+    console.print(f"automatic evaluation: {'on' if out.auto_evaluate else 'off'}")
+    kept = "forever" if out.retention_days is None else f"{out.retention_days} days"
+    console.print(f"retention: {kept}")
+
+
+@click.command("cleanup")
+@db_option
+@json_option
+def cleanup(db: str | None, as_json: bool) -> None:
+    """Delete captures, results and runs older than the retention period, and old tests of
+    superseded eval versions; report the counts. Nothing is deleted with retention forever.
+
+    \b
+    Example:
+        simeval settings --retention 90 && simeval cleanup
+    """
+    with service_at(db) as svc:
+        out = svc.cleanup()
+    if as_json:
+        print_json(dump(out))
+        return
+    if out.cutoff is None:
+        console.print("retention is forever: nothing deleted (set it with simeval settings)")
+        return
+    console.print(
+        f"deleted everything before {out.cutoff:%Y-%m-%d %H:%M} UTC: {out.captures} captures, "
+        f"{out.results} results, {out.runs} runs, {out.tests} old tests"
+    )
+
+
+COMMANDS: tuple[click.Command, ...] = (settings, cleanup)

@@ -1,0 +1,189 @@
+"""Data-set runs: score every row of a JSONL, CSV or Parquet file, stream the results out.
+
+``run_request(RunRequest(file, ...))`` is what ``simeval run`` does; ``run_file(path,
+RunOptions(...))`` scores a file with given options; both return a ``RunSummary``.
+``calibrate_request`` is ``simeval calibrate``. The modules, one concern each:
+
+- ``config``: formats, columns, evals, the run's configuration and its unit of work (chunks);
+- ``read``: reading JSONL/CSV/Parquet in chunks, the cells of a row;
+- ``score``: scoring a chunk (``process_chunk``), with ``plain`` its tight loop, ``state``
+  what a worker keeps between chunks and ``encode`` the text of results; ``execute``:
+  inline, a process pool, or Dask;
+- ``write``: the results file and JUnit XML, renamed into place when the run succeeds;
+- ``baseline``: earlier runs' cases and the comparison with them;
+- ``summary``: the typed summary and the gates;
+- ``storing``: storing a run while it is scored, and ``writer``, its database writer process
+  (``python -m simeval.runs.writer``);
+- ``run``: a whole run; ``calibration``: thresholds from labelled examples.
+
+This face imports nothing until a name is used: the run's database writer process starts on
+``simeval.runs.writer`` and must not load the rest.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simeval.runs.baseline import (
+        STORED_RUN_PREFIX,
+        Baseline,
+        BaselineReport,
+        CaseChange,
+        Comparison,
+        iter_results_file,
+        load_baseline,
+        load_stored_baseline,
+    )
+    from simeval.runs.calibration import CalibrationRequest, CalibrationSummary, calibrate_request
+    from simeval.runs.config import (
+        CHUNK_ROWS,
+        EVAL_FIELDS,
+        FORMATS,
+        RESULT_FIELDS,
+        TOP_MISSING,
+        Chunk,
+        ChunkOut,
+        Columns,
+        EvalDef,
+        RowError,
+        RunConfig,
+        WorstCase,
+        default_results_path,
+        detect_format,
+        load_evals,
+    )
+    from simeval.runs.execute import map_chunks
+    from simeval.runs.read import csv_header, input_fields, input_size, read_chunks
+    from simeval.runs.run import RunOptions, RunRequest, run_file, run_request
+    from simeval.runs.score import process_chunk
+    from simeval.runs.state import ChunkState, chunk_state
+    from simeval.runs.storing import RunStore, RunStoreProcess, store_run
+    from simeval.runs.summary import EvalStats, Gate, GateLimits, RunSummary, check_gates
+    from simeval.runs.write import AtomicFile, JUnitWriter, ResultsWriter, remove_orphans
+    from simeval.service.runs import STORE_COLUMNS
+
+# Each public name and the module it comes from, imported on first use (a worker process or
+# the database writer loads only what it uses)
+_HOMES = {
+    "AtomicFile": "simeval.runs.write",
+    "Baseline": "simeval.runs.baseline",
+    "BaselineReport": "simeval.runs.baseline",
+    "CHUNK_ROWS": "simeval.runs.config",
+    "CalibrationSummary": "simeval.runs.calibration",
+    "CalibrationRequest": "simeval.runs.calibration",
+    "CaseChange": "simeval.runs.baseline",
+    "Chunk": "simeval.runs.config",
+    "ChunkOut": "simeval.runs.config",
+    "ChunkState": "simeval.runs.state",
+    "Columns": "simeval.runs.config",
+    "Comparison": "simeval.runs.baseline",
+    "EVAL_FIELDS": "simeval.runs.config",
+    "EvalDef": "simeval.runs.config",
+    "EvalStats": "simeval.runs.summary",
+    "FORMATS": "simeval.runs.config",
+    "Gate": "simeval.runs.summary",
+    "GateLimits": "simeval.runs.summary",
+    "JUnitWriter": "simeval.runs.write",
+    "RESULT_FIELDS": "simeval.runs.config",
+    "ResultsWriter": "simeval.runs.write",
+    "RowError": "simeval.runs.config",
+    "RunConfig": "simeval.runs.config",
+    "RunOptions": "simeval.runs.run",
+    "RunRequest": "simeval.runs.run",
+    "RunStore": "simeval.runs.storing",
+    "RunStoreProcess": "simeval.runs.storing",
+    "RunSummary": "simeval.runs.summary",
+    "STORED_RUN_PREFIX": "simeval.runs.baseline",
+    "STORE_COLUMNS": "simeval.service.runs",
+    "TOP_MISSING": "simeval.runs.config",
+    "WorstCase": "simeval.runs.config",
+    "calibrate_request": "simeval.runs.calibration",
+    "check_gates": "simeval.runs.summary",
+    "chunk_state": "simeval.runs.state",
+    "csv_header": "simeval.runs.read",
+    "default_results_path": "simeval.runs.config",
+    "detect_format": "simeval.runs.config",
+    "input_fields": "simeval.runs.read",
+    "input_size": "simeval.runs.read",
+    "iter_results_file": "simeval.runs.baseline",
+    "load_baseline": "simeval.runs.baseline",
+    "load_evals": "simeval.runs.config",
+    "load_stored_baseline": "simeval.runs.baseline",
+    "map_chunks": "simeval.runs.execute",
+    "process_chunk": "simeval.runs.score",
+    "read_chunks": "simeval.runs.read",
+    "remove_orphans": "simeval.runs.write",
+    "run_file": "simeval.runs.run",
+    "run_request": "simeval.runs.run",
+    "store_run": "simeval.runs.storing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
+
+__all__ = [
+    "CHUNK_ROWS",
+    "EVAL_FIELDS",
+    "FORMATS",
+    "RESULT_FIELDS",
+    "STORED_RUN_PREFIX",
+    "STORE_COLUMNS",
+    "TOP_MISSING",
+    "AtomicFile",
+    "Baseline",
+    "BaselineReport",
+    "CalibrationRequest",
+    "CalibrationSummary",
+    "CaseChange",
+    "Chunk",
+    "ChunkOut",
+    "ChunkState",
+    "Columns",
+    "Comparison",
+    "EvalDef",
+    "EvalStats",
+    "Gate",
+    "GateLimits",
+    "JUnitWriter",
+    "ResultsWriter",
+    "RowError",
+    "RunConfig",
+    "RunOptions",
+    "RunRequest",
+    "RunStore",
+    "RunStoreProcess",
+    "RunSummary",
+    "WorstCase",
+    "calibrate_request",
+    "check_gates",
+    "chunk_state",
+    "csv_header",
+    "default_results_path",
+    "detect_format",
+    "input_fields",
+    "input_size",
+    "iter_results_file",
+    "load_baseline",
+    "load_evals",
+    "load_stored_baseline",
+    "map_chunks",
+    "process_chunk",
+    "read_chunks",
+    "remove_orphans",
+    "run_file",
+    "run_request",
+    "store_run",
+]

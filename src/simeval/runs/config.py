@@ -1,0 +1,230 @@
+"""What a run is made of: its configuration (formats, columns, evals) and its unit of work.
+
+A run reads its input in ``Chunk``s; every executor (inline, a process pool, Dask) scores a
+chunk with the same ``RunConfig`` (picklable: shipped once per worker) and gives back a
+``ChunkOut``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simeval.errors import InvalidInput, InvalidOption
+from simeval.scoring.explain import TOP_MISSING
+from simeval.scoring.options import DEFAULT_THRESHOLD
+
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+RESULT_FIELDS = (
+    "score",
+    "pass",
+    "threshold",
+    "matched_index",
+    "matched_reference",
+    "missing_terms",
+    "fingerprint",
+)
+EVAL_FIELDS = ("eval", "eval_version")
+CHUNK_ROWS = 1000
+
+
+def detect_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
+    """The file format: ``fmt`` if given, else from the extension (``.jsonl``, ``.csv``, ...)."""
+    if fmt:
+        if fmt not in set(FORMATS.values()):
+            raise InvalidOption(f"unknown format {fmt!r}; use jsonl, csv, tsv or parquet")
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InvalidInput(
+            f"cannot tell the format of {os.fspath(path)} from its extension; "
+            "use .jsonl, .csv, .tsv or .parquet, or give --format"
+        )
+    return FORMATS[suffix]
+
+
+def default_results_path(path: str, fmt: str) -> str:
+    """``data.jsonl`` -> ``data.results.jsonl`` beside the input."""
+    p = Path(path)
+    ext = {"jsonl": ".jsonl", "csv": ".csv", "tsv": ".tsv", "parquet": ".parquet"}[fmt]
+    return str(p.with_name(p.stem + ".results" + ext))
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns hold the output, the reference answer(s), the input and the case id.
+
+    Several reference columns may be given; in JSONL and Parquet a reference cell may also
+    hold a list of strings. ``input`` and ``id`` are optional unless ``*_required``.
+    """
+
+    output: str = "output"
+    references: tuple[str, ...] = ("reference",)
+    input: str = "input"
+    id: str = "id"
+    input_required: bool = False
+    id_required: bool = False
+
+
+DEFAULT_COLUMNS = Columns()
+
+
+@dataclass(frozen=True)
+class EvalDef:
+    """An eval as a run uses it: references, threshold, optional input scope, scorer options."""
+
+    name: str
+    references: tuple[str, ...]
+    threshold: float = DEFAULT_THRESHOLD
+    input_scope: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a worker needs to score a chunk (picklable; shipped once per worker)."""
+
+    source: str
+    fmt: str
+    out_fmt: str | None = None
+    columns: Columns = DEFAULT_COLUMNS
+    threshold: float = DEFAULT_THRESHOLD
+    options: tuple[tuple[str, Any], ...] = ()
+    evals: tuple[EvalDef, ...] = ()
+    on_error: str = "fail"
+    junit: bool = False
+    keys: bool = False
+    store: bool = False
+    collect: str | None = None
+    worst: int = 5
+    top_missing: int = TOP_MISSING
+    header: tuple[str, ...] = ()
+    out_fields: tuple[str, ...] = ()
+    delimiter: str = ","
+    quoting: bool = True
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def result_fields(self) -> tuple[str, ...]:
+        return RESULT_FIELDS + (EVAL_FIELDS if self.evals else ())
+
+
+@dataclass
+class Chunk:
+    """A slice of the input: raw JSONL lines, parsed CSV records, or an Arrow record batch."""
+
+    index: int
+    start: int  # line number (JSONL, CSV) or row number (Parquet) of the first entry, 1-based
+    ordinal: int  # data rows before this chunk
+    lines: list[bytes] | None = None
+    records: list[tuple[int, list[str]]] | None = None
+    batch: Any = None
+    nbytes: int = 0
+    nrows: int = 0
+
+
+@dataclass
+class WorstCase:
+    """One of the run's lowest-scoring results (texts cut to 300 characters)."""
+
+    where: str
+    id: str | None
+    input: str | None
+    output: str | None
+    score: float
+    passed: bool
+    threshold: float
+    eval: str | None
+    matched_index: int
+    missing_terms: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "where": self.where,
+            "id": self.id,
+            "input": self.input,
+            "output": self.output,
+            "score": self.score,
+            "pass": self.passed,
+            "threshold": self.threshold,
+            "eval": self.eval,
+            "matched_index": self.matched_index,
+            "missing_terms": self.missing_terms,
+        }
+
+
+@dataclass
+class ChunkOut:
+    """What scoring a chunk gives back: serialised result rows and bounded statistics."""
+
+    index: int
+    rows: int = 0
+    results: int = 0
+    passed: int = 0
+    score_sum: float = 0.0
+    data: bytes = b""
+    batch: Any = None
+    junit: bytes = b""
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    worst: list[WorstCase] = field(default_factory=list)
+    # every missing term named, in row order (tallied by the run: counting a list is done in
+    # C, merging counters is a Python loop)
+    missing: list[str] = field(default_factory=list)
+    per_eval: dict[str, list[float]] = field(default_factory=dict)
+    unmatched: int = 0
+    cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
+    # rows to store, in ``simeval.service.runs.STORE_COLUMNS`` order
+    store_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    store_blob: bytes = b""  # store_rows pickled by a pool worker (see runs.execute)
+    collected: list[tuple[str, Any, float]] = field(default_factory=list)
+    nbytes: int = 0
+
+
+class RowError(Exception):
+    """A bad row: where it is (file and line or row) and what is wrong with it."""
+
+    def __init__(self, where: str, message: str):
+        super().__init__(where, message)
+        self.where = where
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+def load_evals(path: str) -> tuple[EvalDef, ...]:
+    """The evals of an eval definitions file (YAML or JSON, as ``simeval evals export`` writes).
+
+    Archived evals are left out; draft and active ones are used, since a file kept in version
+    control is the definition a CI run checks. Errors name the file and the eval.
+    """
+    from simeval.scoring.scorer import read_text_file
+    from simeval.service import parse_evals_document, validate_evals_document
+
+    doc = parse_evals_document(read_text_file(path, "evals"), path)
+    entries = validate_evals_document(doc, path)
+    evals = tuple(
+        EvalDef(
+            name=e["name"],
+            references=tuple(e["references"]),
+            threshold=e["threshold"],
+            input_scope=e["input_scope"],
+            options=tuple(sorted(e["options"].items())),
+        )
+        for e in entries
+        if e["status"] != "archived"
+    )
+    if not evals:
+        raise InvalidInput(f"{path}: no evals to run (the file has none that is not archived)")
+    return evals

@@ -1,0 +1,208 @@
+"""The store: SQLAlchemy 2 models, the database engine and its Alembic migrations.
+
+Everything that touches SQL lives here; ``simeval.service`` (and the run writer, through the
+service's run part) is the only caller. SQLite is the embedded default; PostgreSQL
+(``postgresql+psycopg://...``, the ``simeval[postgres]`` extra) is the team store, tested by
+the same suites.
+
+- ``models``: the tables (``Eval``, ``Capture``, ``Result``, ...).
+- ``engine``: database URLs, SQLite's set-up (WAL, busy timeout, ``BEGIN IMMEDIATE``), the
+  check of a SQLite file, what a driver error means (``database_problem``, ``is_locked``).
+- ``migrate``: the packaged migrations (``migrations/``), run when a database is opened.
+- ``database``: ``Store``, one database's read, write and driver-level write transactions.
+- ``sql``: the inserts written through the driver (the hot paths), the trend's time buckets.
+- ``packing``: the packed form of a capture's results.
+
+Each name is imported from its module on first use, so a process pays only for the parts it
+uses: the packing alone needs no SQLAlchemy, the engine's helpers no ORM.
+
+>>> from simeval.store import Store, head_revision, resolve_db_url
+>>> store = Store(resolve_db_url(":memory:"))
+>>> store.revision() == head_revision()
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simeval.store.database import CAPTURE_LOCK, Store
+    from simeval.store.engine import (
+        BUSY_TIMEOUT_S,
+        QUICK_CHECK_BYTES,
+        DatabaseBusyError,
+        check_sqlite_file,
+        database_problem,
+        default_db_path,
+        describe_url,
+        is_locked,
+        make_engine,
+        resolve_db_url,
+    )
+    from simeval.store.migrate import (
+        HEAD_REVISION,
+        MIGRATE_LOCK,
+        MIGRATIONS_DIR,
+        alembic_config,
+        head_revision,
+        upgrade,
+    )
+    from simeval.store.models import (
+        Base,
+        Capture,
+        Eval,
+        EvalTest,
+        EvalVersion,
+        Result,
+        Review,
+        Run,
+        Setting,
+        TrendRollup,
+        captures_table,
+        results_table,
+    )
+    from simeval.store.packing import (
+        PACK_HEAD,
+        PACK_VERSION,
+        PackedResults,
+        f64_bytes,
+        i32_bytes,
+        le_bytes,
+        pack_parts,
+        pack_results,
+        packed_fingerprints,
+        pick_entries,
+        unpack_results,
+    )
+    from simeval.store.sql import (
+        bind_processor,
+        bucket_start,
+        bulk_insert,
+        insert_row,
+        parse_bucket,
+    )
+
+_MODULES = {
+    "simeval.store.database": ("CAPTURE_LOCK", "Store"),
+    "simeval.store.engine": (
+        "BUSY_TIMEOUT_S",
+        "DatabaseBusyError",
+        "QUICK_CHECK_BYTES",
+        "check_sqlite_file",
+        "database_problem",
+        "default_db_path",
+        "describe_url",
+        "is_locked",
+        "make_engine",
+        "resolve_db_url",
+    ),
+    "simeval.store.migrate": (
+        "HEAD_REVISION",
+        "MIGRATE_LOCK",
+        "MIGRATIONS_DIR",
+        "alembic_config",
+        "head_revision",
+        "upgrade",
+    ),
+    "simeval.store.models": (
+        "Base",
+        "Capture",
+        "Eval",
+        "EvalTest",
+        "EvalVersion",
+        "Result",
+        "Review",
+        "Run",
+        "Setting",
+        "TrendRollup",
+        "captures_table",
+        "results_table",
+    ),
+    "simeval.store.packing": (
+        "PACK_HEAD",
+        "PACK_VERSION",
+        "PackedResults",
+        "f64_bytes",
+        "i32_bytes",
+        "le_bytes",
+        "pack_parts",
+        "pack_results",
+        "packed_fingerprints",
+        "pick_entries",
+        "unpack_results",
+    ),
+    "simeval.store.sql": (
+        "bind_processor",
+        "bucket_start",
+        "bulk_insert",
+        "insert_row",
+        "parse_bucket",
+    ),
+}
+# Each public name and the module it comes from, imported on first use (see the module doc).
+_HOMES = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "CAPTURE_LOCK",
+    "HEAD_REVISION",
+    "MIGRATE_LOCK",
+    "MIGRATIONS_DIR",
+    "PACK_HEAD",
+    "PACK_VERSION",
+    "QUICK_CHECK_BYTES",
+    "Base",
+    "Capture",
+    "DatabaseBusyError",
+    "Eval",
+    "EvalTest",
+    "EvalVersion",
+    "PackedResults",
+    "Result",
+    "Review",
+    "Run",
+    "Setting",
+    "Store",
+    "TrendRollup",
+    "alembic_config",
+    "bind_processor",
+    "bucket_start",
+    "bulk_insert",
+    "captures_table",
+    "check_sqlite_file",
+    "database_problem",
+    "default_db_path",
+    "describe_url",
+    "f64_bytes",
+    "head_revision",
+    "i32_bytes",
+    "insert_row",
+    "is_locked",
+    "le_bytes",
+    "make_engine",
+    "pack_parts",
+    "pack_results",
+    "packed_fingerprints",
+    "parse_bucket",
+    "pick_entries",
+    "resolve_db_url",
+    "results_table",
+    "unpack_results",
+    "upgrade",
+]

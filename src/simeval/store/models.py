@@ -1,0 +1,252 @@
+"""The tables: SQLAlchemy 2 declarative models of every table simeval stores.
+
+The schema itself is made by the migrations (``simeval/store/migrations``); these models
+describe its newest revision (add a migration with every change here). Captured results are
+not rows of ``results``: they are packed on their capture (``Capture.scores``, see
+``simeval.store.packing``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention, so migrations name constraints the same
+    way on every backend."""
+
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class Eval(Base):
+    """An eval definition: the current version's fields, plus status and counters."""
+
+    __tablename__ = "evals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    type: Mapped[str] = mapped_column(String(32), default="similarity")
+    status: Mapped[str] = mapped_column(String(16), default="draft")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    # "references" is an SQL keyword; the column gets a name no dialect has to quote
+    references: Mapped[list[str]] = mapped_column("reference_answers", JSON)
+    threshold: Mapped[float] = mapped_column(Float)
+    input_scope: Mapped[str | None] = mapped_column(Text, nullable=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+    # the version that scores captures while a newer one is pending (migration 0004); None:
+    # the current version
+    active_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class EvalVersion(Base):
+    """One version of an eval, kept forever, with what changed from the previous one."""
+
+    __tablename__ = "eval_versions"
+    __table_args__ = (UniqueConstraint("eval_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    references: Mapped[list[str]] = mapped_column("reference_answers", JSON)
+    threshold: Mapped[float] = mapped_column(Float)
+    input_scope: Mapped[str | None] = mapped_column(Text, nullable=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    changes: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class EvalTest(Base):
+    """A dry run of an eval version on a sample input and output."""
+
+    __tablename__ = "eval_tests"
+    __table_args__ = (Index("ix_eval_tests_eval_id_version", "eval_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    input: Mapped[str] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(Text)
+    score: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    threshold: Mapped[float] = mapped_column(Float)
+    matched_index: Mapped[int] = mapped_column(Integer)
+    explanation: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    in_scope: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Capture(Base):
+    """One engine response."""
+
+    __tablename__ = "captures"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    input: Mapped[str] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(Text)
+    conversation_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
+    captured_at: Mapped[datetime] = mapped_column(DateTime)
+    evaluated: Mapped[bool] = mapped_column(Boolean)
+    # the capture's results, packed (``pack_results``; migration 0003): one row written per
+    # capture however many evals scored it, so a capture's cost does not grow with the evals
+    # or scatter writes across an index per eval
+    scores: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    # a client-given key (migration 0004): a retried or replayed capture is stored once
+    capture_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+class Run(Base):
+    """A batch of results scored together from a data-set file."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(Text)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    # running, complete or interrupted (migration 0004), with the last sign of life
+    status: Mapped[str] = mapped_column(String(16), default="complete", server_default="complete")
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # its rows' count, passed count and sum of scores, kept by every write of its rows in the
+    # same transaction (migration 0005): listing runs reads these, not every row; null for a
+    # run whose rows were written otherwise (then they are counted)
+    results_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    passed_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    score_sum: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Result(Base):
+    """One scored data-set row of a run (``id`` "r<id>" in the service).
+
+    A run's row carries its own ``input``, ``output``, ``reference`` and ``explanation``.
+    Captured results are not rows here: they are packed on their capture (``Capture.scores``,
+    since migration 0003; ``capture_id`` is no longer written). The automated ``score`` and
+    ``passed`` never change; a review overrides them in every view.
+    """
+
+    __tablename__ = "results"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    capture_id: Mapped[int | None] = mapped_column(
+        ForeignKey("captures.id", ondelete="CASCADE"), nullable=True
+    )
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), nullable=True
+    )
+    eval_id: Mapped[int | None] = mapped_column(ForeignKey("evals.id"), nullable=True)
+    eval_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    eval_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    score: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    threshold: Mapped[float] = mapped_column(Float)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    matched_index: Mapped[int] = mapped_column(Integer)
+    input: Mapped[str | None] = mapped_column(Text, nullable=True)
+    output: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reference: Mapped[str | None] = mapped_column(Text, nullable=True)
+    explanation: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+results_table = cast(Table, Result.__table__)
+captures_table = cast(Table, Capture.__table__)
+_results = results_table.c
+Index("ix_captures_capture_key", captures_table.c.capture_key, unique=True)
+Index("ix_captures_captured_at", captures_table.c.captured_at)
+Index("ix_runs_created_at", Run.__table__.c.created_at)
+# Only run rows carry a run id: a partial index costs captures nothing.
+Index(
+    "ix_results_run_id",
+    _results.run_id,
+    sqlite_where=_results.run_id.isnot(None),
+    postgresql_where=_results.run_id.isnot(None),
+)
+# Added by migration 0002: listing newest first. (Its per-eval index went in 0003: every
+# capture wrote one entry per eval into pages scattered across it.)
+Index("ix_results_created_at", _results.created_at)
+Index("ix_captures_conversation_id", captures_table.c.conversation_id)
+
+
+class Review(Base):
+    """A person's override of a result's score (one per result; a new review replaces it).
+
+    ``result_key`` is the result's id as the service shows it: "<capture>-<eval>" for a
+    captured result (``capture_id``, ``eval_id`` set), "r<row>" for a run row (``result_id``).
+    """
+
+    __tablename__ = "reviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    result_id: Mapped[int | None] = mapped_column(
+        ForeignKey("results.id", ondelete="CASCADE"), unique=True, nullable=True
+    )
+    result_key: Mapped[str] = mapped_column(String(64), unique=True)
+    capture_id: Mapped[int | None] = mapped_column(
+        ForeignKey("captures.id", ondelete="CASCADE"), nullable=True
+    )
+    eval_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    score: Mapped[float] = mapped_column(Float)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+Index("ix_reviews_capture_id", Review.__table__.c.capture_id)
+
+
+class TrendRollup(Base):
+    """Captured results summed per UTC hour, eval, eval version and scorer fingerprint.
+
+    Kept by ``roll_up`` from the captures after a watermark (the setting ``rollup_upto``, the
+    last capture id summed), so a capture writes nothing here; a trend reads a few hundred of
+    these rows instead of every result. Automated scores only: reviews are applied on read.
+    """
+
+    __tablename__ = "trend_rollup"
+
+    bucket: Mapped[datetime] = mapped_column(DateTime, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    eval_version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    total: Mapped[float] = mapped_column(Float)
+    passes: Mapped[int] = mapped_column(Integer)
+
+
+class Setting(Base):
+    """A key/value setting (added by migration 0002); values are JSON."""
+
+    __tablename__ = "settings"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON, nullable=True)

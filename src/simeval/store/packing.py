@@ -1,0 +1,178 @@
+"""The packed form of a capture's results (``Capture.scores``, migration 0003).
+
+One capture's results for every eval that scored it are one blob on the capture's row, so a
+capture writes one row however many evals scored it. The layout, all little-endian::
+
+    header   uint8 format version (``PACK_VERSION``), uint8 0, uint16 fingerprints, uint32 n
+    then each scorer fingerprint: uint8 length, ASCII bytes
+    then n entries per column: int64 eval ids, int32 versions, float64 scores,
+        float64 thresholds, int32 matched reference, uint8 passed, uint8 fingerprint index
+
+The column primitives (``le_bytes``, ``f64_bytes``, ``i32_bytes``, ``pick_entries``) are here
+too: the capture's hot path (``simeval.service.capture``) builds the columns itself, from the
+eval-set engine's score arrays, without a per-result object. Nothing here touches SQL.
+
+>>> unpack_results(pack_results([(3, 1, 0.5, False, 0.8, 0, "abc")])).scores[0]
+0.5
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from simeval.errors import InvalidInput, SimevalError
+
+PACK_VERSION = 1
+PACK_HEAD = struct.Struct("<BBHI")  # format version, 0, fingerprints, results
+LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+def le_bytes(values: array[Any]) -> bytes:
+    """An array's bytes in little-endian order (the stored form on every machine)."""
+    if not LITTLE_ENDIAN:  # pragma: no cover - big-endian machines
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def f64_bytes(values: Sequence[float]) -> bytes:
+    """Floats as a stored float64 column; a memoryview of native doubles (the eval-set
+    engine's scores) is copied as it is on a little-endian machine."""
+    if isinstance(values, memoryview) and LITTLE_ENDIAN:
+        return values.tobytes()
+    return le_bytes(array("d", values))
+
+
+def i32_bytes(values: Sequence[int]) -> bytes:
+    """Integers as a stored int32 column (a memoryview of native int32 copied as it is)."""
+    if isinstance(values, memoryview) and LITTLE_ENDIAN:
+        return values.tobytes()
+    return le_bytes(array("i", values))
+
+
+def pick_entries(column: bytes, members: list[int], width: int) -> bytes:
+    """The entries ``members`` (in that order) of a stored column of ``width``-byte entries."""
+    return b"".join(column[m * width : (m + 1) * width] for m in members)
+
+
+@dataclass(frozen=True)
+class PackedResults:
+    """A capture's results, column by column (``unpack_results``). Entry ``i`` is one eval's
+    result: ``eval_ids[i]``, ``versions[i]``, ``scores[i]``, ... ``fingerprints[fp_index[i]]``.
+    """
+
+    eval_ids: Sequence[int]
+    versions: Sequence[int]
+    scores: Sequence[float]
+    thresholds: Sequence[float]
+    matched: Sequence[int]
+    passed: bytes
+    fp_index: bytes
+    fingerprints: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.eval_ids)
+
+    def position(self, eval_id: int) -> int:
+        """The entry of ``eval_id``, or -1."""
+        try:
+            return list(self.eval_ids).index(eval_id)
+        except ValueError:
+            return -1
+
+    def rows(self) -> Iterator[tuple[int, int, float, bool, float, int, str]]:
+        """(eval id, version, score, passed, threshold, matched index, fingerprint) per entry."""
+        fps = self.fingerprints
+        for i in range(len(self.eval_ids)):
+            yield (
+                self.eval_ids[i],
+                self.versions[i],
+                self.scores[i],
+                bool(self.passed[i]),
+                self.thresholds[i],
+                self.matched[i],
+                fps[self.fp_index[i]],
+            )
+
+
+def pack_parts(
+    fingerprints: Sequence[str],
+    eval_ids: bytes,
+    versions: bytes,
+    scores: bytes,
+    thresholds: bytes,
+    matched: bytes,
+    passed: bytes,
+    fp_index: bytes,
+) -> bytes:
+    """The stored form from its columns, each already in its little-endian array form
+    (int64 ids, int32 versions, float64 scores and thresholds, int32 matched, uint8 passed and
+    fingerprint index): the capture's hot path builds them without a per-result object."""
+    n = len(passed)
+    head = [PACK_HEAD.pack(PACK_VERSION, 0, len(fingerprints), n)]
+    for fp in fingerprints:
+        raw = fp.encode("ascii")
+        head.append(bytes((len(raw),)) + raw)
+    return b"".join((*head, eval_ids, versions, scores, thresholds, matched, passed, fp_index))
+
+
+def pack_results(rows: Iterable[tuple[int, int, float, bool, float, int, str]]) -> bytes:
+    """Pack (eval id, version, score, passed, threshold, matched index, fingerprint) rows.
+
+    >>> unpack_results(pack_results([(3, 1, 0.5, False, 0.8, 0, "abc")])).scores[0]
+    0.5
+    """
+    rows = list(rows)
+    fps: dict[str, int] = {}
+    for r in rows:
+        fps.setdefault(r[6], len(fps))
+    if len(fps) > 255:
+        raise InvalidInput("more than 255 scorer fingerprints in one capture")
+    return pack_parts(
+        list(fps),
+        le_bytes(array("q", (r[0] for r in rows))),
+        le_bytes(array("i", (r[1] for r in rows))),
+        le_bytes(array("d", (r[2] for r in rows))),
+        le_bytes(array("d", (r[4] for r in rows))),
+        le_bytes(array("i", (r[5] for r in rows))),
+        bytes(bool(r[3]) for r in rows),
+        bytes(fps[r[6]] for r in rows),
+    )
+
+
+def packed_fingerprints(blob: bytes, nfp: int) -> tuple[list[str], int]:
+    """The ``nfp`` scorer fingerprints of a packed capture, and where its columns start."""
+    at = PACK_HEAD.size
+    fps = []
+    for _ in range(nfp):
+        size = blob[at]
+        fps.append(blob[at + 1 : at + 1 + size].decode("ascii"))
+        at += 1 + size
+    return fps, at
+
+
+def unpack_results(blob: bytes | None) -> PackedResults:
+    """The columns of a packed capture (an empty set for ``None``)."""
+    if not blob:
+        return PackedResults((), (), (), (), (), b"", b"", ())
+    blob = bytes(blob)
+    version, _, nfp, n = PACK_HEAD.unpack_from(blob)
+    if version != PACK_VERSION:
+        raise SimevalError(f"packed results of format {version}, unknown to this simeval")
+    fps, at = packed_fingerprints(blob, nfp)
+    cols: list[Any] = []
+    for code, width in (("q", 8), ("i", 4), ("d", 8), ("d", 8), ("i", 4)):
+        arr = array(code)
+        arr.frombytes(blob[at : at + n * width])
+        if not LITTLE_ENDIAN:  # pragma: no cover - big-endian machines
+            arr.byteswap()
+        cols.append(arr)
+        at += n * width
+    passed, fp_index = blob[at : at + n], blob[at + n : at + 2 * n]
+    ids, versions, scores, thresholds, matched = cols
+    return PackedResults(ids, versions, scores, thresholds, matched, passed, fp_index, tuple(fps))

@@ -1,0 +1,152 @@
+"""The SQL written below the ORM: driver-level inserts compiled once, and the dialect-specific
+time buckets.
+
+The capture's hot path and a run's rows insert through the driver (``insert_row``,
+``bulk_insert``) with a statement SQLAlchemy compiled once per dialect, table and column set:
+SQLAlchemy's per-statement and per-row work cost more than the statements. The SQL the service
+builds otherwise is portable; ``bucket_start`` is the one expression that differs between
+SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, Integer, String, Table, Text, bindparam, func, insert
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from simeval.errors import InvalidInput
+
+_NATIVE = (
+    Integer,
+    Float,
+    String,
+    Text,
+    Boolean,
+)  # the drivers take these Python values as they are
+_BULK_CACHE: dict[tuple[str, str, tuple[str, ...]], tuple[str, list[str], list[Any]]] = {}
+
+
+def bind_processor(column: ColumnElement[Any], dialect: Any) -> Callable[[Any], Any] | None:
+    """How ``dialect`` converts ``column``'s Python values before the driver sees them (a date
+    to SQLAlchemy's text of it on SQLite, a JSON value to its text); None when none is needed."""
+    return column.type.dialect_impl(dialect).bind_processor(dialect)
+
+
+def _compiled_insert(
+    dialect: Any, table: Table, names: tuple[str, ...], returning: bool = False
+) -> tuple[str, list[str], list[Any]]:
+    """An INSERT of ``names`` compiled once per dialect: SQL, parameter order, and the bind
+    processor of each column that needs one (dates, JSON; None for plain values)."""
+    key = (dialect.name, table.name + ("+id" if returning else ""), names)
+    cached = _BULK_CACHE.get(key)
+    if cached is None:
+        stmt = insert(table).values({n: bindparam(n) for n in names})
+        if returning:
+            stmt = stmt.returning(table.c.id)
+        compiled = stmt.compile(dialect=dialect)
+        order = list(compiled.positiontup or []) if dialect.positional else list(names)
+        processors = []
+        for n in names:
+            col_type = table.c[n].type
+            native = isinstance(col_type, _NATIVE) and not isinstance(col_type, JSON)
+            processors.append(None if native else bind_processor(table.c[n], dialect))
+        cached = (str(compiled), order, processors)
+        _BULK_CACHE[key] = cached
+    return cached
+
+
+def insert_row(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any]) -> int:
+    """Insert one row through a driver cursor with a cached statement; returns its ``id``.
+
+    The capture's hot path: the same work as an ORM or Core insert without compiling or
+    processing the statement again on each call.
+    """
+    names = tuple(values)
+    sql, order, processors = _compiled_insert(dialect, table, names, returning=True)
+    converted = {
+        n: (p(values[n]) if p is not None and values[n] is not None else values[n])
+        for n, p in zip(names, processors, strict=True)
+    }
+    params: Any = tuple(converted[n] for n in order) if dialect.positional else converted
+    cursor.execute(sql, params)
+    return int(cursor.fetchone()[0])
+
+
+def bulk_insert(
+    conn: Connection,
+    table: Table,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    constants: Mapping[str, Any] | None = None,
+) -> int:
+    """Insert many rows with one driver-level ``executemany``; returns the row count.
+
+    ``rows`` are tuples in the order of ``columns``; ``constants`` are values shared by every
+    row (bound once). SQLAlchemy's per-row parameter processing is the cost this avoids: the
+    values of plain columns (numbers, text, booleans) go to the driver as they are, and only
+    columns whose type needs conversion (dates, JSON) are converted, once per value.
+    """
+    if not rows:
+        return 0
+    const = dict(constants or {})
+    names = tuple(columns) + tuple(const)
+    dialect = conn.dialect
+    sql, order, processors = _compiled_insert(dialect, table, names)
+    ncols = len(columns)
+    const_values = []
+    for i, n in enumerate(const, start=ncols):
+        proc = processors[i]
+        value = const[n]
+        const_values.append(proc(value) if proc is not None and value is not None else value)
+    row_procs = [(i, p) for i, p in enumerate(processors[:ncols]) if p is not None]
+    if row_procs:
+        converted: list[Sequence[Any]] = []
+        for row in rows:
+            r = list(row)
+            for i, p in row_procs:
+                if r[i] is not None:
+                    r[i] = p(r[i])
+            converted.append(r)
+        rows = converted
+    tail = tuple(const_values)
+    if dialect.positional:
+        position = {n: i for i, n in enumerate(names)}
+        if order == list(names):
+            params: list[Any] = [tuple(r) + tail for r in rows]
+        else:
+            idx = [position[n] for n in order]
+            if len(idx) == 1:  # itemgetter of one index gives the value, not a tuple
+                params = [((tuple(r) + tail)[idx[0]],) for r in rows]
+            else:
+                pick = operator.itemgetter(*idx)
+                params = [pick(tuple(r) + tail) for r in rows]
+    else:
+        params = [dict(zip(names, tuple(r) + tail, strict=True)) for r in rows]
+    conn.exec_driver_sql(sql, params)
+    return len(rows)
+
+
+def bucket_start(dialect: str, bucket: str, column: Any) -> ColumnElement[Any]:
+    """SQL for the start of the UTC hour, day or week (Monday) that ``column`` falls in."""
+    if dialect == "sqlite":
+        if bucket == "hour":
+            return func.strftime("%Y-%m-%d %H:00:00", column)
+        if bucket == "day":
+            return func.strftime("%Y-%m-%d 00:00:00", column)
+        # 'weekday 0' moves forward to Sunday (or stays), then back to that week's Monday
+        return func.strftime("%Y-%m-%d 00:00:00", column, "weekday 0", "-6 days")
+    if dialect == "postgresql":
+        return func.date_trunc(bucket, column)
+    raise InvalidInput(f"trends are not supported on the {dialect} backend")
+
+
+def parse_bucket(value: Any) -> datetime:
+    """A bucket start as returned by ``bucket_start`` (a string on SQLite)."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    return datetime.fromisoformat(str(value))

@@ -1,0 +1,31 @@
+"""Conversations: the list, most recently active first, and one conversation's turns."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from simeval.web.pages._render import PER_PAGE, page_count, render, service_of
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/conversations")
+def conversations_page(request: Request, page: int = 1) -> Response:
+    """Conversations, most recently active first."""
+    service = service_of(request)
+    page = max(page, 1)
+    items = service.list_conversations(limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
+    total = service.count_conversations()
+    return render(
+        request,
+        "conversations.html",
+        {"items": items, "total": total, "page": page, "pages": page_count(total)},
+    )
+
+
+@router.get("/conversations/{conversation_id}")
+def conversation_page(request: Request, conversation_id: str) -> Response:
+    """A conversation's turns in order with each eval's verdict."""
+    conv = service_of(request).get_conversation(conversation_id)
+    return render(request, "conversation.html", {"conv": conv})

@@ -1,0 +1,120 @@
+"""The similarity eval's definition form: reading it (name, references, threshold, scope, the
+advanced scorer options) and the values it is filled with (blank, from an eval, or as the user
+sent it after an error)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.datastructures import FormData
+
+from simeval.errors import InvalidOption
+from simeval.scoring.analyzer import LANGUAGES
+from simeval.scoring.options import (
+    DEFAULT_THRESHOLD,
+    DEFAULTS,
+    OPTION_HELP,
+    band,
+    check_threshold,
+)
+from simeval.service.models import EvalOut
+from simeval.web.pages._render import form_text
+
+
+def _int_option(form: FormData, key: str) -> int:
+    raw = form_text(form, key).strip()
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidOption(f"option {key!r} must be a whole number, not {raw!r}") from None
+
+
+def _options(form: FormData) -> dict[str, Any] | None:
+    """Scorer options from the form's advanced section (only those that differ from defaults)."""
+    if form_text(form, "advanced") != "1":
+        return None
+    given: dict[str, Any] = {
+        "language": form_text(form, "language") or DEFAULTS["language"],
+        "stemming": form.get("stemming") is not None,
+        "prefix": _int_option(form, "prefix"),
+        "stop_words": _int_option(form, "stop_words"),
+        "ngram": _int_option(form, "ngram"),
+        "sublinear_tf": form.get("sublinear_tf") is not None,
+        "idf": form_text(form, "idf").strip() or DEFAULTS["idf"],
+    }
+    return {k: v for k, v in given.items() if v != DEFAULTS[k]}
+
+
+def definition(form: FormData) -> dict[str, Any]:
+    """The eval the form defines: name, references, threshold, input scope, options (checked;
+    a bad threshold or option raises ``InvalidOption``)."""
+    refs = [r for r in form.getlist("references") if isinstance(r, str) and r.strip()]
+    return {
+        "name": form_text(form, "name").strip(),
+        "references": refs,
+        "threshold": check_threshold(form_text(form, "threshold").strip()),
+        "input_scope": form_text(form, "input_scope").strip() or None,
+        "options": _options(form),
+    }
+
+
+def form_values(form: FormData | None, ev: EvalOut | None = None) -> dict[str, Any]:
+    """Values to refill the definition form with (after an error, or from the eval)."""
+    if form is not None:
+        return _sent_values(form)
+    if ev is not None:
+        return {
+            "name": ev.name,
+            "references": list(ev.references) or [""],
+            "threshold": f"{ev.threshold:.2f}",
+            "input_scope": ev.input_scope or "",
+            "options": {**DEFAULTS, **{k: v for k, v in ev.options.items() if v is not None}},
+        }
+    return {
+        "name": "",
+        "references": [""],
+        "threshold": f"{DEFAULT_THRESHOLD:.2f}",
+        "input_scope": "",
+        "options": dict(DEFAULTS),
+    }
+
+
+def _sent_values(form: FormData) -> dict[str, Any]:
+    # as the user typed them, unchecked: the form is shown again with its error
+    options: dict[str, Any] = dict(DEFAULTS)
+    if form_text(form, "advanced") == "1":
+        options.update(
+            language=form_text(form, "language") or DEFAULTS["language"],
+            stemming=form.get("stemming") is not None,
+            prefix=form_text(form, "prefix"),
+            stop_words=form_text(form, "stop_words"),
+            ngram=form_text(form, "ngram"),
+            sublinear_tf=form.get("sublinear_tf") is not None,
+            idf=form_text(form, "idf") or DEFAULTS["idf"],
+        )
+    refs = [r for r in form.getlist("references") if isinstance(r, str)]
+    return {
+        "name": form_text(form, "name"),
+        "references": [r for r in refs if r.strip()] or [""],
+        "threshold": form_text(form, "threshold") or f"{DEFAULT_THRESHOLD:.2f}",
+        "input_scope": form_text(form, "input_scope"),
+        "options": options,
+    }
+
+
+def form_context(values: dict[str, Any]) -> dict[str, Any]:
+    """The template context of the definition form filled with ``values``."""
+    return {
+        "values": values,
+        "languages": sorted(LANGUAGES),
+        "option_help": OPTION_HELP,
+        "band_now": band(_safe_float(values["threshold"], DEFAULT_THRESHOLD)),
+    }
+
+
+def _safe_float(value: Any, default: float) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return default
+    return out if 0.0 <= out <= 1.0 else default

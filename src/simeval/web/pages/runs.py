@@ -1,0 +1,49 @@
+"""Data-set run pages: the stored runs, newest first, and one run with its worst cases, its
+results and "compare with…" another run."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from simeval.web.pages._render import PER_PAGE, page_count, render, service_of
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/runs")
+def runs_page(request: Request, page: int = 1) -> Response:
+    """Stored data-set runs, newest first."""
+    service = service_of(request)
+    page = max(page, 1)
+    items = service.list_runs(limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
+    total = service.count_runs()
+    return render(
+        request,
+        "runs.html",
+        {"items": items, "total": total, "page": page, "pages": page_count(total)},
+    )
+
+
+@router.get("/runs/{run_id}")
+def run_page(request: Request, run_id: int, page: int = 1) -> Response:
+    """A stored run: summary, worst cases, its results, and "compare with…" another run."""
+    service = service_of(request)
+    run = service.get_run(run_id)
+    page = max(page, 1)
+    results = service.list_results(
+        run_id=run_id, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, explain=False
+    )
+    others = [r for r in service.list_runs(limit=50) if r.id != run_id]
+    return render(
+        request,
+        "run.html",
+        {
+            "run": run,
+            "worst": service.run_worst(run_id, 5),
+            "results": results,
+            "others": others,
+            "page": page,
+            "pages": page_count(run.results),
+        },
+    )

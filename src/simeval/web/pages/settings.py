@@ -1,0 +1,71 @@
+"""The settings page: automatic evaluation, retention, cleanup now, and where the store is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from simeval.errors import InvalidInput, SimevalError
+from simeval.scoring.options import RETENTION_CHOICES
+from simeval.service.database import describe_url
+from simeval.web.pages._render import form_text, redirect, render, service_of
+from simeval.web.security import checked_form
+
+router = APIRouter(include_in_schema=False)
+
+RETENTION_LABELS = [(None, "Keep forever")] + [(d, f"{d} days") for d in RETENTION_CHOICES]
+
+
+def _settings_page(
+    request: Request, error: str | None = None, status: int = 200, cleaned: Any = None
+) -> Response:
+    service = service_of(request)
+    return render(
+        request,
+        "settings.html",
+        {
+            "settings": service.get_settings(),
+            "choices": RETENTION_LABELS,
+            "error": error,
+            "cleaned": cleaned,
+            "db_url": describe_url(service.url),  # a server URL's password hidden
+            # where engines connect: this server's address as the browser reached it
+            "server_url": str(request.base_url).rstrip("/"),
+            "upstream": getattr(getattr(request.app.state, "proxy", None), "upstream", None),
+        },
+        status=status,
+    )
+
+
+@router.get("/settings")
+def settings_page(request: Request) -> Response:
+    """Automatic evaluation and retention."""
+    return _settings_page(request)
+
+
+@router.post("/settings")
+async def save_settings(request: Request) -> Response:
+    """Save the settings form."""
+    form = await checked_form(request)
+    raw = form_text(form, "retention_days")
+    try:
+        try:
+            retention = int(raw) if raw else None
+        except ValueError:
+            raise InvalidInput(f"retention must be a number of days, not {raw!r}") from None
+        service_of(request).update_settings(
+            auto_evaluate=form.get("auto_evaluate") is not None, retention_days=retention
+        )
+    except SimevalError as exc:
+        return _settings_page(request, str(exc), exc.status_code)
+    return redirect("/settings", "settings")
+
+
+@router.post("/settings/cleanup")
+async def run_cleanup(request: Request) -> Response:
+    """Delete what is older than the retention period, now."""
+    await checked_form(request)
+    out = service_of(request).cleanup()
+    return _settings_page(request, cleaned=out)
