@@ -18,8 +18,15 @@ two runs made back to back, first one then the other in turn (the machine may be
 its speed drift: absolute speeds are noise, ratios of runs made back to back are the figures).
 The load average is printed beside them.
 
+With ``--baselines`` it measures instead what a baseline costs (issue 21): the rows stored
+once (`simeval run FILE --store`, which also writes the results file), then in interleaved
+rounds `simeval run FILE --baseline run:latest` (the stored run read back from the database)
+against `simeval run FILE --baseline RESULTS` (the same rows' results file); the figure is
+the median of each round's ratio of the two, at most 2 by issue 21.
+
     .venv/bin/python benchmarks/bench_runs.py                    # 100,000 rows, 5 rounds
     .venv/bin/python benchmarks/bench_runs.py --rows 20000 --repeat 1 --json
+    .venv/bin/python benchmarks/bench_runs.py --baselines --rows 300000 --repeat 3
 
 Needs psutil (the `bench` extra).
 """
@@ -142,17 +149,77 @@ def _listed(values: list[float]) -> str:
     return " ".join(f"{v:.2f}" for v in values)
 
 
+def baselines(data: Path, rows: int, repeat: int) -> dict[str, Any]:
+    """A stored-run baseline (``run:latest``) against a results-file baseline of the same
+    rows, in interleaved rounds (ABBA); the report of ``--baselines``."""
+    simeval = str(Path(sys.executable).with_name("simeval"))
+    kinds = ("file_baseline", "stored_baseline")
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    loads: list[tuple[float, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db, results = str(Path(tmp) / "runs.db"), str(Path(tmp) / "base.results.jsonl")
+        # run:latest is the newest stored run named as the file (no --run-name without --store)
+        common = [simeval, "run", str(data), "--json", "--db", db]
+        print("storing the baseline run ...", file=sys.stderr)
+        stored = measure([*common, "--store", "-o", results])
+        assert stored["summary"]["results"] == rows, stored["summary"]
+        for r in range(repeat):
+            loads.append(os.getloadavg())
+            for kind in kinds if r % 2 == 0 else kinds[::-1]:
+                print(f"round {r + 1}/{repeat}: {kind} ...", file=sys.stderr)
+                spec = results if kind == "file_baseline" else "run:latest"
+                m = measure([*common, "--baseline", spec, "-o", str(Path(tmp) / "out.jsonl")])
+                report = m["summary"]["baseline"]
+                # both baselines hold the same rows: every case compared, none new or removed
+                assert report["compared"] == rows and report["new"] == report["removed"] == 0
+                runs[kind].append(m)
+                print(f"  {m['seconds']:.1f} s", file=sys.stderr)
+    ratios = _ratios(runs["stored_baseline"], runs["file_baseline"])
+    return {
+        "rows": rows,
+        "rounds": repeat,
+        "cores": os.cpu_count(),
+        "loadavg_per_round": loads,
+        "store_seconds": stored["seconds"],
+        "median_seconds": {k: median([m["seconds"] for m in runs[k]]) for k in kinds},
+        "stored_vs_file_baseline": median(ratios),
+        "stored_vs_file_baseline_per_round": ratios,
+        "peak_rss_mb": {k: max(m["peak_rss_mb"] for m in runs[k]) for k in kinds},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data set goes")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--baselines",
+        action="store_true",
+        help="measure a stored-run baseline against a results-file baseline instead",
+    )
     opts = parser.parse_args()
     data = Path(opts.dir) / f"simeval-bench-{opts.rows}.jsonl"
     if not data.exists():
         print(f"generating {data} ...", file=sys.stderr)
         generate(data, opts.rows)
+    if opts.baselines:
+        found = baselines(data, opts.rows, opts.repeat)
+        if opts.json:
+            print(json.dumps(found, indent=2))
+            return
+        sec = found["median_seconds"]
+        print(
+            f"{opts.rows:,} rows; {found['cores']} cores; medians of {opts.repeat} interleaved "
+            f"rounds (load average at each round "
+            + "; ".join(" ".join(f"{x:.2f}" for x in la) for la in found["loadavg_per_round"])
+            + f"): run --baseline run:latest {sec['stored_baseline']:.1f} s, --baseline "
+            f"RESULTS_FILE {sec['file_baseline']:.1f} s; ratio "
+            f"{found['stored_vs_file_baseline']:.2f} (median of the rounds' "
+            f"{_listed(found['stored_vs_file_baseline_per_round'])}; issue 21: <= 2)"
+        )
+        return
     results = Path(opts.dir) / f"simeval-bench-{opts.rows}.results.jsonl"
     simeval = str(Path(sys.executable).with_name("simeval"))
     base = [simeval, "run", str(data), "--json", "-o", str(results), "--worst", "5"]

@@ -6,13 +6,19 @@ tests and benchmark (``python tests/openai_upstream.py``; it prints ``upstream: 
   replayed request gets the same id).
 - ``Authorization: Bearer sk-test`` is required (401 otherwise, as OpenAI answers).
 - model ``"broken"``: a 500 error; a request with ``tools``: a tool call and no text;
-  model ``"hold"`` (streamed): the first chunk, then the rest only after ``POST /release``.
+  model ``"hold"`` (streamed): the first chunk, then the rest only after ``POST /release``;
+  model ``"drip"`` (streamed): 200 words, one every 20 ms, each stream's fate (finished, or
+  abandoned after N events) recorded for ``GET /debug/streams``.
+- ``POST /script`` ``{"chunks": [base64...], "content_type", "encoding", "status"}``: the next
+  request under /v1 (whatever it is, unread) gets exactly these bytes, chunk by chunk (the
+  hostile-reply tests).
 - ``GET /v1/models``; ``GET /debug/last`` the headers of the last request under /v1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import socket
@@ -54,6 +60,8 @@ def make_app() -> Any:
 
     release = asyncio.Event()
     last: dict[str, Any] = {}
+    scripted: list[dict[str, Any]] = []
+    streams: list[dict[str, Any]] = []
 
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
@@ -65,9 +73,44 @@ def make_app() -> Any:
             media_type="application/json",
         )
 
+    def script_reply() -> Response:
+        spec = scripted.pop(0)
+        chunks = [base64.b64decode(c) for c in spec["chunks"]]
+        headers = {"content-encoding": spec["encoding"]} if spec.get("encoding") else {}
+
+        async def gen() -> Any:
+            for chunk in chunks:
+                yield chunk
+                await asyncio.sleep(0.001)
+
+        return StreamingResponse(
+            gen(),
+            spec.get("status", 200),
+            headers=headers,
+            media_type=spec.get("content_type", "application/json"),
+        )
+
+    def drip(events: list[bytes]) -> StreamingResponse:
+        fate: dict[str, Any] = {"sent": 0, "of": len(events), "finished": False, "closed": False}
+        streams.append(fate)
+
+        async def gen() -> Any:
+            try:
+                for event in events:
+                    yield event
+                    fate["sent"] += 1
+                    await asyncio.sleep(0.02)
+                fate["finished"] = True
+            finally:  # finished, or cancelled: the client (the proxy) hung up
+                fate["closed"] = True
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
     async def guarded(request: Request) -> tuple[dict[str, Any] | None, Response | None]:
         last.clear()
         last.update({k: v for k, v in request.headers.items()})
+        if scripted:
+            return None, script_reply()
         if request.headers.get("authorization") != f"Bearer {KEY}":
             return None, error(401, "Incorrect API key provided.", "invalid_request_error")
         raw = await request.body()
@@ -93,6 +136,8 @@ def make_app() -> Any:
             return err or error(400, "no body", "invalid_request_error")
         cid, model, created = f"chatcmpl-{body['_id']}", body["model"], 1700000000
         text = answer(last_user(body))
+        if model == "drip":
+            text = " ".join(f"w{i}" for i in range(200))
         usage = {"prompt_tokens": 9, "completion_tokens": len(text.split()), "total_tokens": 0}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if body.get("tools"):
@@ -151,6 +196,8 @@ def make_app() -> Any:
             }
             events.append(b"data: " + dumps(obj) + b"\n\n")
         events.append(b"data: [DONE]\n\n")
+        if model == "drip":
+            return drip(events)
         return sse(events, model == "hold")
 
     async def completions(request: Request) -> Response:
@@ -211,6 +258,13 @@ def make_app() -> Any:
             return error(401, "Incorrect API key provided.", "invalid_request_error")
         return JSONResponse({"object": "list", "data": [{"id": "gpt-test", "object": "model"}]})
 
+    async def script(request: Request) -> Response:
+        scripted.append(await request.json())
+        return JSONResponse({"scripted": len(scripted)})
+
+    async def debug_streams(request: Request) -> Response:
+        return JSONResponse(streams)
+
     async def do_release(request: Request) -> Response:
         release.set()
         return JSONResponse({"released": True})
@@ -225,6 +279,8 @@ def make_app() -> Any:
             Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/release", do_release, methods=["POST"]),
+            Route("/script", script, methods=["POST"]),
+            Route("/debug/streams", debug_streams, methods=["GET"]),
             Route("/debug/last", debug_last, methods=["GET"]),
         ]
     )

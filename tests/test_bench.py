@@ -94,7 +94,13 @@ def test_quality_cjk_and_answers_beside_the_previous_default(tmp_path) -> None:
     res = CliRunner().invoke(cli, [*args, "--data", str(tmp_path / "answers"), "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
-    assert list(report["configs"]) == ["default", "previous", "pair"]
+    assert list(report["configs"]) == ["default", "cosine", "previous", "pair"]
+    at = report["configs"]["default"]["files"]["zh-toy"]["at_0.80"]
+    assert at["same_content"] == "rated >= 4 of 5" and at["positives"] == 1
+    assert at["balanced_accuracy"] == 0.5 * (at["pass_same"] + 1 - at["pass_other"])
+    assert list(at["band_mean_grade"]) == ["< 0.70", "0.70-0.79", "0.80-0.89", "0.90+"]
+    lcqmc = report["configs"]["cosine"]["files"]["zh-lcqmc-toy"]["at_0.80"]
+    assert lcqmc["same_content"].startswith("labelled 1") and "f1" in lcqmc
     assert report["options"]["previous"]["tokenizer"] == "words"
     default, previous = report["configs"]["default"], report["configs"]["previous"]
     assert default["files"]["zh-toy"]["pearson"] > previous["files"]["zh-toy"]["pearson"]
@@ -105,6 +111,7 @@ def test_quality_cjk_and_answers_beside_the_previous_default(tmp_path) -> None:
     assert "sts_pooled" not in default
     table = CliRunner().invoke(cli, args)
     assert table.exit_code == 0 and "zh-toy" in table.output
+    assert "mean grade per band" in table.output
 
 
 def test_quality_bad_directory(tmp_path) -> None:
@@ -125,6 +132,7 @@ def test_speed_report_small() -> None:
     latency = report["latency"]
     assert latency["statistic"] == "median of interleaved rounds"
     assert set(latency["ratios"]) == {
+        "default_vs_cosine_scale",
         "default_vs_previous_warm",
         "default_vs_previous_cold",
         "after_1mb_vs_before",

@@ -194,3 +194,21 @@ def _loaded_after(statement: str) -> set[str]:
 def test_the_client_imports_neither_sqlalchemy_nor_fastapi() -> None:
     loaded = _loaded_after("import simeval; simeval.Client")
     assert not {m for m in loaded if m.split(".")[0] in ("sqlalchemy", "fastapi", "alembic")}
+
+
+MODULE_LINES = 800
+FUNCTION_LINES = 120
+
+
+def test_no_module_over_800_lines_and_no_function_over_120() -> None:
+    too_long = []
+    for name, path in MODULES.items():
+        source = path.read_text(encoding="utf-8")
+        if (lines := len(source.splitlines())) > MODULE_LINES:
+            too_long.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert too_long == []

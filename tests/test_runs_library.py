@@ -147,11 +147,14 @@ WRITER_MAY_LOAD = (
     "simeval.scoring._fast",
     "simeval.scoring._vector",
     "simeval.scoring.analyzer",
+    "simeval.scoring.bands",  # the scorer's scale (a small module and its curve file)
     "simeval.scoring.batch",
     "simeval.scoring.explain",
     "simeval.scoring.idf",
     "simeval.scoring.options",
+    "simeval.scoring.required",  # explanations name missing required terms (small)
     "simeval.scoring.scorer",
+    "simeval.scoring.synonyms",  # explanations mark synonym matches (small)
     "simeval.service.base",
     "simeval.service.checks",
     "simeval.service.runs",

@@ -18,7 +18,9 @@ from simeval.scoring.analyzer import TOKEN_PATTERN
 from simeval.scoring.idf import BACKGROUND_DOC_LEN, BackgroundIdf, IdfTable
 from simeval.scoring.scorer import check_threshold
 
-NAIVE = {"idf": "pair", "stemming": False, "prefix": 0, "sublinear_tf": False}
+# the cosine itself (scale=cosine): what scikit-learn computes and the formulas below give
+NAIVE = {"idf": "pair", "stemming": False, "prefix": 0, "sublinear_tf": False, "scale": "cosine"}
+COSINE = {"scale": "cosine"}
 
 
 def sklearn_pair(a: str, b: str) -> float:
@@ -34,6 +36,9 @@ PAIRS = [
     ("the the the cat", "the cat cat dog"),
     ("completely different words here", "nothing shared at all"),
 ]
+# PAIRS on the bands scale (bands-1): changed by design from the cosines (issue 17)
+BANDS_PINNED = [0.889856, 0.943954, 0.927521, 0.950391, 0.0]
+PARIS = ("Paris is a city in France", "The capital of France is Paris")
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
@@ -59,13 +64,17 @@ def test_golden_background_value_by_hand() -> None:
         math.sqrt(w["cat"] ** 2 + w["run"] ** 2 + w["fast"] ** 2)
         * math.sqrt(w["cat"] ** 2 + w["run"] ** 2)
     )
-    assert simeval.score("cats run fast", "cat runs") == pytest.approx(expected, abs=1e-12)
+    got = simeval.score("cats run fast", "cat runs", **COSINE)
+    assert got == pytest.approx(expected, abs=1e-12)
 
 
 def test_golden_values_pinned() -> None:
     # Regression guard: a change to these numbers must come with a new ALGORITHM_VERSION.
+    cosines = [round(simeval.score(a, b, **COSINE), 6) for a, b in PAIRS]
+    assert cosines == [0.680545, 0.829059, 0.778939, 0.848693, 0.0]
+    # the default scale maps them through the bands curve (its version is in the fingerprint)
     got = [round(simeval.score(a, b), 6) for a, b in PAIRS]
-    assert got == [0.680545, 0.829059, 0.778939, 0.848693, 0.0]
+    assert got == BANDS_PINNED
 
 
 def test_background_weight_formula_and_unknown_terms() -> None:
@@ -111,7 +120,10 @@ def test_several_references_best_match_is_named() -> None:
 
 def test_explain_contributions_sum_to_score() -> None:
     exp = simeval.explain("Paris is a city in France", "The capital of France is Paris", top=100)
-    assert sum(t.weight for t in exp.shared) == pytest.approx(exp.score, abs=1e-5)
+    # the contributions sum to the cosine; the score is the cosine on the bands scale
+    assert sum(t.weight for t in exp.shared) == pytest.approx(exp.cosine, abs=1e-5)
+    assert exp.cosine == simeval.score(*PARIS, **COSINE) < exp.score == simeval.score(*PARIS)
+    assert f"cosine {exp.cosine:.4f} → score {exp.score:.4f}" in str(exp)
     assert {t.term for t in exp.shared} == {"paris", "france", "is"}
     assert exp.missing[0].term == "capital"
     assert {t.term for t in exp.extra} >= {"city", "a", "in"}
@@ -123,6 +135,11 @@ def test_explain_contributions_sum_to_score() -> None:
 def test_explain_pair_mode_contributions_sum_to_score() -> None:
     exp = simeval.explain("a b b c", "a c d", top=100, **NAIVE)
     assert sum(t.weight for t in exp.shared) == pytest.approx(exp.score, abs=1e-5)
+    assert exp.cosine == exp.score and exp.scale == "cosine"
+    assert str(exp).startswith("score ")
+    bands = simeval.explain("a b b c", "a c d", top=100, **{**NAIVE, "scale": "bands"})
+    assert sum(t.weight for t in bands.shared) == pytest.approx(bands.cosine, abs=1e-5)
+    assert bands.cosine == exp.score
 
 
 def test_options_change_score_and_fingerprint() -> None:

@@ -447,4 +447,5 @@ def test_reports_are_typed_and_read_as_their_dicts(svc: Service) -> None:
         "scanned": 1,
         "added": 1,
         "passed": 1,
+        "replaced": 0,
     }

@@ -49,9 +49,12 @@ def check_storable(text: str, what: str) -> str:
 
 
 def check_storable_all(texts: list[str], what: str) -> None:
-    """``check_storable`` on each text of a list (e.g. reference answers)."""
+    """``check_storable`` and ``check_text_size`` on each text of a list (e.g. reference
+    answers)."""
     for i, text in enumerate(texts):
-        check_storable(text, what if len(texts) == 1 else f"{what} {i + 1}")
+        label = what if len(texts) == 1 else f"{what} {i + 1}"
+        check_text_size(text, label)
+        check_storable(text, label)
 
 
 def check_json_value(value: Any, what: str, depth: int = 0) -> None:
@@ -274,6 +277,7 @@ def check_scope(scope: Any) -> str | None:
         return None
     if not isinstance(scope, str):
         raise InvalidType(f"input scope must be a string or null, not {type(scope).__name__}")
+    check_text_size(scope, "input scope")
     check_storable(scope, "input scope")
     # a blank scope from a form means "no scope"
     return scope.strip() or None

@@ -32,9 +32,10 @@ def bench() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
-    """Agreement with human judgements: the default beside the previous default and the
-    naive `pair` baseline, in one run. Graded answers with a question column are scored with
-    the question and without.
+    """Agreement with human judgements: the default (the bands scale) beside its raw cosine,
+    the previous default and the naive `pair` baseline, in one run; per file, at 0.80, the
+    shares of "same content" pairs and of the others that pass, and balanced accuracy. Graded
+    answers with a question column are scored with the question and without.
 
     \b
     Example:
@@ -81,6 +82,7 @@ def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
             ),
         )
     console.print(table)
+    console.print(_at_default_table(report))
     for other in ("previous", "pair"):
         base = report["configs"].get(other)
         if base and pooled:
@@ -89,6 +91,40 @@ def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
                 - base["sts_pooled"]["pearson"]
             )
             console.print(f"default - {other}, pooled STS Pearson: {d:+.3f}")
+
+
+def _at_default_table(report: dict[str, Any]) -> Table:
+    """Per file, at the default threshold 0.80: of the pairs people judged "same content",
+    the share that pass; of the others, the share that pass; balanced accuracy; and the mean
+    human grade in each strictness band of the default's scores."""
+    configs = report["configs"]
+    names = [n for n in ("default", "cosine") if n in configs] or list(configs)
+    table = Table(
+        title="At 0.80: pass same content / pass others / balanced accuracy (same content: "
+        "rated >= 4 of 5; MSRP, LCQMC: labelled 1); mean grade per band < .70, .70, .80, .90+"
+    )
+    table.add_column("file")
+    for n in names:
+        table.add_column(n, justify="right")
+    table.add_column(f"{names[0]}: mean grade per band", justify="right")
+    rows = [(f, configs[n]["files"][f]["at_0.80"]) for n in names[:1] for f in configs[n]["files"]]
+    if "sts_pooled" in configs[names[0]]:
+        rows.append(("STS pooled", configs[names[0]]["sts_pooled"]["at_0.80"]))
+    for f, first in rows:
+        cells = []
+        for n in names:
+            where = configs[n]["sts_pooled"] if f == "STS pooled" else configs[n]["files"][f]
+            e = where["at_0.80"]
+            cell = f"{e['pass_same']:.3f} / {e['pass_other']:.3f} / [bold]"
+            cell += f"{e['balanced_accuracy']:.3f}[/bold]"
+            if "f1" in e:  # a 0/1 file: its accuracy at 0.80 too
+                cell += f", acc {e['accuracy']:.3f}"
+            cells.append(cell)
+        means = " ".join(
+            "-" if m is None else f"{m:.2f}" for m in first["band_mean_grade"].values()
+        )
+        table.add_row(f, *cells, means + ("" if first["band_means_rising"] else " (not rising)"))
+    return table
 
 
 @bench.command()
@@ -131,6 +167,10 @@ def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
         f" {r['default_vs_previous_warm']:.2f}x warm;"
         f" cold cache {us['cold_default']:.1f} vs {us['cold_previous']:.1f} us:"
         f" {r['default_vs_previous_cold']:.2f}x"
+    )
+    console.print(
+        f"  scale=cosine {us['cosine']:.1f} us: the default (bands) takes"
+        f" {r['default_vs_cosine_scale']:.3f}x its time"
     )
     console.print(
         f"  after a 1 MB text {us['after_1mb']:.1f} us: {r['after_1mb_vs_before']:.2f}x;"

@@ -19,7 +19,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from simeval.errors import InvalidInput, SimevalError
-from simeval.scoring.options import OPTION_NAMES
+from simeval.scoring.options import OPTION_NAMES, SCALES
 
 if TYPE_CHECKING:  # the service (SQLAlchemy, pydantic) loads when a command opens it
     from simeval.service import Service
@@ -103,9 +103,30 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
     @click.option(
         "--negation", type=float, default=None, help="Factor when one text negates (1 = off)."
     )
+    @click.option(
+        "--scale",
+        type=click.Choice(SCALES),
+        default=None,
+        help="bands (default: calibrated to the strictness bands) or cosine (the raw cosine).",
+    )
+    @click.option(
+        "--require",
+        "required",
+        multiple=True,
+        metavar="TERM",
+        help="A term the output must contain to pass (repeatable).",
+    )
+    @click.option(
+        "--synonyms",
+        multiple=True,
+        metavar="WORDS",
+        help="A group of words counted as one term, e.g. begin,commence,start (repeatable).",
+    )
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         options = {n: kwargs.pop(n) for n in OPTION_NAMES}
+        for name in ("required", "synonyms"):  # multiple: () when not given
+            options[name] = list(options[name]) or None
         kwargs["options"] = {k: v for k, v in options.items() if v is not None}
         return func(*args, **kwargs)
 
@@ -194,6 +215,9 @@ def print_explanation(exp: dict[str, Any] | None) -> None:
             console.print(f"{title}: {escape(text)}")
     if exp.get("note"):
         console.print(f"note: {escape(exp['note'])}")
+    if exp.get("missing_required"):
+        # the eval's required terms: missing one fails the result whatever its score
+        console.print(f"fails: required term missing: {escape(', '.join(exp['missing_required']))}")
 
 
 def output_format(

@@ -227,25 +227,37 @@ def show_run(run_id: int, worst: int, db: str | None, as_json: bool) -> None:
 @click.option("--eval", "eval_name", required=True, help="The eval to score past captures with.")
 @click.option("--since", default="7d", show_default=True, help="ISO time or an age (7d).")
 @click.option("--until", default=None, help="ISO time or an age.")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Also replace its stored results of another scorer (e.g. before the bands scale).",
+)
 @db_option
 @json_option
-def rescore(eval_name: str, since: str, until: str | None, db: str | None, as_json: bool) -> None:
+def rescore(
+    eval_name: str, since: str, until: str | None, refresh: bool, db: str | None, as_json: bool
+) -> None:
     """Store results of eval NAME for past captures it has not scored (captures stored while
     automatic evaluation was off, or before the eval existed), once per capture and eval, with
-    the version in force. Running it again stores nothing new.
+    the version in force. Running it again stores nothing new. With --refresh, results it
+    stored with another scorer fingerprint (an older scale or options) are scored again and
+    replaced; without it stored results keep what they were.
 
     \b
     Example:
         simeval rescore --eval capital --since 7d
+        simeval rescore --eval capital --since 90d --refresh
     """
     with service_at(db) as svc:
-        report = svc.rescore(eval_name, since=since, until=until)
+        report = svc.rescore(eval_name, since=since, until=until, refresh=refresh)
     if as_json:
         print_json(report.model_dump())
         return
     console.print(
         f"eval {escape(report.eval)} version {report.version}: {report.added} results "
-        f"stored ({report.passed} passed) over {report.scanned} captures",
+        f"stored ({report.passed} passed"
+        + (f", {report.replaced} replaced" if report.replaced else "")
+        + f") over {report.scanned} captures",
         soft_wrap=True,
     )
 

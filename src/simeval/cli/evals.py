@@ -544,7 +544,12 @@ def backtest(name: str, limit: int, days: int, db: str | None, as_json: bool) ->
             console.print(
                 f"  {c.score:.3f} {'PASS' if c.passed else 'FAIL'}  capture "
                 f"{c.capture_id}  {escape(short(c.input, 60))}"
-                + (f"  missing: {escape(missing)}" if missing and not c.passed else ""),
+                + (f"  missing: {escape(missing)}" if missing and not c.passed else "")
+                + (
+                    f"  required missing: {escape(', '.join(c.missing_required))}"
+                    if c.missing_required
+                    else ""
+                ),
                 soft_wrap=True,
             )
 

@@ -84,7 +84,8 @@ def score(
         raise UserError("missing REFERENCE: give it as an argument or with --reference-file")
     scorer = get_scorer(**options)
     result = scorer.explain(output, refs, input=question)
-    passed = result.score >= limit
+    # a required term (--require) missing fails the output whatever its score
+    passed = result.score >= limit and not result.missing_required
     if as_json:
         data = {
             "score": result.score,
@@ -93,11 +94,21 @@ def score(
             "matched_reference": result.matched_reference,
             "fingerprint": scorer.fingerprint,
             "options": scorer.describe(),
+            "missing_required": result.missing_required,
         }
         if explain:
             data["explanation"] = {
                 k: result.to_dict()[k]
-                for k in ("shared", "missing", "extra", "reason", "demoted", "negation")
+                for k in (
+                    "cosine",
+                    "scale",
+                    "shared",
+                    "missing",
+                    "extra",
+                    "reason",
+                    "demoted",
+                    "negation",
+                )
             }
         elif result.reason:
             data["reason"] = result.reason
@@ -110,7 +121,13 @@ def score(
         console.print(line)
         if result.reason and not explain:
             console.print(f"reason: {result.reason}")
+        if result.missing_required and not explain:
+            console.print("fails: required term missing: " + ", ".join(result.missing_required))
         if explain:
+            if result.scale != "cosine" and result.cosine is not None:
+                console.print(
+                    f"cosine {result.cosine:.4f} → score {result.score:.4f}", markup=False
+                )
             console.print(
                 str(result).split("\n", 1)[1] if "\n" in str(result) else "", markup=False
             )

@@ -17,7 +17,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from simeval.checks import read_capture_file
+from simeval.checks import load_json, read_capture_file
 from simeval.cli.common import (
     Group,
     UserError,
@@ -149,7 +149,7 @@ def _metadata(text: str | None, where: str) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = load_json(text, where)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where} is not JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(value, dict):

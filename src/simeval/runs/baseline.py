@@ -174,28 +174,22 @@ def load_stored_baseline(svc: Any, spec: str, name: str | None = None) -> Baseli
         run = svc.get_run(int(what))
     else:
         raise InvalidInput(f"--baseline {spec}: give run:ID or run:latest")
-    results: list[Any] = []
-    page_size = 10_000
-    while len(results) < run.results:
-        page = svc.list_results(run_id=run.id, limit=page_size, offset=len(results), explain=False)
-        if not page:
-            break
-        results.extend(page)
-    results.sort(key=lambda r: r.id)
     cases: dict[bytes, tuple[float, bool, str]] = {}
     fps: set[str] = set()
     dedup = _Dedup()
-    for n, r in enumerate(results):
-        case = (r.explanation or {}).get("case") or {}
+    n = -1
+    # in the order the rows were stored (the run's order), read in one pass
+    for n, (rid, eval_name, text_in, score, passed, fp, case) in enumerate(
+        svc.iter_run_cases(run.id)
+    ):
         case_id = case.get("id")
-        where = case.get("row") or f"result {r.id}"
-        ordinal = case.get("ordinal", n)
-        key = dedup(case_key(case_id, r.input or None, ordinal, r.eval_name))
-        cases[key] = (r.score, r.automated_passed, case_name(case_id, r.input, where))
-        if r.fingerprint:
-            fps.add(r.fingerprint)
+        where = case.get("row") or f"result r{rid}"
+        key = dedup(case_key(case_id, text_in or None, case.get("ordinal", n), eval_name))
+        cases[key] = (score, passed, case_name(case_id, text_in or "", where))
+        if fp:
+            fps.add(fp)
     source = f"stored run {run.id} ({run.name}, {run.created_at:%Y-%m-%d %H:%M})"
-    return Baseline(source, cases, fps, len(results))
+    return Baseline(source, cases, fps, n + 1)
 
 
 def _latest_run(svc: Any, name: str | None) -> Any:

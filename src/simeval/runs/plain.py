@@ -12,12 +12,16 @@ statistics, worst cases and stored rows (``tests/test_runs_store.py`` holds it).
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Callable
 from typing import Any
 
 from simeval.runs.config import Chunk, RunConfig
 from simeval.runs.encode import JSON_WS, encode_json, list_json, origin_json, scan_json
 from simeval.runs.state import ChunkState
+
+# a JSON escape that may stand for a NUL or a (lone) surrogate, which no database stores
+_SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])").search
 
 # what the loop gives back: rows, results, passed, score sum, result lines, missing terms
 # named (in row order), the worst entries (a heap, see ``ChunkState``), rows to store
@@ -34,6 +38,8 @@ def plain_jsonl(
     cols = cfg.columns
     if len(cols.references) != 1 or cols.input_required or cols.id_required:
         return None
+    if state.scorer is not None and state.scorer.options.get("required"):
+        return None  # required terms (``--require``): the general loop checks them
     assert chunk.lines is not None
     try:
         return _rows(cfg, chunk.lines, chunk.start, chunk.ordinal, state, line_encode)
@@ -85,6 +91,8 @@ def _rows(
             if not line.strip():
                 continue  # a blank line: no row
             return None
+        if b"\\u" in line and _SUSPECT(line):
+            return None  # a NUL or a surrogate escape: the general loop checks the texts
         text = line.decode("utf-8")
         row, end = scan(text, 0)
         if end != len(text) and text[end:].strip(ws):

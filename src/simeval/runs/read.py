@@ -228,6 +228,12 @@ def _decode_lines(
         at = location(cfg, chunk.start + i)
         try:
             obj = json.loads(line)
+            if b"\\u" in line:  # only an escape can make a lone surrogate: look only then
+                json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except RecursionError:
+            yield at, ordinal, BadRow("nested too deep to read")
+        except UnicodeEncodeError as exc:
+            yield at, ordinal, BadRow(f"a lone surrogate ({exc.object[exc.start]!r}) in a text")
         except UnicodeDecodeError as exc:
             yield at, ordinal, BadRow(f"not UTF-8 text (byte {exc.start + 1})")
         except ValueError as exc:
@@ -284,6 +290,8 @@ def text_cell(row: dict[str, Any], col: str, required: bool) -> str | None:
         return None
     if not isinstance(value, str):
         raise BadRow(f"column {col!r} must be a string, not {type_name(value)}")
+    if "\x00" in value:  # no database's text holds it (PostgreSQL refuses it)
+        raise BadRow(f"column {col!r} contains a NUL character (\\x00)")
     return value
 
 
@@ -327,4 +335,6 @@ def reference_cells(row: dict[str, Any], cols: Columns) -> list[str]:
         if not ref.strip():
             label = "reference answer" if len(refs) == 1 else f"reference answer {i + 1}"
             raise BadRow(f"{label} is empty")
+        if "\x00" in ref:  # no database's text holds it (PostgreSQL refuses it)
+            raise BadRow("a reference answer contains a NUL character (\\x00)")
     return refs

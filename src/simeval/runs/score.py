@@ -39,6 +39,7 @@ from simeval.runs.plain import keep_worst, plain_jsonl
 from simeval.runs.read import BadRow, decode, id_cell, reference_cells, text_cell
 from simeval.runs.state import ChunkState, RunReference, chunk_state
 from simeval.scoring.explain import missing_terms
+from simeval.scoring.scorer import Scorer
 
 Worst = list[tuple[float, int, tuple[Any, ...]]]  # a max-heap on (score, order): see _finish
 
@@ -239,6 +240,22 @@ def _count(per_eval: dict[str, list[float]], name: str, passed: bool, score: flo
     stats[2] += score
 
 
+def _plain_hit(
+    state: ChunkState, scorer: Scorer, output: str, refs: Sequence[str], text_in: str | None
+) -> tuple[list[tuple[int, float, int, Scorer]], bytes, bytes, list[RunReference]]:
+    """A row without eval files scored against its own references: the one hit, the output's
+    vector, the question's terms and the prepared references."""
+    vec = scorer.vector(output)
+    rs = [state.ref(r) for r in refs]
+    prepared = [r.vec for r in rs]
+    asked = state.input_terms(scorer, text_in)
+    if vec and all(prepared):
+        score, at = scorer.best_vector(vec, prepared, asked)
+    else:  # an empty vector: score_detail decides (identical texts without terms)
+        score, at = scorer.score_detail(output, refs, text_in)
+    return [(-1, score, at, scorer)], vec, asked, rs
+
+
 def _general(
     cfg: RunConfig, chunk: Chunk, state: ChunkState, emit: _Emit, out: ChunkOut
 ) -> tuple[int, int, float, list[str], Worst]:
@@ -290,15 +307,7 @@ def _general(
         vec = asked = b""  # asked: the terms of the row's input (the question) count less
         if not evals:
             assert scorer is not None
-            vec = scorer.vector(output)
-            rs = [state.ref(r) for r in refs]
-            prepared = [r.vec for r in rs]
-            asked = state.input_terms(scorer, text_in)
-            if vec and all(prepared):
-                score, at = scorer.best_vector(vec, prepared, asked)
-            else:  # an empty vector: score_detail decides (identical texts without terms)
-                score, at = scorer.score_detail(output, refs, text_in)
-            hits = [(-1, score, at, scorer)]
+            hits, vec, asked, rs = _plain_hit(state, scorer, output, refs, text_in)
         else:
             rowvecs.clear()
         for pos, score, at, sc in hits:
@@ -306,7 +315,9 @@ def _general(
             threshold = cfg.threshold if eval_def is None else eval_def.threshold
             if eval_def is not None:
                 refs = eval_def.references
-            passed = score >= threshold
+            # a required term missing fails the row whatever its score, and is named first
+            lacks = state.lacks(sc, output, rowvecs, None if eval_def is not None else vec)
+            passed = score >= threshold and not lacks
             if passed:
                 missing: list[str] = []
             else:
@@ -314,6 +325,8 @@ def _general(
                     missing = state.missing(pos, sc, output, at, rowvecs, top, text_in)
                 else:
                     missing = state.plain_missing(rs[at], output, vec, asked, top, text_in)
+                if lacks:
+                    missing = lacks + [m for m in missing if m not in lacks]
                 missing_words.extend(missing)
             reference = refs[at]
             results += 1

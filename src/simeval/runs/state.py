@@ -12,6 +12,7 @@ from simeval.runs.config import EvalDef, RunConfig
 from simeval.runs.encode import encode_json
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.explain import Explainer, Reference, explainer, hashes, missing_terms
+from simeval.scoring.required import Required, required_of
 from simeval.scoring.scorer import Scorer, get_scorer
 
 _REF_CACHE_LIMIT = 8192
@@ -65,6 +66,8 @@ class ChunkState:
     inputs: dict[tuple[int, str], bytes] = field(default_factory=dict)
     plain_inputs: dict[str, bytes] = field(default_factory=dict)  # a plain run's, by text
     explainer: Explainer | None = None  # a plain run's fast path, if its scorer has one
+    # per scorer (by id), its required terms prepared once (None: it has none)
+    required: dict[int, Required | None] = field(default_factory=dict)
 
     def ref(self, text: str) -> RunReference:
         """A plain run's reference answer, vectorised once while it stays in the cache."""
@@ -96,6 +99,22 @@ class ChunkState:
         if len(self.evalset.groups) > 1:
             hits.sort(key=lambda h: h[0])  # in the order of the evals file
         return hits
+
+    def lacks(
+        self, scorer: Scorer, output: str, rows: dict[int, Any], vec: bytes | None = None
+    ) -> list[str]:
+        """The required terms (option ``required``) the row's output lacks under ``scorer``:
+        the row then fails whatever its score. ``vec``: the output's vector when the caller
+        has it (a plain run), else taken once per row and scorer (``rows``)."""
+        key = id(scorer)
+        if key not in self.required:
+            self.required[key] = required_of(scorer)
+        required = self.required[key]
+        if required is None:
+            return []
+        if not output.strip():
+            return required.missing(b"")
+        return required.missing(vec if vec is not None else self._row(scorer, output, rows)[0])
 
     def _row(self, scorer: Scorer, output: str, rows: dict[int, Any]) -> tuple[bytes, Any]:
         """The output's vector and term hashes for ``scorer``, once per row (``rows``)."""

@@ -120,4 +120,59 @@ static double score_packed(const Term *a, size_t na, const Term *b, size_t nb, c
     return s;
 }
 
+/* The calibrated scale `bands` (simeval.scoring.bands gives the rule; _vector.bands_py is the
+ * same operations in the same order): nine float64 as packed by bands.Curve.packed. */
+typedef struct {
+    int on;
+    double k[3];
+    double y[3];
+    double allowance, exponent, floor;
+} Bands;
+
+/* A curve from its packed floats (`n` bytes); none (the raw cosine) when `n` is 0. Returns -1
+ * for a length that is not nine float64. */
+static int bands_from(const void *buf, size_t n, Bands *b) {
+    b->on = 0;
+    if (n == 0) return 0;
+    if (n != 9 * sizeof(double)) return -1;
+    double v[9];
+    memcpy(v, buf, sizeof v);
+    for (int i = 0; i < 3; i++) {
+        b->k[i] = v[i];
+        b->y[i] = v[3 + i];
+    }
+    b->allowance = v[6];
+    b->exponent = v[7];
+    b->floor = v[8];
+    b->on = 1;
+    return 0;
+}
+
+/* The score of cosine `c` for a pair of `n_out` and `n_ref` distinct terms. */
+static double bands_score(double c, size_t n_out, size_t n_ref, const Bands *b) {
+    if (!b->on) return c;
+    if (c <= 0.0) return 0.0;
+    if (c >= 1.0) return 1.0;
+    double no = n_out > 1 ? (double)n_out : 1.0;
+    double nr = n_ref > 1 ? (double)n_ref : 1.0;
+    double r = b->allowance * nr / no;
+    double h = 1.0;
+    if (r < 1.0) {
+        h = pow(r, b->exponent);
+        if (h < b->floor) h = b->floor;
+    }
+    double x1 = h * b->k[0], x2 = h * b->k[1], x3 = h * b->k[2];
+    double lo, hi, ylo, yhi;
+    if (c >= x3) {
+        lo = x3, hi = 1.0, ylo = b->y[2], yhi = 1.0;
+    } else if (c >= x2) {
+        lo = x2, hi = x3, ylo = b->y[1], yhi = b->y[2];
+    } else if (c >= x1) {
+        lo = x1, hi = x2, ylo = b->y[0], yhi = b->y[1];
+    } else {
+        lo = 0.0, hi = x1, ylo = 0.0, yhi = b->y[0];
+    }
+    return ylo + (yhi - ylo) * (c - lo) / (hi - lo);
+}
+
 #endif

@@ -151,44 +151,75 @@ static int hash_set(Py_buffer *buf, HashSet *out) {
     return 0;
 }
 
-/* Parse (pair, demote=None, input_weight=1.0, negators=None, negation=1.0) after the vectors. */
-#define COS_FORMAT "p|z*dz*d"
+/* Parse (pair, demote=None, input_weight=1.0, negators=None, negation=1.0, curve=None) after
+ * the vectors; curve: the packed `bands` curve (None or b"": the raw cosine). */
+#define COS_FORMAT "p|z*dz*dz*"
+
+static int curve_of(Py_buffer *buf, Bands *out) {
+    if (bands_from(buf->obj ? buf->buf : NULL, buf->obj ? (size_t)buf->len : 0, out) < 0) {
+        PyErr_SetString(PyExc_ValueError, "a bands curve is nine packed float64");
+        return -1;
+    }
+    return 0;
+}
 
 static void release(Py_buffer *b) {
     if (b->obj != NULL) PyBuffer_Release(b);
 }
 
-/* cosine(a, b, pair, demote=None, input_weight=1.0, negators=None, negation=1.0) -> float */
+/* cosine(a, b, pair, demote=None, input_weight=1.0, negators=None, negation=1.0,
+ * curve=None) -> float */
 static PyObject *cosine(PyObject *self, PyObject *args) {
-    Py_buffer a, b, dem = {0}, neg = {0};
+    Py_buffer a, b, dem = {0}, neg = {0}, cur = {0};
     CosOpts o = {0, {NULL, 0}, 1.0, {NULL, 0}, 1.0};
+    Bands bands;
     if (!PyArg_ParseTuple(args, "y*y*" COS_FORMAT, &a, &b, &o.pair, &dem, &o.input_weight, &neg,
-                          &o.negation))
+                          &o.negation, &cur))
         return NULL;
     PyObject *out = NULL;
-    if (hash_set(&dem, &o.demote) == 0 && hash_set(&neg, &o.negators) == 0) {
-        double s = score_packed((const Term *)a.buf, (size_t)a.len / sizeof(Term),
-                                (const Term *)b.buf, (size_t)b.len / sizeof(Term), &o, -1);
-        out = PyFloat_FromDouble(s);
+    if (hash_set(&dem, &o.demote) == 0 && hash_set(&neg, &o.negators) == 0 &&
+        curve_of(&cur, &bands) == 0) {
+        size_t na = (size_t)a.len / sizeof(Term), nb = (size_t)b.len / sizeof(Term);
+        double s = score_packed((const Term *)a.buf, na, (const Term *)b.buf, nb, &o, -1);
+        out = PyFloat_FromDouble(bands_score(s, na, nb, &bands));
     }
     PyBuffer_Release(&a);
     PyBuffer_Release(&b);
     release(&dem);
     release(&neg);
+    release(&cur);
     return out;
 }
 
-/* best(a, refs, pair, demote=None, input_weight=1.0, negators=None, negation=1.0)
+/* bands(cosine, n_out, n_ref, curve) -> float: the `bands` score of a cosine. */
+static PyObject *py_bands(PyObject *self, PyObject *args) {
+    double c;
+    Py_ssize_t n_out, n_ref;
+    Py_buffer cur = {0};
+    Bands bands;
+    if (!PyArg_ParseTuple(args, "dnnz*", &c, &n_out, &n_ref, &cur)) return NULL;
+    PyObject *out = NULL;
+    if (curve_of(&cur, &bands) == 0)
+        out = PyFloat_FromDouble(bands_score(c, n_out > 0 ? (size_t)n_out : 0,
+                                             n_ref > 0 ? (size_t)n_ref : 0, &bands));
+    release(&cur);
+    return out;
+}
+
+/* best(a, refs, pair, demote=None, input_weight=1.0, negators=None, negation=1.0, curve=None)
  * -> (score, index): the best match of one vector against many prepared ones, first index on
  * ties. */
 static PyObject *best(PyObject *self, PyObject *args) {
-    Py_buffer a, dem = {0}, neg = {0};
+    Py_buffer a, dem = {0}, neg = {0}, cur = {0};
     PyObject *refs, *result = NULL, *seq = NULL;
     CosOpts o = {0, {NULL, 0}, 1.0, {NULL, 0}, 1.0};
+    Bands bands;
     if (!PyArg_ParseTuple(args, "y*O" COS_FORMAT, &a, &refs, &o.pair, &dem, &o.input_weight, &neg,
-                          &o.negation))
+                          &o.negation, &cur))
         return NULL;
-    if (hash_set(&dem, &o.demote) < 0 || hash_set(&neg, &o.negators) < 0) goto done;
+    if (hash_set(&dem, &o.demote) < 0 || hash_set(&neg, &o.negators) < 0 ||
+        curve_of(&cur, &bands) < 0)
+        goto done;
     seq = PySequence_Fast(refs, "refs must be a sequence of bytes");
     if (!seq) goto done;
     const Term *ta = (const Term *)a.buf;
@@ -203,8 +234,9 @@ static PyObject *best(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "refs must be bytes");
             goto done;
         }
-        double s = score_packed(ta, na, (const Term *)PyBytes_AS_STRING(r),
-                                (size_t)PyBytes_GET_SIZE(r) / sizeof(Term), &o, neg_a);
+        size_t nb = (size_t)PyBytes_GET_SIZE(r) / sizeof(Term);
+        double s = score_packed(ta, na, (const Term *)PyBytes_AS_STRING(r), nb, &o, neg_a);
+        s = bands_score(s, na, nb, &bands);
         if (s > top) {
             top = s;
             at = i;
@@ -216,6 +248,7 @@ done:
     PyBuffer_Release(&a);
     release(&dem);
     release(&neg);
+    release(&cur);
     return result;
 }
 
@@ -1018,6 +1051,7 @@ static PyMethodDef methods[] = {
     {"vectorize", vectorize, METH_VARARGS, "Pack a token list into a sorted term vector."},
     {"cosine", cosine, METH_VARARGS, "Score of two packed term vectors."},
     {"best", best, METH_VARARGS, "Best score of one packed vector against many."},
+    {"bands", py_bands, METH_VARARGS, "The bands score of a cosine for a pair's term counts."},
     {"has_any", py_has_any, METH_VARARGS, "Whether a packed vector has one of the hashes."},
     {"absent", py_absent, METH_VARARGS, "Positions of the first hashes a vector lacks."},
     {"rank", py_rank, METH_VARARGS, "A vector's terms and words, heaviest first."},

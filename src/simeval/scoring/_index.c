@@ -14,9 +14,11 @@
  * reference that contains one of the question's terms has its norm changed by the question, so
  * it is scored by the full merged walk with the question's weights (cosine_packed of
  * _cosine.h, the function _fast.c scores with); the others share the index pass, with the output's norm taken with
- * the question's weights. The negation factor is applied last, as score_packed does.
+ * the question's weights. The negation factor is applied next, as score_packed does, and the
+ * `bands` curve (when given) last, per reference, as _fast.best does.
  *
- * Index(prepared: sequence[bytes], offsets: bytes, negators: bytes = b"", negation: float = 1)
+ * Index(prepared: sequence[bytes], offsets: bytes, negators: bytes = b"", negation: float = 1,
+ *       curve: bytes = b"")
  *   offsets are int32 [n_evals + 1]: the references of eval e are
  *   prepared[offsets[e]:offsets[e + 1]]; negators are sorted uint64 hashes.
  * Index.best(vec: bytes, demote: bytes = b"", input_weight: float = 1)
@@ -56,6 +58,7 @@ typedef struct {
     uint64_t *negators;
     size_t nneg;
     double negation;
+    Bands bands; /* the `bands` scale applied to each reference's score (off: the cosine) */
 } Index;
 
 typedef struct {
@@ -93,13 +96,17 @@ static void index_free(Index *ix) {
 
 static int index_init(Index *ix, PyObject *args, PyObject *kwds) {
     PyObject *prepared;
-    Py_buffer off, negb = {0};
+    Py_buffer off, negb = {0}, cur = {0};
     double negation = 1.0;
-    if (!PyArg_ParseTuple(args, "Oy*|y*d", &prepared, &off, &negb, &negation)) return -1;
+    if (!PyArg_ParseTuple(args, "Oy*|y*dy*", &prepared, &off, &negb, &negation, &cur)) return -1;
     index_free(ix);
     ix->negation = negation;
     int rc = -1;
     Triple *triples = NULL;
+    if (bands_from(cur.obj ? cur.buf : NULL, cur.obj ? (size_t)cur.len : 0, &ix->bands) < 0) {
+        PyErr_SetString(PyExc_ValueError, "a bands curve is nine packed float64");
+        goto done;
+    }
     ix->refs = PySequence_Tuple(prepared);
     if (!ix->refs) goto done;
     ix->nrefs = PyTuple_GET_SIZE(ix->refs);
@@ -206,6 +213,7 @@ done:
     PyMem_Free(triples);
     PyBuffer_Release(&off);
     if (negb.obj != NULL) PyBuffer_Release(&negb);
+    if (cur.obj != NULL) PyBuffer_Release(&cur);
     if (rc != 0) index_free(ix);
     return rc;
 }
@@ -314,6 +322,7 @@ static PyObject *index_best(Index *ix, PyObject *args) {
                 s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
             }
             if (negating && s > 0.0 && neg_a != ix->neg[r]) s *= ix->negation;
+            s = bands_score(s, na, nb, &ix->bands);
             if (s > top) {
                 top = s;
                 best_at = r - ix->offsets[e];

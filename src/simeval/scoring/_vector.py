@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 _TERM = struct.Struct("=Qdd")
 _ENTRY = struct.Struct("=Qd")
 _HASH = struct.Struct("=Q")
+RECORD_SIZE = _TERM.size  # bytes per record of a packed vector
+_CURVE = struct.Struct("=9d")  # bands curve: knots (3), scores (3), allowance, exponent, floor
 PAIR_IDF_ONE = 1.4054651081081644  # ln(3/2) + 1: sklearn's smoothed idf, term in one of two texts
 PAIR_IDF_TWO = 1.0  # ln(3/3) + 1: term in both texts
 
@@ -144,6 +146,7 @@ def cosine_py(
     input_weight: float = 1.0,
     negators: bytes | None = None,
     negation: float = 1.0,
+    curve: bytes | None = None,
 ) -> float:
     if not a or not b:
         return 0.0
@@ -154,7 +157,39 @@ def cosine_py(
     one_negates = negators and has_any_py(a, negators) != has_any_py(b, negators)
     if negation != 1.0 and s > 0.0 and one_negates:
         s *= negation
+    if curve:
+        s = bands_py(s, len(a) // _TERM.size, len(b) // _TERM.size, curve)
     return s
+
+
+def bands_py(c: float, n_out: int, n_ref: int, curve: bytes | None) -> float:
+    """The ``bands`` score of a cosine for a pair of ``n_out`` and ``n_ref`` distinct terms
+    (``simeval.scoring.bands`` gives the rule); an empty ``curve``: the cosine itself."""
+    if not curve:
+        return c
+    if c <= 0.0:
+        return 0.0
+    if c >= 1.0:
+        return 1.0
+    k1, k2, k3, y1, y2, y3, allowance, exponent, floor = _CURVE.unpack(curve)
+    no = float(n_out) if n_out > 1 else 1.0
+    nr = float(n_ref) if n_ref > 1 else 1.0
+    r = allowance * nr / no
+    h = 1.0
+    if r < 1.0:
+        h = r**exponent
+        if h < floor:
+            h = floor
+    x1, x2, x3 = h * k1, h * k2, h * k3
+    if c >= x3:
+        lo, hi, ylo, yhi = x3, 1.0, y3, 1.0
+    elif c >= x2:
+        lo, hi, ylo, yhi = x2, x3, y2, y3
+    elif c >= x1:
+        lo, hi, ylo, yhi = x1, x2, y1, y2
+    else:
+        lo, hi, ylo, yhi = 0.0, x1, 0.0, y1
+    return ylo + (yhi - ylo) * (c - lo) / (hi - lo)
 
 
 def best_py(
@@ -165,21 +200,35 @@ def best_py(
     input_weight: float = 1.0,
     negators: bytes | None = None,
     negation: float = 1.0,
+    curve: bytes | None = None,
 ) -> tuple[float, int]:
     top, at = -1.0, -1
+    na = len(a) // _TERM.size
     for i, r in enumerate(refs):
         s = cosine_py(a, r, pair, demote, input_weight, negators, negation)
+        if curve:
+            s = bands_py(s, na, len(r) // _TERM.size, curve)
         if s > top:
             top, at = s, i
     return (0.0 if at < 0 else top), at
 
 
 try:
-    from simeval.scoring._fast import Vectorizer, absent, best, cosine, has_any, rank, vectorize
+    from simeval.scoring._fast import (
+        Vectorizer,
+        absent,
+        bands,
+        best,
+        cosine,
+        has_any,
+        rank,
+        vectorize,
+    )
 
     ACCELERATED = True
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     vectorize, cosine, best, has_any = vectorize_py, cosine_py, best_py, has_any_py
+    bands = bands_py
     absent, rank = absent_py, rank_py
     Vectorizer = None
     ACCELERATED = False

@@ -287,6 +287,10 @@ class Analyzer:
     - ``ngram``: largest word n-gram used as a term (1 = single words).
     - ``tokenizer``: ``unicode`` (see the module docstring) or ``words`` (runs of word
       characters only, the tokenizer before CJK, symbols and contractions were handled).
+    - ``synonyms``: groups of words that count as one term: each word is analysed as above
+      (so "commencing" meets "commence" after stemming) and its term replaced by the group's
+      canonical term (the smallest of the group's terms). Not in ``config()``: an IDF table
+      fitted without synonyms still applies; the scorer's fingerprint names them.
     """
 
     language: str = "english"
@@ -295,6 +299,7 @@ class Analyzer:
     stop_words: int = 0
     ngram: int = 1
     tokenizer: str = "unicode"
+    synonyms: tuple[tuple[str, ...], ...] = ()
 
     def config(self) -> dict[str, object]:
         if self.tokenizer == "words":
@@ -334,8 +339,41 @@ class Analyzer:
         """The normalised tokens of a text, stop words included."""
         return split_tokens(normalize(text), self.tokenizer)
 
+    @functools.cached_property
+    def synonym_terms(self) -> dict[str, str]:
+        """Each synonym's term -> its group's canonical term (terms that are already canonical
+        left out); groups that share a term are one group. ``InvalidOption`` for a synonym
+        that is not one scorable word."""
+        merged: list[set[str]] = []
+        for group in self.synonyms:
+            terms: set[str] = set()
+            for word in group:
+                tokens = self.tokens(word)
+                term = self.base_term(tokens[0]) if len(tokens) == 1 else None
+                if term is None:
+                    raise InvalidOption(
+                        f"synonym {word!r} must be one word that is not a stop word"
+                    )
+                terms.add(term)
+            for other in [m for m in merged if m & terms]:
+                terms |= other
+                merged.remove(other)
+            merged.append(terms)
+        out: dict[str, str] = {}
+        for terms in merged:
+            canonical = min(terms)
+            out.update((t, canonical) for t in terms if t != canonical)
+        return out
+
     def term(self, token: str) -> str | None:
-        """The term a token counts as, or None for a stop word."""
+        """The term a token counts as, or None for a stop word (a synonym: its group's)."""
+        term = self.base_term(token)
+        if self.synonyms and term is not None:
+            return self.synonym_terms.get(term, term)
+        return term
+
+    def base_term(self, token: str) -> str | None:
+        """The term a token counts as before synonyms, or None for a stop word."""
         if token in self._stops:
             return None
         if token[0].isdigit():

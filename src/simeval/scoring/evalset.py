@@ -29,6 +29,7 @@ from typing import Any
 
 from simeval.errors import SimevalError
 from simeval.scoring.analyzer import scope_key
+from simeval.scoring.required import Required, required_of
 from simeval.scoring.scorer import Scorer, get_scorer, same_text
 
 try:
@@ -64,6 +65,9 @@ class Scored:
     matched_index: int
     fingerprint: str
     references: tuple[str, ...]
+    # the eval's required terms the output lacks (option ``required``): it fails whatever
+    # its score
+    missing_required: tuple[str, ...] = ()
 
 
 @dataclass
@@ -73,6 +77,9 @@ class _Group:
     scorer: Scorer
     positions: list[int]  # EvalSet positions, in order
     prepared: list[list[bytes]]  # per member, its reference vectors
+    # per member, its required terms (``simeval.scoring.required``), None for none
+    required: list[Required | None] = field(default_factory=list)
+    any_required: bool = False  # whether a member has any (the hot paths skip the check)
     index: Any = None  # _index.Index over every member's references (non-pair IDF)
     # members whose scores need score_detail's empty-vector rule (a reference without terms)
     special: list[int] = field(default_factory=list)
@@ -103,6 +110,7 @@ class EvalSet:
             try:
                 scorer = get_scorer(**dict(spec.options))
                 prepared = scorer.prepare(list(spec.references))
+                required = required_of(scorer)
             except SimevalError as exc:
                 # one broken eval (its IDF table file deleted) must not stop the others
                 if not skip_broken:
@@ -119,6 +127,8 @@ class EvalSet:
             member = len(group.positions)
             group.positions.append(position)
             group.prepared.append(prepared)
+            group.required.append(required)
+            group.any_required |= required is not None
             if not all(prepared):
                 group.special.append(member)
             if spec.input_scope is None:
@@ -134,7 +144,7 @@ class EvalSet:
                     offsets.append(len(flat))
                 sc = group.scorer
                 negators = sc.negator_hashes if sc.negation != 1.0 else b""
-                group.index = Index(flat, offsets.tobytes(), negators, sc.negation)
+                group.index = Index(flat, offsets.tobytes(), negators, sc.negation, sc.curve)
         self.scoped = any(g.scoped for g in self.groups)
 
     def __len__(self) -> int:
@@ -145,23 +155,33 @@ class EvalSet:
         return list(self.iter_score(output, input))
 
     def iter_score(self, output: str, input: str | None = None) -> Iterator[Scored]:
-        for group, members, scores, at in self.score_arrays(output, input):
+        vectors: dict[int, bytes] = {}
+        for group, members, scores, at in self.score_arrays(output, input, vectors):
             scorer = group.scorer
             for m in members:
                 spec = self.evals[group.positions[m]]
                 s = scores[m]
+                lacks = self.missing_required(group, m, vectors.get(id(scorer), b""))
                 yield Scored(
                     group.positions[m],
                     spec.id,
                     spec.name,
                     spec.version,
                     s,
-                    s >= spec.threshold,
+                    s >= spec.threshold and not lacks,
                     spec.threshold,
                     at[m],
                     scorer.fingerprint,
                     spec.references,
+                    lacks,
                 )
+
+    def missing_required(self, group: _Group, member: int, vec: bytes) -> tuple[str, ...]:
+        """The required terms of a group's member an output lacks (its vector ``vec`` in the
+        group's scorer, b"" for a blank output): the hot paths call this after
+        ``score_arrays`` (with ``vectors``) and fail the eval when it names any."""
+        required = group.required[member]
+        return tuple(required.missing(vec)) if required is not None else ()
 
     def score_arrays(
         self,

@@ -7,8 +7,9 @@ a data-set run all come from here.
 An ``Explanation`` of an output ``o`` against its best reference ``r`` lists, each ranked by
 its weight (ties by the word) and cut to ``top``:
 
-- ``shared``: the terms both have, by their contribution to the score,
-  ``negation * w_o(t) * w_r(t) / (|w_o| |w_r|)`` (they sum to the score);
+- ``shared``: the terms both have, by their contribution to the cosine,
+  ``negation * w_o(t) * w_r(t) / (|w_o| |w_r|)`` (they sum to the cosine, which the ``bands``
+  scale then maps to the score: ``cosine`` and ``score`` are both given);
 - ``missing``: the reference's terms the output lacks, by ``(w_r(t) / |w_r|) ** 2``, the share
   of the reference's squared norm they carry;
 - ``extra``: the output's terms the reference lacks, by ``(w_o(t) / |w_o|) ** 2``;
@@ -44,6 +45,8 @@ from typing import Any, Protocol
 
 from simeval.scoring._vector import PAIR_IDF_ONE, PAIR_IDF_TWO, absent, has_any, rank, term_hash
 from simeval.scoring.analyzer import Analyzer, normalize, split_tokens
+from simeval.scoring.required import missing_required
+from simeval.scoring.synonyms import mark_synonyms
 
 TOP_MISSING = 5  # missing terms a data-set row names by default
 _TERM_CACHE_LIMIT = 500_000  # parts of texts whose terms an explainer keeps
@@ -64,11 +67,13 @@ class _Scorer(Protocol):
     negation: float
     negators: bytes
     fingerprint: str
+    scale: str
 
     def vector(self, text: str) -> bytes: ...
     def input_terms(self, input: str | None) -> bytes: ...
     def has_negator(self, vec: bytes) -> bool: ...
     def first_words(self, text: str) -> dict[int, str] | None: ...
+    def cosine_vector(self, a: bytes, b: bytes, input_terms: bytes | None = None) -> float: ...
     def score_detail(
         self, output: str, reference: str | Sequence[str], input: str | None = None
     ) -> tuple[float, int]: ...
@@ -88,8 +93,10 @@ class Term:
 class Explanation:
     """Why a score is what it is.
 
-    ``shared``: the terms both texts have, with their contribution to the score (they sum to
-    the score). ``missing``: reference terms the output lacks, by their weight in the reference
+    ``score``: the score the user sees; ``cosine``: the TF-IDF cosine it comes from (the same
+    number under ``scale`` ``cosine``; the ``bands`` scale maps one to the other).
+    ``shared``: the terms both texts have, with their contribution to the cosine (they sum to
+    the cosine). ``missing``: reference terms the output lacks, by their weight in the reference
     (the fraction of the reference's squared norm they carry). ``extra``: output terms the
     reference lacks, by their weight in the output. Terms the input contains are marked
     ``demoted`` and listed in ``demoted`` (their weight was multiplied by ``input_weight``).
@@ -106,12 +113,20 @@ class Explanation:
     fingerprint: str = ""
     demoted: list[str] = field(default_factory=list)
     negation: float = 1.0
+    # the eval's required terms (option ``required``) the output lacks: it fails whatever
+    # its score (``simeval.scoring.required``)
+    missing_required: list[str] = field(default_factory=list)
+    cosine: float | None = None
+    scale: str = "cosine"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def __str__(self) -> str:
-        lines = [f"score {self.score:.4f} (reference {self.matched_reference + 1})"]
+        head = f"score {self.score:.4f}"
+        if self.scale != "cosine" and self.cosine is not None:
+            head = f"cosine {self.cosine:.4f} → score {self.score:.4f}"
+        lines = [f"{head} (reference {self.matched_reference + 1})"]
         if self.reason:
             lines.append(f"reason: {self.reason}")
         for title, terms in (
@@ -131,6 +146,8 @@ class Explanation:
             lines.append("in the input (lower weight): " + ", ".join(self.demoted))
         if self.negation != 1.0:
             lines.append(f"negation: only one text negates, score x {self.negation:g}")
+        if self.missing_required:
+            lines.append("fails: required term missing: " + ", ".join(self.missing_required))
         return "\n".join(lines)
 
 
@@ -148,11 +165,23 @@ def explain(
     score, at = scorer.score_detail(output, reference, input)
     engine = explainer(scorer)
     if engine is None or top < 1 or not output.strip():
-        return reference_explanation(scorer, output, reference, top, input, (score, at))
-    refs = [reference] if isinstance(reference, str) else list(reference)
-    ref = Reference(refs[at], scorer.vector(refs[at]))
-    terms = scorer.input_terms(input)
-    return engine.explain_scored(output, scorer.vector(output), ref, score, at, terms, top)
+        exp = reference_explanation(scorer, output, reference, top, input, (score, at))
+    else:
+        refs = [reference] if isinstance(reference, str) else list(reference)
+        ref = Reference(refs[at], scorer.vector(refs[at]))
+        terms = scorer.input_terms(input)
+        exp = engine.explain_scored(output, scorer.vector(output), ref, score, at, terms, top)
+    exp.missing_required = missing_required(scorer, output)
+    return mark_synonyms(scorer.analyzer, exp, output)  # "begin ~ commence"
+
+
+def cosine_of(scorer: _Scorer, vec: bytes, rvec: bytes, terms: bytes, score: float) -> float:
+    """The cosine behind ``score`` (an output vector ``vec`` against its matched reference's
+    ``rvec``): the score itself under the ``cosine`` scale or when a vector is empty (then
+    0 or 1, which the ``bands`` scale keeps)."""
+    if scorer.scale == "cosine" or not (vec and rvec):
+        return score
+    return scorer.cosine_vector(vec, rvec, terms)
 
 
 def missing_terms(
@@ -206,7 +235,8 @@ def reference_explanation(
     score, at = scored if scored is not None else scorer.score_detail(output, reference, input)
     refs = [reference] if isinstance(reference, str) else list(reference)
     ref = refs[at]
-    exp = Explanation(score, at, ref, fingerprint=scorer.fingerprint)
+    exp = Explanation(score, at, ref, fingerprint=scorer.fingerprint, scale=scorer.scale)
+    exp.cosine = score
     asked: set[str] = set()
     if scorer.input_terms(input):
         asked = set(scorer.analyzer.terms(input or ""))
@@ -227,6 +257,7 @@ def reference_explanation(
     no = math.sqrt(sum(w * w for w in wo.values())) or 1.0
     nr = math.sqrt(sum(w * w for w in wr.values())) or 1.0
     vo, vr = scorer.vector(output), scorer.vector(ref)
+    exp.cosine = cosine_of(scorer, vo, vr, scorer.input_terms(input), score)
     negates = scorer.negators and vo and vr and vo != vr and score > 0.0
     if negates and scorer.has_negator(vo) != scorer.has_negator(vr):
         exp.negation = scorer.negation
@@ -560,6 +591,8 @@ class Explainer:
             fingerprint=scorer.fingerprint,
             demoted=sorted(demoted),
             negation=negation,
+            cosine=cosine_of(scorer, vec, ref.vec, terms, score),
+            scale=scorer.scale,
         )
 
 

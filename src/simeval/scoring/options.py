@@ -10,7 +10,7 @@ the studio all read these.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from simeval.errors import InvalidInput, InvalidOption
@@ -29,11 +29,22 @@ DEFAULTS: dict[str, Any] = {
     # Chosen on the benchmark (README "Scoring with the question", "Negation").
     "input_weight": 0.5,
     "negation": 0.9,
+    # the calibrated scale (simeval.scoring.bands, README "How the score works")
+    "scale": "bands",
+    # per eval (README "Required terms and synonyms"): words in one group count as one term;
+    # terms an output must contain to pass (not part of the score, nor of the fingerprint)
+    "synonyms": (),
+    "required": (),
 }
 OPTION_NAMES = tuple(DEFAULTS)
 # The options as they were before the tokenizer, the input and negation existed: the baseline
 # `simeval bench` compares the default with, and a way to keep scoring as before.
-PREVIOUS_DEFAULTS: dict[str, Any] = {"tokenizer": "words", "input_weight": 1.0, "negation": 1.0}
+PREVIOUS_DEFAULTS: dict[str, Any] = {
+    "tokenizer": "words",
+    "input_weight": 1.0,
+    "negation": 1.0,
+    "scale": "cosine",
+}
 OPTION_HELP = {
     "language": "stemmer and background word list, e.g. english, german, fr",
     "stemming": "Snowball stemming on/off",
@@ -45,7 +56,11 @@ OPTION_HELP = {
     "tokenizer": "unicode (CJK characters, symbols, n't) or words (runs of word characters)",
     "input_weight": "weight of the terms the input (question) contains, 0-1 (1 = ignore input)",
     "negation": "factor when exactly one text has a negator, 0-1 (1 = off)",
+    "synonyms": "groups of words counted as one term, e.g. begin,commence,start (repeatable)",
+    "required": "a term the output must contain to pass, whatever its score (repeatable)",
+    "scale": "bands (calibrated to the strictness bands) or cosine (the raw TF-IDF cosine)",
 }
+SCALES = ("bands", "cosine")
 
 
 # -- yes/no words ---------------------------------------------------------------------------------
@@ -97,14 +112,11 @@ def _as_int(name: str, value: Any, low: int, high: int) -> int:
     return number
 
 
-def resolve_options(
-    options: dict[str, Any], idf_source: Callable[[Any], Any] | None = None
-) -> dict[str, Any]:
+def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
     """Validate scorer options and fill in defaults; the canonical form of a configuration.
 
-    ``idf_source`` checks the ``idf`` value and turns it into its source (the scorer passes
-    its IDF table loader); without it the value is kept as given. Raises ``InvalidOption``
-    naming the unknown option or the bad value.
+    The ``idf`` value is kept as given (the scorer turns it into its source). Raises
+    ``InvalidOption`` naming the unknown option or the bad value.
     """
     unknown = sorted(set(options) - set(DEFAULTS))
     if unknown:
@@ -116,7 +128,7 @@ def resolve_options(
     flag = yes_no(stop)
     if flag is not None:  # on: the 100 most frequent words; off: none
         stop = 100 if flag else 0
-    idf = merged["idf"] if idf_source is None else idf_source(merged["idf"])
+    idf = merged["idf"]
     return {
         "language": language_name(merged["language"]),
         "stemming": _as_bool("stemming", merged["stemming"]),
@@ -128,7 +140,63 @@ def resolve_options(
         "tokenizer": _as_tokenizer(merged["tokenizer"]),
         "input_weight": _as_factor("input_weight", merged["input_weight"]),
         "negation": _as_factor("negation", merged["negation"]),
+        "scale": _as_scale(merged["scale"]),
+        "synonyms": synonym_groups(merged["synonyms"]),
+        "required": required_words(merged["required"]),
     }
+
+
+def _words(value: Any, what: str) -> list[str]:
+    # a list of words, or one comma-separated string of them (the CLI, a form field)
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise InvalidOption(f"{what} must be a list of words, not {value!r}")
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, int | float) and not isinstance(item, bool):
+            item = str(item)  # YAML reads "9" in [nine, 9] as a number
+        if not isinstance(item, str):
+            raise InvalidOption(f"{what} must be words (text), not {item!r}")
+        word = " ".join(item.split())
+        if word and word not in out:
+            out.append(word)
+    return out
+
+
+def synonym_groups(value: Any) -> tuple[tuple[str, ...], ...]:
+    """The ``synonyms`` option in its canonical form: groups of at least two distinct words,
+    each group sorted, the groups sorted (so the same groups, given in any order, give the
+    same fingerprint). A group is a list of words or one comma-separated string.
+
+    >>> synonym_groups([["start", "Begin"], "commence, begin"])
+    (('begin', 'commence'), ('begin', 'start'))
+    """
+    if value is None or value == "" or value == ():
+        return ()
+    groups = [value] if isinstance(value, str) else value
+    if not isinstance(groups, list | tuple):
+        raise InvalidOption(f"option 'synonyms' must be a list of groups of words, not {value!r}")
+    if groups and all(isinstance(g, str) and "," not in g for g in groups):
+        groups = [groups]  # one group given as a plain list of words
+    out = set()
+    for group in groups:
+        words = sorted({w.lower() for w in _words(group, "a synonym group")})
+        if len(words) < 2:
+            raise InvalidOption(f"a synonym group needs at least two different words: {group!r}")
+        out.add(tuple(words))
+    return tuple(sorted(out))
+
+
+def required_words(value: Any) -> tuple[str, ...]:
+    """The ``required`` option in its canonical form: distinct words (or phrases) in the order
+    given; a list or one comma-separated string.
+
+    >>> required_words("Paris, Seine")
+    ('Paris', 'Seine')
+    """
+    if value is None or value == ():
+        return ()
+    return tuple(_words(value, "option 'required'"))
 
 
 def _as_factor(name: str, value: Any) -> float:
@@ -141,6 +209,13 @@ def _as_factor(name: str, value: Any) -> float:
     if not 0.0 <= number <= 1.0:  # NaN fails too
         raise InvalidOption(f"option {name!r} must be in [0, 1], not {value!r}")
     return number
+
+
+def _as_scale(value: Any) -> str:
+    name = value.strip().lower() if isinstance(value, str) else value
+    if name not in SCALES:
+        raise InvalidOption(f"option 'scale' must be one of {', '.join(SCALES)}, not {value!r}")
+    return str(name)
 
 
 def _as_tokenizer(value: Any) -> str:
@@ -162,6 +237,7 @@ def analyzer_from_options(options: dict[str, Any]) -> Analyzer:
         opts["stop_words"],
         opts["ngram"],
         opts["tokenizer"],
+        opts["synonyms"],
     )
 
 
@@ -179,7 +255,9 @@ def check_unit(value: Any, what: str) -> float:
     except ValueError:
         raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}") from None
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InvalidInput(f"{what} must be a number in [0, 1], not {value!r}")
+        # the number, not how it arrived: "1.5" typed in the studio or the CLI and 1.5 sent
+        # as JSON get the same message
+        raise InvalidInput(f"{what} must be a number in [0, 1], not {number:g}")
     return number
 
 

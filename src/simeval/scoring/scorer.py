@@ -1,16 +1,22 @@
-"""The similarity score: TF-IDF cosine between an output and one or more reference answers.
+"""The similarity score: TF-IDF cosine between an output and one or more reference answers, on
+a calibrated scale.
 
 Formula. Both texts are analysed into terms (``simeval.scoring.analyzer``). A term ``t`` that occurs
 ``c`` times in a text gets the weight ``w(t) = tf(c) * idf(t)`` with ``tf(c) = 1 + ln(c)``
 (sublinear, the default) or ``tf(c) = c``; ``idf`` comes from the chosen source
-(``simeval.scoring.idf``). The score is the cosine of the two weight vectors::
+(``simeval.scoring.idf``). The cosine of the two weight vectors::
 
-    score(a, b) = sum_t w_a(t) w_b(t) / (|w_a| |w_b|)          in [0, 1]
+    cosine(a, b) = sum_t w_a(t) w_b(t) / (|w_a| |w_b|)          in [0, 1]
 
-It is symmetric, 1.0 for texts identical after normalisation (NFKC, case folding, whitespace),
-0.0 when no term is shared and 0.0 for an empty output. With several references the score is
-the best match. Sums run in a fixed order (by a hash of the term text), so the same inputs and
-options give the same float on every machine and in every process.
+The cosine is symmetric, 1.0 for texts identical after normalisation (NFKC, case folding,
+whitespace), 0.0 when no term is shared and 0.0 for an empty output.
+
+The scale (option ``scale``): ``bands``, the default, maps the cosine through the calibrated
+curve of ``simeval.scoring.bands`` (fitted so that 0.70, 0.80 and 0.90 separate the human
+grades the strictness bands name; 0 stays 0 and 1 stays 1); ``cosine`` is the cosine itself.
+With several references the score is the best match (the best mapped score). Sums run in a
+fixed order (by a hash of the term text), so the same inputs and options give the same float
+on every machine and in every process.
 
 Two adjustments (see ``Scorer.best_vector`` for the exact arithmetic):
 
@@ -32,11 +38,14 @@ from typing import Any
 
 from simeval.checks import check_text
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
+from simeval.scoring import bands as bands_mod
 from simeval.scoring import explain as explain_engine
 from simeval.scoring import options as options_mod
 from simeval.scoring._vector import (
     ACCELERATED,
+    RECORD_SIZE,
     Vectorizer,
+    bands,
     best,
     cosine,
     entry,
@@ -67,7 +76,9 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
 
     Raises ``InvalidOption`` naming the unknown option or the bad value.
     """
-    return options_mod.resolve_options(options, _idf_source)
+    resolved = options_mod.resolve_options(options)
+    resolved["idf"] = _idf_source(resolved["idf"])
+    return resolved
 
 
 def _idf_source(idf: Any) -> Any:
@@ -124,6 +135,9 @@ class Scorer:
         self.sublinear = o["sublinear_tf"]
         self.input_weight: float = o["input_weight"]
         self.negation: float = o["negation"]
+        self.scale: str = o["scale"]
+        # the packed curve the cosine goes through (b"": the raw cosine)
+        self.curve: bytes = bands_mod.PACKED if self.scale == "bands" else b""
         if isinstance(o["idf"], IdfTable):
             if o["idf"].analyzer != self.analyzer.config():
                 raise InvalidOption(
@@ -172,6 +186,11 @@ class Scorer:
         if self.negation != 1.0:
             ident["negation"] = self.negation
             ident["negators"] = self.negator_hashes.hex()
+        if self.curve:
+            ident["scale"] = bands_mod.CURVE.version
+        if self.analyzer.synonyms:
+            # the terms as analysed: groups that analyse alike fingerprint alike
+            ident["synonyms"] = sorted(self.analyzer.synonym_terms.items())
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -239,7 +258,25 @@ class Scorer:
         return [self.vector(r) for r in check_references(reference)]
 
     def _cos(self, a: bytes, b: bytes, terms: bytes) -> float:
-        return cosine(a, b, self.pair, terms, self.input_weight, self.negators, self.negation)
+        return cosine(
+            a, b, self.pair, terms, self.input_weight, self.negators, self.negation, self.curve
+        )
+
+    def cosine_vector(self, a: bytes, b: bytes, input_terms: bytes | None = None) -> float:
+        """The cosine of an output vector against a reference vector before the scale
+        (``best_vector``'s steps 1-4): what ``explain`` shows beside the score."""
+        return float(
+            cosine(
+                a, b, self.pair, input_terms or b"", self.input_weight, self.negators, self.negation
+            )
+        )
+
+    def scaled(self, cosine: float, a: bytes, b: bytes) -> float:
+        """The score of a cosine of output vector ``a`` against reference vector ``b`` under
+        this scorer's scale (step 5 of ``best_vector``)."""
+        if not self.curve:
+            return cosine
+        return float(bands(cosine, len(a) // RECORD_SIZE, len(b) // RECORD_SIZE, self.curve))
 
     def best(
         self,
@@ -275,6 +312,8 @@ class Scorer:
            to [0, 1].
         4. If ``negation != 1``, ``s > 0`` and exactly one of ``a`` and ``b`` has a hash in
            ``negator_hashes`` (``has_negator``): ``s = s * negation``.
+        5. ``scale`` ``bands``: ``s`` goes through the curve (``simeval.scoring.bands``) with
+           ``n_out`` and ``n_ref`` the records of ``a`` and ``b`` (``curve`` packs it).
 
         The best is the first index with the highest score (0.0 and -1 for no references).
         """
@@ -288,6 +327,7 @@ class Scorer:
             self.input_weight,
             self.negators,
             self.negation,
+            self.curve,
         )
 
     def score_detail(
@@ -356,11 +396,16 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(normalize(a).split()) == " ".join(normalize(b).split())
 
 
+def _frozen(value: Any) -> Any:
+    # lists (synonym groups, required terms: lists of lists from JSON) as hashable tuples
+    return tuple(map(_frozen, value)) if isinstance(value, list | tuple) else value
+
+
 def _options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     out = []
     for k, v in sorted(options.items()):
-        if isinstance(v, list):
-            v = tuple(v)
+        if isinstance(v, list | tuple):
+            v = _frozen(v)
         elif isinstance(v, os.PathLike):
             v = os.fspath(v)
         out.append((k, v))

@@ -14,6 +14,11 @@
   blobs and, on PostgreSQL, holds the capture lock exclusively as the rollup does
   (``roll_up``): no rollup moves the watermark while a rescore writes under it, and two
   rescores of one eval do not both add an entry to the same capture.
+  With ``refresh`` it also replaces the eval's stored results whose scorer fingerprint is not
+  the one of the version in force (e.g. scored before the ``bands`` scale existed), when the
+  user asks: the entry is rewritten in place and the rollup moves it from its old key to the
+  new one (a review of the result stays and still wins). Without it, stored results keep the
+  score and fingerprint they were stored with, and trends mark the switch.
 """
 
 from __future__ import annotations
@@ -114,6 +119,7 @@ class BacktestMixin(EvalsMixin):
                 passed=x[1],
                 captured_at=x[5].isoformat(),
                 missing_terms=[t.term for t in exp.missing],
+                missing_required=exp.missing_required,
             )
 
         worst = sorted(scored, key=lambda x: (x[0], x[2]))[:5]
@@ -137,10 +143,14 @@ class BacktestMixin(EvalsMixin):
             seconds=time.perf_counter() - started,
         )
 
-    def rescore(self, name: str | int, since: Any = "7d", until: Any = None) -> RescoreReport:
+    def rescore(
+        self, name: str | int, since: Any = "7d", until: Any = None, refresh: bool = False
+    ) -> RescoreReport:
         """Store the eval's results for the captures in [since, until) it has not scored yet
-        (those in its scope), with the version in force. Returns ``eval``, ``version``,
-        ``scanned`` (captures in the window), ``added`` and ``passed``."""
+        (those in its scope), with the version in force. ``refresh``: also replace its stored
+        results of another scorer fingerprint (see the module doc). Returns ``eval``,
+        ``version``, ``scanned`` (captures in the window), ``added`` (new and replaced),
+        ``replaced`` and ``passed`` (of those stored)."""
         start = parse_time(since, "since")
         end = parse_time(until, "until")
         if start is None:
@@ -153,7 +163,17 @@ class BacktestMixin(EvalsMixin):
             spec = _spec(used)
             eval_id = ev.id
         es = EvalSet([spec])
+        current = get_scorer(**dict(spec.options)).fingerprint
         report = RescoreReport(eval=spec.name, version=spec.version, scanned=0, added=0, passed=0)
+
+        def stale(packed: Any) -> bool:
+            """Whether ``packed`` needs this eval's entry: none yet, or (``refresh``) one of
+            another scorer."""
+            at = packed.position(eval_id)
+            if at < 0:
+                return True
+            return refresh and packed.fingerprints[packed.fp_index[at]] != current
+
         last = 0
         while True:
             # scored from a snapshot, outside the write transaction: the capture lock (below)
@@ -171,7 +191,7 @@ class BacktestMixin(EvalsMixin):
             report.scanned += len(caps)
             scored: dict[int, Any] = {}
             for cid, text_in, output, blob in caps:
-                if unpack_results(blob).position(eval_id) >= 0:
+                if not stale(unpack_results(blob)):
                     continue  # scored already: once per capture and eval
                 got = es.score(output, input=text_in)
                 if got:  # else outside the eval's scope
@@ -179,7 +199,7 @@ class BacktestMixin(EvalsMixin):
             if not scored:
                 continue
 
-            def work(s: Session, scored: dict[int, Any] = scored) -> tuple[int, int]:
+            def work(s: Session, scored: dict[int, Any] = scored) -> tuple[int, int, int]:
                 if s.get_bind().dialect.name == "postgresql":
                     # as the rollup does (``roll_up``): with the capture lock held exclusively
                     # no rollup moves the watermark meanwhile, so a capture at or below it is
@@ -187,7 +207,7 @@ class BacktestMixin(EvalsMixin):
                     s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
                 mark = watermark(s)
                 sums: dict[Key, Sums] = {}
-                added = passed = 0  # counted here: a retried transaction starts again
+                added = passed = replaced = 0  # counted here: a retried transaction starts again
                 rows = s.execute(
                     select(Capture.id, Capture.captured_at, Capture.scores).where(
                         Capture.id.in_(scored)
@@ -196,14 +216,25 @@ class BacktestMixin(EvalsMixin):
                 blobs = []
                 for cid, when, blob in rows:
                     packed = unpack_results(blob)
-                    if packed.position(eval_id) >= 0:
+                    if not stale(packed):
                         continue  # another rescore stored it since the snapshot
                     r = scored[cid]
                     entries = list(packed.rows())
-                    entries.append(
-                        (eval_id, r.version, r.score, r.passed, r.threshold, r.matched_index,
-                         r.fingerprint)
-                    )  # fmt: skip
+                    new = (eval_id, r.version, r.score, r.passed, r.threshold, r.matched_index,
+                           r.fingerprint)  # fmt: skip
+                    at = packed.position(eval_id)
+                    if at >= 0:  # refresh: the old entry leaves its rollup key
+                        old = entries[at]
+                        entries[at] = new
+                        replaced += 1
+                        if cid <= mark:
+                            k = (hour_of(when), eval_id, old[1], old[6])
+                            acc = sums.setdefault(k, Sums())
+                            acc.count -= 1
+                            acc.total -= old[2]
+                            acc.passes -= old[3]
+                    else:
+                        entries.append(new)
                     blobs.append({"b_id": cid, "scores": pack_results(entries)})
                     added += 1
                     passed += r.passed
@@ -219,9 +250,10 @@ class BacktestMixin(EvalsMixin):
                         update(table).where(table.c.id == bindparam("b_id")), blobs
                     )
                 add_sums(s.connection(), sums)
-                return added, passed
+                return added, passed, replaced
 
-            added, passed = self._write(work)
+            added, passed, replaced = self._write(work)
             report.added += added
             report.passed += passed
+            report.replaced += replaced
         return report

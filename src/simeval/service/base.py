@@ -54,8 +54,12 @@ class ServiceBase:
         digits = isinstance(name_or_id, int) or (
             name_or_id.strip().isascii() and (name_or_id.strip().isdigit())
         )
-        if digits and 0 < int(name_or_id) <= MAX_ID:
-            by_id = s.get(Eval, int(name_or_id))
+        # the stripped digits: str.strip drops characters int() does not (U+001C, U+00A0...)
+        number = 0
+        if digits:
+            number = int(name_or_id.strip() if isinstance(name_or_id, str) else name_or_id)
+        if 0 < number <= MAX_ID:
+            by_id = s.get(Eval, number)
             if by_id is not None:
                 return by_id
         names = list(s.scalars(select(Eval.name)))

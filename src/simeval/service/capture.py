@@ -374,10 +374,13 @@ class CaptureMixin(ServiceBase):
         now = when or utc_now()
         auto = active is not None
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
+        lacking: set[tuple[int, int]] = set()  # (group, member) missing a required term
         blob = None
         if active is not None:
             ids, versions, scores, thresholds, matched, passed, fps = [], [], [], [], [], [], []
-            for group, members, sc, at in active.evalset.score_arrays(output, input):
+            vectors: dict[int, bytes] = {}
+            evalset = active.evalset
+            for group, members, sc, at in evalset.score_arrays(output, input, vectors):
                 cols = active.columns[id(group)]
                 scored.append((group, members, sc, at))
                 if len(members) == cols.members:
@@ -395,7 +398,14 @@ class CaptureMixin(ServiceBase):
                     matched.append(le_bytes(array("i", (at[m] for m in members))))
                     sc = sc_m
                 thresholds.append(le_bytes(array("d", thr)))
-                passed.append(bytes(map(operator.ge, sc, thr)))
+                verdicts = bytes(map(operator.ge, sc, thr))
+                if group.any_required:
+                    # an eval's required term missing fails it whatever its score
+                    vec = vectors.get(id(group.scorer), b"")
+                    lacks = [bool(evalset.missing_required(group, m, vec)) for m in members]
+                    verdicts = bytes(v and not x for v, x in zip(verdicts, lacks, strict=True))
+                    lacking.update((id(group), m) for m, x in zip(members, lacks, strict=True) if x)
+                passed.append(verdicts)
                 fps.append(bytes((cols.fp,)) * len(members))
             blob = store_mod.pack_parts(
                 active.fingerprints,
@@ -425,11 +435,11 @@ class CaptureMixin(ServiceBase):
 
         def results() -> list[dict[str, Any]]:
             assert active is not None
-            return self._fresh_results(active, scored, capture_id, input, output, explain)
+            return self._fresh_results(active, scored, capture_id, input, output, explain, lacking)
 
         def results_json() -> bytes:
             assert active is not None
-            return self._fresh_json(active, scored, capture_id)
+            return self._fresh_json(active, scored, capture_id, lacking)
 
         out = CaptureOut.build(
             results if auto else [],
@@ -450,8 +460,10 @@ class CaptureMixin(ServiceBase):
         active: _Active,
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
         capture_id: int,
+        lacking: set[tuple[int, int]],
     ) -> bytes:
-        """The JSON of ``_fresh_results`` (without explanations), from the prepared pieces."""
+        """The JSON of ``_fresh_results`` (without explanations), from the prepared pieces;
+        ``lacking``: the (group id, member) that miss a required term (they fail)."""
         parts = []
         start = f'{{"id":"{capture_id}'
         fixed, refs = active.json_fixed, active.json_refs
@@ -467,7 +479,9 @@ class CaptureMixin(ServiceBase):
                             start,
                             after_id,
                             _JSON_FLOAT(score),
-                            ',"passed":true,' if score >= threshold else ',"passed":false,',
+                            ',"passed":true,'
+                            if score >= threshold and (id(group), m) not in lacking
+                            else ',"passed":false,',
                             mid,
                             refs[p][at[m]],
                         )
@@ -483,6 +497,7 @@ class CaptureMixin(ServiceBase):
         input: str,
         output: str,
         explain: bool,
+        lacking: set[tuple[int, int]],
     ) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for group, members, sc, at in scored:
@@ -491,7 +506,7 @@ class CaptureMixin(ServiceBase):
             for m in members:
                 spec = active.evalset.evals[group.positions[m]]
                 score = sc[m]
-                ok = score >= spec.threshold
+                ok = score >= spec.threshold and (id(group), m) not in lacking
                 rows.append(
                     {
                         "id": capture_result_id(capture_id, spec.id or 0),

@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 
 from simeval.checks import check_id
 from simeval.errors import InvalidOption, NotFound
+from simeval.scoring.options import required_words, synonym_groups
+from simeval.scoring.required import required_of
 from simeval.scoring.scorer import get_scorer
 from simeval.store import Capture, Result, Run
 
@@ -28,7 +30,15 @@ def check_options(options: Any) -> tuple[dict[str, Any], str]:
     if not isinstance(options, dict):
         raise InvalidOption(f"scorer options must be a mapping, not {type(options).__name__}")
     opts = {k: v for k, v in options.items() if v is not None}
+    # the two list options, stored in their canonical form (lists, for JSON); none: left out
+    if "synonyms" in opts:
+        opts["synonyms"] = [list(g) for g in synonym_groups(opts["synonyms"])]
+    if "required" in opts:
+        opts["required"] = list(required_words(opts["required"]))
+    opts = {k: v for k, v in opts.items() if v != []}
     for key, value in opts.items():
+        if key in ("synonyms", "required"):
+            continue
         if not isinstance(value, str | int | float | bool):
             raise InvalidOption(f"scorer option {key!r} must be a plain value, not {value!r}")
     idf = opts.get("idf")
@@ -36,6 +46,7 @@ def check_options(options: Any) -> tuple[dict[str, Any], str]:
         # a corpus table file: store where it is, so captures from another directory find it
         opts["idf"] = str(Path(idf).expanduser().resolve())
     scorer = get_scorer(**opts)
+    required_of(scorer)  # a required term without a scorable word is refused here
     return opts, scorer.fingerprint
 
 

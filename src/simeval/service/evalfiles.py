@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from simeval.checks import check_name, check_scope, check_storable_all
+from simeval.checks import check_name, check_scope, check_storable_all, load_json
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scoring.scorer import check_references, read_text_file
@@ -30,7 +30,51 @@ _EVAL_KEYS = {
     "input_scope",
     "options",
     "test",
+    "required",
+    "synonyms",
 }
+
+
+def _shared_synonyms(doc: dict[str, Any], source: str) -> dict[str, list[Any]]:
+    """The file's named synonym lists (its top-level ``synonyms:`` mapping: name -> groups)."""
+    named = doc.get("synonyms") or {}
+    if not isinstance(named, dict) or not all(isinstance(v, list) for v in named.values()):
+        raise InvalidInput(
+            f"{source}: 'synonyms' must map a list's name to its groups, e.g. "
+            "'synonyms: {time: [[begin, commence, start]]}'"
+        )
+    return {str(k): v for k, v in named.items()}
+
+
+def _terms_options(item: dict[str, Any], named: dict[str, list[Any]]) -> dict[str, Any] | None:
+    """An entry's ``options`` with its ``required`` and ``synonyms`` keys (which win); a
+    string among its synonyms names a list of the file's ``synonyms:`` section."""
+    options = item.get("options")
+    if "required" not in item and "synonyms" not in item:
+        return options
+    out = dict(options) if isinstance(options, dict) else {}
+    if options is not None and not isinstance(options, dict):
+        raise InvalidOption(f"scorer options must be a mapping, not {type(options).__name__}")
+    if "required" in item:
+        out["required"] = item["required"]
+    if "synonyms" in item:
+        given = item["synonyms"]
+        if not isinstance(given, list):
+            raise InvalidOption(f"synonyms must be a list of groups or list names, not {given!r}")
+        groups: list[Any] = []
+        for entry in given:
+            if isinstance(entry, str) and "," not in entry:
+                if entry not in named:
+                    known = ", ".join(sorted(named)) or "none"
+                    raise InvalidInput(
+                        f"unknown synonym list {entry!r} (the file's 'synonyms:' names: {known}; "
+                        "a group of words is a list: [[begin, commence]])"
+                    )
+                groups.extend(named[entry])
+            else:
+                groups.append(entry)
+        out["synonyms"] = groups
+    return out
 
 
 def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
@@ -49,13 +93,15 @@ def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
             raise InvalidInput(f"{source} is not UTF-8 text (byte {exc.start})") from None
     if source.lower().endswith(".json"):
         try:
-            return json.loads(text)
+            return load_json(text, source)
         except json.JSONDecodeError as exc:
             raise InvalidInput(
                 f"invalid JSON in {source} at line {exc.lineno}, column {exc.colno}: {exc.msg}"
             ) from None
     try:
         return yaml.safe_load(text)
+    except RecursionError:  # a document nested thousands of levels deep
+        raise InvalidInput(f"{source} is nested too deep to read") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -93,12 +139,14 @@ def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
         fmt = doc.get("simeval", EVALS_FORMAT)
         if fmt != EVALS_FORMAT:
             raise InvalidInput(f"{source}: unknown eval file format {fmt!r} (this simeval reads 1)")
-        extra = set(doc) - {"simeval", "evals"}
+        extra = set(doc) - {"simeval", "evals", "synonyms"}
         if extra:
             raise InvalidInput(f"{source}: unknown top-level key {sorted(extra)[0]!r}")
         items = doc.get("evals")
+        named = _shared_synonyms(doc, source)
     else:
         items = doc
+        named = {}
     if not isinstance(items, list):
         raise InvalidInput(f"{source}: expected a list of evals (under 'evals:')")
     out: list[dict[str, Any]] = []
@@ -125,7 +173,7 @@ def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
             check_storable_all(refs, "reference answer")
             threshold = check_threshold(item.get("threshold", DEFAULT_THRESHOLD))
             scope = check_scope(item.get("input_scope"))
-            opts, fp = check_options(item.get("options"))
+            opts, fp = check_options(_terms_options(item, named))
             status = item.get("status")
             if status not in (None, "draft", "active", "archived"):
                 raise InvalidInput(f"status must be draft, active or archived, not {status!r}")

@@ -97,6 +97,7 @@ class EvalsMixin(ServiceBase):
             if 0 <= t.matched_index < len(references)
             else "",
             explanation=t.explanation,
+            missing_required=list((t.explanation or {}).get("missing_required") or []),
             fingerprint=t.fingerprint,
             in_scope=t.in_scope,
             created_at=as_utc(t.created_at),
@@ -144,6 +145,8 @@ class EvalsMixin(ServiceBase):
             strictness=strictness(ev.threshold),
             input_scope=ev.input_scope,
             options=dict(ev.options),
+            required=list(ev.options.get("required") or []),
+            synonyms=[list(g) for g in ev.options.get("synonyms") or []],
             fingerprint=ev.fingerprint,
             created_at=as_utc(ev.created_at),
             updated_at=as_utc(ev.updated_at),

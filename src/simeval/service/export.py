@@ -38,6 +38,7 @@ EXPORT_COLUMNS = (
     "matched_reference",
     "metadata",
     "reasoning",
+    "missing_required",
 )
 
 
@@ -49,6 +50,10 @@ def reasoning(out: ResultOut) -> str:
     if out.review is not None:
         line += " (reviewed)"
     exp = out.explanation or {}
+    required = exp.get("missing_required") or []
+    if required and out.review is None:
+        # failed whatever the score: the number alone would not say why
+        return f"{score:.2f}: required term missing: " + ", ".join(required)
     missing = [m.get("term") if isinstance(m, dict) else str(m) for m in exp.get("missing") or []]
     missing = [m for m in missing if m][:5]
     if not out.passed and missing:
@@ -129,6 +134,9 @@ class ExportMixin(ResultsMixin):
                         "matched_reference": out.matched_reference,
                         "metadata": out.metadata,
                         "reasoning": reasoning(out),
+                        "missing_required": ", ".join(
+                            (out.explanation or {}).get("missing_required") or []
+                        ),
                     }
 
     def write_export(

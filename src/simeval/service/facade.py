@@ -15,6 +15,7 @@ from simeval.service.evalfiles import EvalFilesMixin
 from simeval.service.export import ExportMixin
 from simeval.service.runs import RunsMixin
 from simeval.service.settings import SettingsMixin
+from simeval.service.synonyms import SynonymsMixin
 from simeval.service.trends import TrendsMixin
 from simeval.store import resolve_db_url
 
@@ -30,6 +31,7 @@ class Service(
     EvalFilesMixin,
     CalibrationMixin,
     RunsMixin,
+    SynonymsMixin,
 ):
     """One database's evals, captures and results. Thread-safe; one per process is enough
     (``open_service``).

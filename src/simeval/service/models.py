@@ -44,6 +44,10 @@ class TestOut(_Model):
     matched_index: int
     matched_reference: str
     explanation: dict[str, Any]
+    missing_required: list[str] = Field(
+        default_factory=list,
+        description="the eval's required terms the output lacks (it then fails whatever its score)",
+    )
     fingerprint: str
     in_scope: bool = Field(description="whether the sample input matches the eval's input scope")
     created_at: datetime
@@ -70,6 +74,13 @@ class EvalOut(_Model):
     strictness: str
     input_scope: str | None
     options: dict[str, Any]
+    required: list[str] = Field(
+        default_factory=list,
+        description="terms an output must contain to pass, whatever its score (options.required)",
+    )
+    synonyms: list[list[str]] = Field(
+        default_factory=list, description="groups of words counted as one term (options.synonyms)"
+    )
     fingerprint: str
     created_at: datetime
     updated_at: datetime
@@ -520,6 +531,7 @@ class RescoreReport(_Report):
     scanned: int
     added: int
     passed: int
+    replaced: int = 0  # of ``added``: results of another scorer replaced (``refresh``)
 
 
 class BacktestCase(_Report):
@@ -532,6 +544,9 @@ class BacktestCase(_Report):
     passed: bool
     captured_at: str = Field(description="ISO 8601, UTC")
     missing_terms: list[str]
+    missing_required: list[str] = Field(
+        default_factory=list, description="the eval's required terms the output lacks"
+    )
 
 
 class BacktestReport(_Report):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import case, delete, func, select, true, update
@@ -46,6 +46,9 @@ _EXPLANATION = STORE_COLUMNS.index("explanation")
 # then the eval id and the constants of the INSERT
 _RAW_COLUMNS = (*STORE_COLUMNS, "eval_id", "run_id", "created_at")
 
+
+# a stored run's row as a baseline reads it (``iter_run_cases``)
+RunCase = tuple[int, str | None, str | None, float, bool, str, dict[str, Any]]
 
 _SAFE_STAMP = re.compile(r"[0-9: .-]+")
 
@@ -413,3 +416,28 @@ class RunsMixin(ServiceBase):
         """How many runs are stored."""
         with self.store.read() as s:
             return int(s.scalar(select(func.count(Run.id))) or 0)
+
+    def iter_run_cases(self, run_id: int) -> Iterator[RunCase]:
+        """A stored run's rows in the order they were stored, as a baseline reads them:
+        (row id, eval name, input, automated score, automated verdict, fingerprint, the case
+        its explanation keeps: id, row, ordinal). One query, streamed: the cost grows with
+        the run's rows (paging by offset grew with their square)."""
+        with self.store.read() as s:
+            q = (
+                select(
+                    Result.id,
+                    func.coalesce(Eval.name, Result.eval_name),
+                    Result.input,
+                    Result.score,
+                    Result.passed,
+                    Result.fingerprint,
+                    Result.explanation,
+                )
+                .outerjoin(Eval, Eval.id == Result.eval_id)
+                .where(Result.run_id == run_id)
+                .order_by(Result.id)
+                .execution_options(yield_per=5000)
+            )
+            for rid, name, text_in, score, passed, fp, explanation in s.execute(q):
+                case = explanation.get("case") if isinstance(explanation, dict) else None
+                yield (rid, name, text_in, score, passed, fp, case or {})

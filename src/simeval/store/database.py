@@ -131,7 +131,7 @@ class Store:
         server answers 503 with Retry-After rather than hold a request for minutes. Nothing
         is written when the lock is not had."""
         if not self._keep_raw:  # an in-memory database: its one connection, from the pool
-            raw = self.engine.raw_connection()
+            raw = self._raw_connection()
             try:
                 yield from self._raw_transaction(raw, lock_wait, None)
             finally:
@@ -145,13 +145,24 @@ class Store:
         try:
             raw, self._raw = self._raw, None
             if raw is None:
-                raw = self.engine.raw_connection()
+                raw = self._raw_connection()
             try:
                 yield from self._raw_transaction(raw, lock_wait, self)
             finally:  # kept after an error too: the transaction was rolled back
                 self._raw = raw
         finally:
             self._raw_lock.release()
+
+    def _raw_connection(self) -> Any:
+        """A driver connection from the pool; an outage (the server down) as ``Unavailable``:
+        the pool raises the driver's own error here, unwrapped."""
+        try:
+            return self.engine.raw_connection()
+        except Exception as exc:
+            outage = self._unavailable(exc)
+            if outage is None:
+                raise
+            raise outage from None
 
     def _busy_timeout(self, cur: Any, ms: int, kept: Store | None) -> None:
         if kept is None or kept._raw_busy_ms != ms:

@@ -104,6 +104,7 @@ def _sqlite_begin(conn: Connection) -> None:
 # messages while it stops, restarts or recovers); the first line of its message is kept
 _OUTAGES = (
     "database or disk is full",
+    "disk i/o error",  # SQLite's word for a write the disk refused
     "no space left on device",
     "disk quota exceeded",
     "connection refused",

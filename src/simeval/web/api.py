@@ -8,18 +8,26 @@ service's ``SimevalError``), 422 for a malformed request body, 413 for an oversi
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from starlette.requests import ClientDisconnect
 
 from simeval import __version__
-from simeval.checks import MAX_ID, KeyedCapture, check_capture, check_capture_key
-from simeval.errors import SimevalError
-from simeval.scoring.options import DEFAULT_THRESHOLD, RETENTION_TEXT
+from simeval.checks import (
+    MAX_ID,
+    MAX_KEY_CHARS,
+    MAX_OFFSET,
+    KeyedCapture,
+    check_capture,
+    check_capture_key,
+)
+from simeval.errors import NotFound, SimevalError
+from simeval.scoring.options import DEFAULT_THRESHOLD, RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service import RESULT_ID_PATTERN, ResultFilter, Service
 from simeval.service.models import (
     BacktestReport,
@@ -36,29 +44,21 @@ from simeval.service.models import (
     TestOut,
     TrendOut,
 )
-from simeval.web.idf_files import idf_option
+from simeval.web.idf_files import idf_option, shown_idf
+from simeval.web.schema import (
+    ERRORS,
+    LONG,
+    NAME,
+    UNIT,
+    Body,
+    Integer,
+    References,
+    StrictBool,
+    StrictFloat,
+    as_list,
+    bounds,
+)
 
-
-class ErrorOut(BaseModel):
-    """Every error: one line naming the problem (``details`` for a malformed body: 422)."""
-
-    error: str
-    details: list[dict[str, Any]] | None = None
-
-
-def _error(description: str) -> dict[str, Any]:
-    return {"model": ErrorOut, "description": description}
-
-
-# documented on every route (the OpenAPI schema says what a client may get back)
-ERRORS: dict[int | str, dict[str, Any]] = {
-    400: _error("Bad input: a value out of range, a bad option, a bad file"),
-    404: _error("No such eval, result or run"),
-    409: _error("Contradicts what is stored (a duplicate name, an activation not allowed)"),
-    413: _error("Request body over the server's limit"),
-    422: _error("Malformed request, or text the store cannot hold (lone surrogate, NUL, NaN)"),
-    503: _error("The database is busy (see Retry-After), damaged or read-only"),
-}
 router = APIRouter(prefix="/api", responses=ERRORS)
 
 
@@ -80,74 +80,121 @@ def _json(model: BaseModel | list[Any], status_code: int = 200) -> JSONResponse:
     # The service already returns validated models: dump them once instead of letting FastAPI
     # validate them a second time against the response model (the capture hot path).
     if isinstance(model, list):
-        content: Any = [m.model_dump(mode="json") for m in model]
+        content: Any = [shown_idf(m.model_dump(mode="json")) for m in model]
     else:
-        content = model.model_dump(mode="json")
+        content = shown_idf(model.model_dump(mode="json"))
     return JSONResponse(content, status_code=status_code)
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _live(service: Service, name: str) -> EvalOut:
+    """The eval ``name`` unless it is archived: ``DELETE`` archives an eval, which is then
+    gone from the API's reads and edits of one eval (404); ``GET /api/evals?include_archived=
+    true`` still lists it, and its results are kept."""
+    found = service.get_eval(name)
+    if found.status == "archived":
+        raise NotFound(
+            f"eval {found.name!r} is archived (deleted); GET /api/evals?include_archived=true "
+            "lists it"
+        )
+    return found
 
 
-def _as_list(value: Any) -> Any:
-    return [value] if isinstance(value, str) else value
-
-
-class EvalIn(_Body):
+class EvalIn(Body):
     """A new similarity eval."""
 
-    name: str = Field(examples=["capital-answer"])
-    references: list[str] = Field(
-        description="One or more reference answers (a single string is accepted too).",
-        examples=[["Paris is the capital of France."]],
+    name: str = Field(examples=["capital-answer"], json_schema_extra=NAME)
+    references: References = Field(examples=[["Paris is the capital of France."]])
+    threshold: StrictFloat = Field(
+        DEFAULT_THRESHOLD,
+        description="Minimum score that passes, in [0, 1].",
+        json_schema_extra=UNIT,
     )
-    threshold: float = Field(DEFAULT_THRESHOLD, description="Minimum score that passes, in [0, 1].")
     input_scope: str | None = Field(
-        None, description="Score only captures whose input is this text (case and spacing aside)."
+        None,
+        description="Score only captures whose input is this text (case and spacing aside).",
+        json_schema_extra=LONG,
     )
     options: dict[str, Any] = Field(default_factory=dict, description="Scorer options.")
+    required: list[str] | None = Field(
+        None,
+        description="Terms an output must contain to pass (options.required).",
+        examples=[["paris"]],
+    )
+    synonyms: list[list[str]] | None = Field(
+        None,
+        description="Groups of words counted as one term (options.synonyms).",
+        examples=[[["begin", "commence", "start"]]],
+    )
     type: Literal["similarity"] = "similarity"
 
-    _refs = field_validator("references", mode="before")(_as_list)
+    _refs = field_validator("references", mode="before")(as_list)
 
 
-class EvalPatch(_Body):
+class EvalPatch(Body):
     """Changes to an eval; each one that changes something makes a new version."""
 
-    name: str | None = Field(None, description="A new name.")
-    references: list[str] | None = None
-    threshold: float | None = None
-    input_scope: str | None = Field(None, description="null removes the scope.")
+    name: str | None = Field(None, description="A new name.", json_schema_extra=NAME)
+    references: References | None = None
+    threshold: StrictFloat | None = Field(None, json_schema_extra=UNIT)
+    input_scope: str | None = Field(
+        None, description="null removes the scope.", json_schema_extra=LONG
+    )
     options: dict[str, Any] | None = None
+    required: list[str] | None = Field(None, description="New required terms ([] = none).")
+    synonyms: list[list[str]] | None = Field(None, description="New synonym groups ([] = none).")
 
-    _refs = field_validator("references", mode="before")(_as_list)
+    _refs = field_validator("references", mode="before")(as_list)
 
 
-class TestIn(_Body):
+def _with_terms(
+    options: dict[str, Any], required: list[str] | None, synonyms: list[list[str]] | None
+) -> dict[str, Any]:
+    """Scorer options with the body's top-level ``required``/``synonyms`` (which win)."""
+    out = dict(options)
+    if required is not None:
+        out["required"] = required
+    if synonyms is not None:
+        out["synonyms"] = synonyms
+    return out
+
+
+class TestIn(Body):
     """A dry run of an eval: a sample input and the output to score."""
 
-    input: str = ""
-    output: str
+    input: str = Field("", json_schema_extra=LONG)
+    output: str = Field(json_schema_extra=LONG)
 
 
-class CaptureIn(_Body):
+class CaptureIn(Body):
     """One engine response to score against every active eval in scope."""
 
-    input: str = Field(description="The prompt or request the engine answered.")
-    output: str = Field(description="The engine's output.")
-    conversation_id: str | None = None
+    input: str = Field(
+        description="The prompt or request the engine answered.", json_schema_extra=LONG
+    )
+    output: str = Field(description="The engine's output.", json_schema_extra=LONG)
+    conversation_id: str | None = Field(None, json_schema_extra=bounds(maxLength=200))
     metadata: dict[str, Any] | None = None
     captured_at: datetime | None = Field(
-        None, description="When the engine answered (ISO 8601; default: now)."
+        None,
+        description="When the engine answered (ISO 8601, between the years 1000 and 8999; "
+        "default: now).",
     )
     capture_key: str | None = Field(
         None,
-        max_length=200,
+        min_length=1,
+        max_length=MAX_KEY_CHARS,
         description="Makes the capture idempotent: when a capture with this key is stored "
         "already, nothing new is stored and the stored one is answered (200 instead of 201). "
         "A retry after a timeout is then safe. E.g. the engine's response id.",
     )
+
+    @field_validator("captured_at", mode="before")
+    @classmethod
+    def _a_time_as_text(cls, value: Any) -> Any:
+        # ISO 8601 text, as the schema says: a bare number is not taken for a Unix time
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError("captured_at must be an ISO 8601 date/time string")
+        return value
 
     def checked(self) -> KeyedCapture:
         return (
@@ -161,7 +208,7 @@ class CaptureIn(_Body):
 MAX_BATCH_CAPTURES = 1000
 
 
-class CaptureBatchIn(_Body):
+class CaptureBatchIn(Body):
     """Up to 1,000 captures, stored in one transaction (all or none), idempotent by key."""
 
     captures: list[CaptureIn] = Field(max_length=MAX_BATCH_CAPTURES)
@@ -183,18 +230,22 @@ class CaptureBatchOut(BaseModel):
     captures: list[CaptureBatchItem]
 
 
-class ReviewIn(_Body):
+class ReviewIn(Body):
     """A human override of a result's score; it decides pass/fail from now on."""
 
-    score: float = Field(description="The reviewed score, in [0, 1].")
-    note: str = ""
+    score: StrictFloat = Field(description="The reviewed score, in [0, 1].", json_schema_extra=UNIT)
+    note: str = Field("", json_schema_extra=bounds(maxLength=10_000))
 
 
-class SettingsIn(_Body):
+class SettingsIn(Body):
     """Settings to change; fields left out stay as they are."""
 
-    auto_evaluate: bool | None = None
-    retention_days: int | None = Field(None, description=f"Days to keep: {RETENTION_TEXT} (null).")
+    auto_evaluate: StrictBool | None = None
+    retention_days: Integer | None = Field(
+        None,
+        description=f"Days to keep: {RETENTION_TEXT} (null).",
+        json_schema_extra={"enum": [*RETENTION_CHOICES, None]},
+    )
 
 
 class ResultPage(BaseModel):
@@ -212,11 +263,18 @@ class ProxyHealth(BaseModel):
     upstream: str
     captured: int = Field(description="Replies captured and stored")
     dropped: int = Field(description="Replies not stored: the queue was full or unstorable")
+    failed: int = Field(
+        0, description="Replies that could not become captures (malformed, too large; logged)"
+    )
     queued: int = Field(description="Replies waiting to be stored")
+    restarts: int = Field(0, description="Times the watchdog restarted the capture thread")
+    problem: str | None = Field(
+        None, description="Why the status is degraded (failures in the last 5 minutes)"
+    )
 
 
 class Health(BaseModel):
-    status: str
+    status: str = Field(description="ok, or degraded while the proxy fails to capture")
     version: str
     proxy: ProxyHealth | None = None
 
@@ -384,6 +442,8 @@ async def health(request: Request) -> dict[str, Any]:
     proxy = getattr(request.app.state, "proxy", None)
     if proxy is not None:
         out["proxy"] = proxy.stats()
+        if out["proxy"]["problem"]:
+            out["status"] = "degraded"
     return out
 
 
@@ -409,7 +469,9 @@ def create_eval(body: EvalIn, service: ServiceDep, request: Request) -> JSONResp
         body.references,
         threshold=body.threshold,
         input_scope=body.input_scope,
-        options=idf_option(request.app.state.idf_dir, body.options),
+        options=idf_option(
+            request.app.state.idf_dir, _with_terms(body.options, body.required, body.synonyms)
+        ),
     )
     return _json(out, 201)
 
@@ -423,10 +485,18 @@ def edit_eval(name: str, body: EvalPatch, service: ServiceDep, request: Request)
         "threshold": body.threshold,
         "options": body.options,
     }
-    if body.options and body.options.get("idf") != service.get_eval(name).options.get("idf"):
+    stored = _live(service, name).options.get("idf")
+    given = body.options.get("idf") if body.options else None
+    if body.options and isinstance(stored, str) and given == PurePath(stored).name:
+        # the table as the API shows it (by name): the one the eval has
+        kwargs["options"] = {**body.options, "idf": stored}
+    elif body.options and given != stored:
         kwargs["options"] = idf_option(request.app.state.idf_dir, body.options)
     if "input_scope" in body.model_fields_set:
         kwargs["input_scope"] = body.input_scope
+    if body.required is not None or body.synonyms is not None:
+        base = kwargs["options"] if kwargs["options"] is not None else _live(service, name).options
+        kwargs["options"] = _with_terms(base, body.required, body.synonyms)
     return _json(service.edit_eval(name, **kwargs))
 
 
@@ -439,6 +509,7 @@ def delete_eval(name: str, service: ServiceDep) -> JSONResponse:
 @router.get("/evals/{name:path}/versions", response_model=list[EvalVersionOut], tags=["evals"])
 def eval_versions(name: str, service: ServiceDep) -> JSONResponse:
     """The versions of an eval, oldest first, with what changed."""
+    _live(service, name)
     return _json(service.eval_versions(name))
 
 
@@ -456,7 +527,9 @@ def activate_eval(name: str, service: ServiceDep) -> JSONResponse:
 
 @router.post("/evals/{name:path}/deactivate", response_model=EvalOut, tags=["evals"])
 def deactivate_eval(name: str, service: ServiceDep) -> JSONResponse:
-    """Stop scoring captures (back to draft)."""
+    """Stop scoring captures (back to draft); 404 for an archived (deleted) eval, which the
+    API does not bring back (``simeval evals deactivate`` does)."""
+    _live(service, name)
     return _json(service.deactivate_eval(name))
 
 
@@ -475,6 +548,7 @@ def eval_trend(
     until: Annotated[str | None, Query(description="ISO time or an age.")] = None,
 ) -> JSONResponse:
     """Mean score and pass rate per time bucket, with version and scorer changes marked."""
+    _live(service, name)
     return _json(service.trend(name, bucket=bucket, since=since, until=until))
 
 
@@ -484,8 +558,8 @@ def eval_trend(
 # after the routes under an eval: a name may hold '/' (made before names were limited)
 @router.get("/evals/{name:path}", response_model=EvalOut, tags=["evals"])
 def get_eval(name: str, service: ServiceDep) -> JSONResponse:
-    """One eval, by name or id."""
-    return _json(service.get_eval(name))
+    """One eval, by name or id (404 once archived: ``DELETE``)."""
+    return _json(_live(service, name))
 
 
 @router.get("/results", response_model=ResultPage, tags=["results"])
@@ -493,7 +567,7 @@ def list_results(
     service: ServiceDep,
     where: FilterDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JSONResponse:
     """Results, newest first, filtered by eval, pass/fail, time range, review or run."""
     items = service.list_results(where, limit=limit, offset=offset)
@@ -571,21 +645,24 @@ def cleanup(service: ServiceDep) -> JSONResponse:
     return _json(service.cleanup())
 
 
-class BacktestIn(_Body):
+class BacktestIn(Body):
     """How far back a backtest looks."""
 
-    limit: int = Field(
+    limit: Integer = Field(
         default=500, ge=1, le=10_000, description="The most recent captures in scope."
     )
-    days: int = Field(default=30, ge=1, le=365, description="At most this many days back.")
+    days: Integer = Field(default=30, ge=1, le=365, description="At most this many days back.")
 
 
-class RescoreIn(_Body):
+class RescoreIn(Body):
     """Which past captures to score with an eval."""
 
     eval: str = Field(description="Eval name or id.")
     since: str = Field("7d", description="ISO time or an age like 7d.")
     until: str | None = None
+    refresh: bool = Field(
+        False, description="Also replace its stored results of another scorer fingerprint."
+    )
 
 
 @router.post("/evals/{name}/backtest", response_model=BacktestReport, tags=["evals"])
@@ -600,7 +677,9 @@ def backtest_eval(name: str, service: ServiceDep, body: BacktestIn | None = None
 def rescore(body: RescoreIn, service: ServiceDep) -> JSONResponse:
     """Store an eval's results for past captures it has not scored (once per capture and
     eval), with the version in force."""
-    return _json(service.rescore(body.eval, since=body.since, until=body.until))
+    return _json(
+        service.rescore(body.eval, since=body.since, until=body.until, refresh=body.refresh)
+    )
 
 
 @router.get("/compare", response_model=CompareReport, tags=["results"])
@@ -627,7 +706,7 @@ def list_captures(
     since: Annotated[str | None, Query(description="ISO time or an age like 7d.")] = None,
     until: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JSONResponse:
     """Captures, newest first, with their metadata and results."""
     filters: dict[str, Any] = {
@@ -648,7 +727,10 @@ def list_captures(
 
 
 @router.get("/captures/{capture_id}", response_model=CaptureOut, tags=["captures"])
-def get_capture(capture_id: int, service: ServiceDep) -> JSONResponse:
+def get_capture(
+    capture_id: Annotated[int, Path(ge=1, le=MAX_ID, description="A capture's id")],
+    service: ServiceDep,
+) -> JSONResponse:
     """One capture with its metadata and results."""
     return _json(service.get_capture(capture_id))
 
@@ -657,7 +739,7 @@ def get_capture(capture_id: int, service: ServiceDep) -> JSONResponse:
 def list_conversations(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JSONResponse:
     """Conversations, most recently active first: turns, pass rate, last activity."""
     items = service.list_conversations(limit=limit, offset=offset)
@@ -683,7 +765,7 @@ def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
 def list_runs(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JSONResponse:
     """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status."""
     items = service.list_runs(limit=limit, offset=offset)

@@ -31,10 +31,12 @@ from simeval.service import Service
 from simeval.service.database import DatabaseBusyError, database_problem
 from simeval.web import api, otlp, pages
 from simeval.web.idf_files import resolve_idf_dir
+from simeval.web.methods import MethodMiddleware
 from simeval.web.security import (
     BodyLimitMiddleware,
     DocsHeadersMiddleware,
     GuardMiddleware,
+    SessionStore,
     is_api_path,
 )
 from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
@@ -116,6 +118,7 @@ def create_app(
     app.state.writer = CaptureWriter(svc, lock_wait)
     app.state.idf_dir = resolve_idf_dir(svc.url, idf_dir)
     app.state.token = token or None
+    app.state.sessions = SessionStore()  # the studio's logins (simeval.web.security)
     app.state.proxy = proxy.captures if proxy is not None else None
     _add_error_handlers(app, lock_wait)
     _add_routes(app, proxy)
@@ -233,7 +236,15 @@ def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
 def _add_middleware(
     app: FastAPI, token: str | None, allowed_hosts: Iterable[str] | None, max_body: int
 ) -> None:
-    # Added last = runs first: the size limit, then host/origin/token checks.
+    # Added last = runs first: the size limit, then host/origin/token checks, then the
+    # API's 405s (simeval.web.methods) right before the routes.
+    # the API router's own routes: the app lists an included router as one opaque entry
+    app.add_middleware(MethodMiddleware, routes=lambda: [*app.routes, *api.router.routes])
     app.add_middleware(DocsHeadersMiddleware, page_csp=pages.CSP)
-    app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
+    app.add_middleware(
+        GuardMiddleware,
+        token=token or None,
+        allowed_hosts=allowed_hosts,
+        sessions=app.state.sessions,
+    )
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)

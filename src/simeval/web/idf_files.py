@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -61,3 +61,15 @@ def idf_option(idf_dir: Path, options: dict[str, Any] | None) -> dict[str, Any] 
     if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_IDF_BYTES:
         raise InvalidOption(refusal)
     return {**options, "idf": str(path)}
+
+
+def shown_idf(data: Any) -> Any:
+    """An eval's (or version's) dump with a corpus IDF table shown by its file name: the API
+    names tables by name in the server's IDF directory, and where the server keeps its files
+    is none of a client's business."""
+    options = data.get("options") if isinstance(data, dict) else None
+    if isinstance(options, dict) and isinstance(options.get("idf"), str):
+        idf = options["idf"]
+        if idf not in _BUILT_IN:
+            data["options"] = {**options, "idf": PurePath(idf).name}
+    return data

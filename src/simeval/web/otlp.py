@@ -12,7 +12,11 @@ A span carrying GenAI attributes becomes a capture, whatever instrumentation emi
 Input = the last user message's text, output = the first output message's text; the span id
 (hex) is the capture key, so a batch the exporter sends again is stored once; the capture is
 dated when the span ended. Spans without GenAI attributes, or without output text, are
-accepted and ignored. A payload that cannot be parsed gets 400 and nothing of it is stored.
+accepted and ignored. A payload that cannot be parsed gets 400 and nothing of it is stored:
+not protobuf or JSON, the wrong shape (``"parts": 5``), attribute values nested more than
+``MAX_JSON_DEPTH`` levels, a time outside 0 to 2^64-1 nanoseconds; a gzip body (every member
+of it) that inflates past ``MAX_INFLATED`` gets 413. Inflating and parsing run on a worker
+thread, never on the event loop.
 Protobuf is read with the OpenTelemetry project's own message definitions
 (``opentelemetry-proto``, the ``otel`` extra); JSON needs nothing more.
 """
@@ -22,18 +26,32 @@ from __future__ import annotations
 import base64
 import json
 import re
-import zlib
-from datetime import UTC, datetime
+import threading
+from datetime import datetime, timedelta
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from simeval.checks import KeyedCapture, check_capture, check_capture_key
+from simeval.checks import (
+    MAX_JSON_DEPTH,
+    KeyedCapture,
+    check_capture,
+    check_capture_key,
+    inflate,
+    load_json,
+)
 from simeval.errors import InvalidInput, SimevalError
 
 router = APIRouter()
 MAX_INFLATED = 64 * 1024 * 1024  # a gzip body may inflate to this much at most
+# One payload parsed at a time, whatever the event loop (a thread lock, not an anyio one):
+# parsing holds the GIL for stretches, and several parses at once would take turns with the
+# event loop for it.
+_PARSING = threading.Lock()
+MAX_NANOS = 2**64 - 1  # OTLP times are fixed64 nanoseconds since 1970
+EPOCH = datetime(1970, 1, 1)
 
 
 class UnsupportedMedia(SimevalError):
@@ -44,14 +62,20 @@ Span = dict[str, Any]  # span_id, trace_id (hex), name, start, end (ns), attrs
 
 
 # -- protobuf ------------------------------------------------------------------------------
-def _pb_value(v: Any) -> Any:
+def _too_deep() -> InvalidInput:
+    return InvalidInput(f"an attribute value is nested more than {MAX_JSON_DEPTH} levels deep")
+
+
+def _pb_value(v: Any, depth: int = 0) -> Any:
+    if depth > MAX_JSON_DEPTH:
+        raise _too_deep()
     kind = v.WhichOneof("value")
     if kind is None:
         return None
     if kind == "array_value":
-        return [_pb_value(x) for x in v.array_value.values]
+        return [_pb_value(x, depth + 1) for x in v.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _pb_value(kv.value) for kv in v.kvlist_value.values}
+        return {kv.key: _pb_value(kv.value, depth + 1) for kv in v.kvlist_value.values}
     if kind == "bytes_value":
         return v.bytes_value.hex()
     return getattr(v, kind)
@@ -85,14 +109,23 @@ def spans_from_protobuf(body: bytes) -> list[Span]:
                         "name": span.name,
                         "start": span.start_time_unix_nano,
                         "end": span.end_time_unix_nano,
-                        "attrs": {kv.key: _pb_value(kv.value) for kv in span.attributes},
+                        "attrs": _pb_attributes(span.attributes),
                     }
                 )
     return spans
 
 
+def _pb_attributes(attributes: Any) -> dict[str, Any]:
+    try:
+        return {kv.key: _pb_value(kv.value) for kv in attributes}
+    except InvalidInput as exc:
+        raise InvalidInput(f"malformed OTLP protobuf payload: {exc}") from None
+
+
 # -- JSON ----------------------------------------------------------------------------------
-def _json_value(v: Any) -> Any:
+def _json_value(v: Any, depth: int = 0) -> Any:
+    if depth > MAX_JSON_DEPTH:
+        raise _too_deep()
     if not isinstance(v, dict):
         raise InvalidInput(f"malformed OTLP JSON: an attribute value is {type(v).__name__}")
     for kind, val in v.items():
@@ -105,9 +138,10 @@ def _json_value(v: Any) -> Any:
         if kind == "doubleValue":
             return float(val)
         if kind == "arrayValue":
-            return [_json_value(x) for x in _list(val.get("values") if _obj(val) else None)]
+            values = _list(val.get("values") if _obj(val) else None)
+            return [_json_value(x, depth + 1) for x in values]
         if kind == "kvlistValue":
-            return _attributes(val.get("values") if _obj(val) else None)
+            return _attributes(val.get("values") if _obj(val) else None, depth + 1)
         if kind == "bytesValue":
             return base64.b64decode(val).hex()
     return None
@@ -127,22 +161,43 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
-def _attributes(values: Any) -> dict[str, Any]:
+def _attributes(values: Any, depth: int = 0) -> dict[str, Any]:
     out = {}
     for kv in _list(values):
         _obj(kv)
         key = kv.get("key")
         if not isinstance(key, str):
             raise InvalidInput("malformed OTLP JSON: an attribute without a key")
-        out[key] = _json_value(kv.get("value", {}))
+        out[key] = _json_value(kv.get("value", {}), depth)
     return out
+
+
+def _nanos(value: Any, what: str) -> int:
+    """An OTLP time: nanoseconds since 1970 in [0, 2^64-1] (JSON gives them as text or a
+    number); 0 or absent means none."""
+    if isinstance(value, bool) or not isinstance(value, int | str | float | type(None)):
+        raise InvalidInput(f"{what} must be a number of nanoseconds, not {type(value).__name__}")
+    nanos = int(value or 0)
+    if not 0 <= nanos <= MAX_NANOS:
+        shown = str(nanos) if len(str(nanos)) <= 30 else f"{nanos:.3e}"
+        raise InvalidInput(f"{what} {shown} is not a time (0 to 2^64-1 nanoseconds since 1970)")
+    return nanos
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return dict(pairs)
 
 
 def spans_from_json(body: bytes) -> list[Span]:
     """The spans of an ``ExportTraceServiceRequest`` in OTLP JSON (hex ids, camelCase)."""
     try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        # A Python hook per object: the parser then lets other threads run (the event loop
+        # answering requests) between objects, instead of holding the GIL for a whole
+        # 64 MB payload. Nesting too deep is still the parser's RecursionError.
+        doc = json.loads(body, object_pairs_hook=_pairs)
+    except RecursionError:
+        raise InvalidInput("malformed OTLP JSON payload: nested too deep to read") from None
+    except ValueError as exc:  # not JSON, not UTF-8, a number of 5,000 digits
         raise InvalidInput(f"malformed OTLP JSON payload: {exc}") from None
     _obj(doc)
     spans = []
@@ -158,12 +213,12 @@ def spans_from_json(body: bytes) -> list[Span]:
                             "span_id": str(span.get("spanId") or "").lower(),
                             "trace_id": str(span.get("traceId") or "").lower(),
                             "name": str(span.get("name") or ""),
-                            "start": int(span.get("startTimeUnixNano") or 0),
-                            "end": int(span.get("endTimeUnixNano") or 0),
+                            "start": _nanos(span.get("startTimeUnixNano"), "startTimeUnixNano"),
+                            "end": _nanos(span.get("endTimeUnixNano"), "endTimeUnixNano"),
                             "attrs": _attributes(span.get("attributes")),
                         }
                     )
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         if isinstance(exc, InvalidInput):
             raise
         raise InvalidInput(f"malformed OTLP JSON payload: {exc}") from None
@@ -171,13 +226,15 @@ def spans_from_json(body: bytes) -> list[Span]:
 
 
 # -- GenAI spans as captures ---------------------------------------------------------------
-_INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(role|content)$")
+_INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d{1,9})\.(role|content)$")
 
 
-def _messages(value: Any) -> list[dict[str, Any]]:
+def _messages(value: Any, what: str) -> list[dict[str, Any]]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = load_json(value, what)
+        except SimevalError:  # JSON text nested too deep: refused, not taken as plain text
+            raise
         except ValueError:
             return [{"role": "user", "content": value}]
     if isinstance(value, dict):
@@ -187,7 +244,10 @@ def _messages(value: Any) -> list[dict[str, Any]]:
 
 def _message_text(message: dict[str, Any]) -> str:
     texts = []
-    for part in message.get("parts") or []:
+    parts = message.get("parts")
+    if parts is not None and not isinstance(parts, list):
+        raise InvalidInput(f"a message's parts must be a list, not {type(parts).__name__}")
+    for part in parts or []:
         if isinstance(part, dict) and part.get("type", "text") == "text":
             content = part.get("content", part.get("text"))
             if isinstance(content, str):
@@ -204,8 +264,8 @@ def span_capture(span: Span) -> KeyedCapture | None:
     attrs: dict[str, Any] = span["attrs"]
     if not any(k.startswith("gen_ai.") for k in attrs):
         return None
-    inputs = _messages(attrs.get("gen_ai.input.messages"))
-    outputs = _messages(attrs.get("gen_ai.output.messages"))
+    inputs = _messages(attrs.get("gen_ai.input.messages"), "gen_ai.input.messages")
+    outputs = _messages(attrs.get("gen_ai.output.messages"), "gen_ai.output.messages")
     indexed: dict[tuple[str, int], dict[str, Any]] = {}
     for key, value in attrs.items():
         match = _INDEXED.match(key)
@@ -250,7 +310,8 @@ def span_capture(span: Span) -> KeyedCapture | None:
     start, end = span["start"], span["end"]
     if start and end >= start:
         metadata["latency_ms"] = round((end - start) / 1e6, 3)
-    when = datetime.fromtimestamp((end or start) / 1e9, UTC) if (end or start) else None
+    # exact to the microsecond, and any fixed64 (up to the year 2554) is a datetime
+    when = EPOCH + timedelta(microseconds=(end or start) // 1000) if (end or start) else None
     conversation = attrs.get("gen_ai.conversation.id")
     checked = check_capture(
         text_in,
@@ -266,16 +327,10 @@ def parse_traces(body: bytes, content_type: str, content_encoding: str = "") -> 
     """The captures of an OTLP/HTTP traces payload; ``InvalidInput`` when it is malformed
     (then nothing of it is stored)."""
     encoding = content_encoding.strip().lower()
-    if encoding == "gzip":
-        inflater = zlib.decompressobj(47)
-        try:
-            body = inflater.decompress(body, MAX_INFLATED)
-        except zlib.error as exc:
-            raise InvalidInput(f"malformed gzip body: {exc}") from None
-        if inflater.unconsumed_tail:
-            raise InvalidInput(f"the gzip body inflates to more than {MAX_INFLATED} bytes")
-    elif encoding not in ("", "identity"):
+    if encoding not in ("", "identity", "gzip"):
         raise UnsupportedMedia(f"unsupported Content-Encoding {content_encoding!r} (use gzip)")
+    if encoding == "gzip":
+        body = inflate(body, encoding, MAX_INFLATED, "the gzip body")
     media = content_type.split(";")[0].strip().lower()
     if media in ("application/x-protobuf", "application/protobuf"):
         spans = spans_from_protobuf(body)
@@ -291,10 +346,15 @@ def parse_traces(body: bytes, content_type: str, content_encoding: str = "") -> 
         try:
             one = span_capture(span)
         except SimevalError as exc:
-            raise type(exc)(f"span {i} ({span['name']!r}): {exc}") from None
+            raise type(exc)(f"span {i} ({span['name'][:100]!r}): {exc}") from None
         if one is not None:
             captures.append(one)
     return captures
+
+
+def _parse_one_at_a_time(body: bytes, content_type: str, encoding: str) -> list[KeyedCapture]:
+    with _PARSING:
+        return parse_traces(body, content_type, encoding)
 
 
 _BODY = {
@@ -316,6 +376,9 @@ _BODY = {
             "content": {"application/x-protobuf": {}, "application/json": {}},
         },
         400: {"description": "A malformed payload: nothing stored"},
+        413: {"description": "A body (or its gzip inflated) over the limit: nothing stored"},
+        422: {"description": "Text the store cannot hold (a NUL, NaN, nested too deep)"},
+        503: {"description": "The database is busy or down: nothing stored, try again"},
         415: {"description": "Neither protobuf nor JSON"},
     },
 )
@@ -327,12 +390,19 @@ async def traces(request: Request) -> Response:
     """
     body = await request.body()
     content_type = request.headers.get("content-type", "")
+    encoding = request.headers.get("content-encoding", "")
     try:
-        captures = parse_traces(body, content_type, request.headers.get("content-encoding", ""))
+        # inflating and parsing 64 MB takes a while: on a worker thread, not the event loop
+        captures = await anyio.to_thread.run_sync(
+            _parse_one_at_a_time, body, content_type, encoding
+        )
         if captures:
             await request.app.state.writer.capture_batch(captures)
     except SimevalError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
+        # busy or down: an exporter retries a 503, after Retry-After (OTLP/HTTP's rule)
+        retry = max(1, round(request.app.state.writer.lock_wait))
+        headers = {"Retry-After": str(retry)} if exc.status_code == 503 else None
+        return JSONResponse({"error": str(exc)}, status_code=exc.status_code, headers=headers)
     if content_type.split(";")[0].strip().lower() == "application/json":
         return JSONResponse({})
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -4,37 +4,59 @@ Every request under ``/v1`` goes to the upstream unchanged (method, path, query,
 headers, ``Authorization`` included) and its response comes back unchanged, chunk by chunk as
 the upstream sends it (server-sent events are never buffered). The proxy's own headers
 (``X-Simeval-*``, e.g. the studio's token) are not forwarded, and hop-by-hop headers are the
-connection's own, as HTTP requires.
+connection's own, as HTTP requires. A client that hangs up closes the upstream request
+(nobody pays for tokens nobody reads); of a stream, what was delivered is still captured,
+marked ``client_disconnected`` in its metadata.
 
 Once a reply to ``POST /v1/chat/completions``, ``/v1/completions`` or ``/v1/responses`` is
 complete, streamed or not, a copy of it goes to a bounded queue (``CaptureQueue``) and a
-thread turns it into a capture there: input = the last user message, output = the assistant's
-text, the response id as the capture key (a replayed response is stored once). The client's
-response never waits for that: when the store is slow or down the queue holds the replies,
-retrying, and when it is full new replies are dropped, logged, and counted on
-``/api/health``. Upstream errors, and replies with no text (only tool calls, say), are passed
-through and not captured. No header is ever stored or logged.
+thread turns it into a capture there (``simeval.web.replies``): input = the last user
+message, output = the assistant's text, the response id as the capture key (a replayed
+response is stored once). The client's response never waits for that: when the store is slow
+or down the queue holds the replies, retrying, and when it is full new replies are dropped,
+logged, and counted on ``/api/health``. Upstream errors, and replies with no text (only tool
+calls, say), are passed through and not captured. A reply that cannot be read (malformed,
+nested too deep, too large inflated, not storable), from either side, is passed through too,
+logged with its id and counted ``failed``; no message stops the thread, and a watchdog
+restarts it should it ever end. No header is ever stored or logged.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import json
 import logging
 import queue
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from starlette.types import Message, Receive, Scope, Send
 
-from simeval.checks import KeyedCapture, check_capture, check_capture_key
+from simeval.checks import KeyedCapture
 from simeval.errors import SimevalError
-from simeval.service.database import DatabaseBusyError
+from simeval.service.database import database_problem
+from simeval.web.replies import (
+    MAX_CAPTURED_BYTES,
+    Reply,
+    reply_capture,
+    reply_id,
+    reply_output,
+    request_input,
+)
+
+__all__ = [
+    "CAPTURED",
+    "MAX_CAPTURED_BYTES",
+    "CaptureQueue",
+    "Proxy",
+    "Reply",
+    "create_proxy_app",
+    "reply_output",
+    "request_input",
+]
 
 log = logging.getLogger("simeval.proxy")
 
@@ -55,23 +77,16 @@ _HOP = frozenset(
     }
 )
 CAPTURED = ("/chat/completions", "/completions", "/responses")
-MAX_CAPTURED_BYTES = 16 * 1024 * 1024  # a longer reply is passed through but not captured
+DEGRADED_FOR_S = 300.0  # /api/health says "degraded" this long after a reply failed
+WATCH_EVERY_S = 1.0  # how often the watchdog looks at the capture thread
 
 
-@dataclass
-class Reply:
-    """A completed exchange, as the capture thread needs it (no request headers but the
-    conversation id)."""
-
-    endpoint: str  # "/chat/completions", "/completions" or "/responses"
-    request: bytes
-    conversation: str | None
-    status: int
-    content_type: str
-    encoding: str
-    chunks: list[bytes] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)  # seconds after the request, per chunk
-    latency: float = 0.0
+def _transient(exc: BaseException) -> bool:
+    """True when ``exc`` says the store cannot write now (busy, down, full): the replies wait
+    and are tried again; any other error is the capture's own."""
+    if isinstance(exc, SimevalError):
+        return exc.status_code == 503
+    return database_problem(exc) is not None
 
 
 class CaptureQueue:
@@ -79,7 +94,12 @@ class CaptureQueue:
     taking a list of keyed checked captures, e.g. ``Service.capture_checked``).
 
     Bounded: ``put`` never blocks; a reply that finds the queue full is dropped and logged.
-    A store that fails (down, locked) is retried with backoff while new replies queue up.
+    A store that cannot write now (locked, down, full) is retried with backoff while new
+    replies queue up. A reply that cannot become a capture, or that the store refuses with an
+    error of its own, is logged with its id and counted (``failed``; ``dropped`` for one the
+    store's checks refuse); the thread goes on. A watchdog thread restarts the capture
+    thread if it ever ends before ``close``. ``degraded_for``: seconds after a failure during
+    which ``degraded()`` is true.
     """
 
     def __init__(
@@ -87,34 +107,91 @@ class CaptureQueue:
         store: Callable[[list[KeyedCapture]], Any],
         maxsize: int = 10_000,
         upstream: str = "",
+        *,
+        degraded_for: float = DEGRADED_FOR_S,
+        watch_every: float = WATCH_EVERY_S,
     ):
         self._store = store
         self.upstream = upstream
+        self.degraded_for = degraded_for
         self._q: queue.Queue[Reply | None] = queue.Queue(maxsize)
         self.captured = 0
         self.dropped = 0
+        self.failed = 0
+        self.restarts = 0
+        self._last_failure: float | None = None
+        self._numbered = 0
+        self._open = 0  # replies of the batch in hand not yet stored, dropped or failed
         self._closing = 0.0  # when close() gives up on a store that stays down
-        self._thread = threading.Thread(target=self._run, name="simeval-proxy", daemon=True)
-        self._thread.start()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = self._start()
+        self._watchdog = threading.Thread(
+            target=self._watch, args=(watch_every,), name="simeval-proxy-watchdog", daemon=True
+        )
+        self._watchdog.start()
+
+    def _start(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="simeval-proxy", daemon=True)
+        thread.start()
+        return thread
+
+    def _ensure_worker(self) -> None:
+        """Start the capture thread again if it ended before ``close`` (the watchdog's job)."""
+        with self._lock:
+            if self._thread.is_alive() or self._stop.is_set():
+                return
+            self.restarts += 1
+            log.error(
+                "the capture thread had stopped: restarted it (%d restarts); %d replies wait",
+                self.restarts,
+                self._q.qsize(),
+            )
+            self._thread = self._start()
+
+    def _watch(self, every: float) -> None:
+        while not self._stop.wait(every):
+            self._ensure_worker()
 
     def put(self, reply: Reply) -> None:
+        """Queue a completed reply for capture; never blocks (dropped when full)."""
+        self._numbered += 1
+        reply.number = self._numbered
+        self._ensure_worker()
         try:
             self._q.put_nowait(reply)
         except queue.Full:
             self.dropped += 1
             log.warning(
-                "capture queue full (%d replies waiting): dropped a reply to %s (%d dropped)",
+                "capture queue full (%d replies waiting): dropped reply #%d to /v1%s (%d dropped)",
                 self._q.maxsize,
+                reply.number,
                 reply.endpoint,
                 self.dropped,
             )
 
+    def degraded(self) -> str | None:
+        """Why the proxy is not capturing as it should (the capture thread stopped, replies
+        failed in the last ``degraded_for`` seconds), or None when all is well."""
+        if not self._thread.is_alive() and not self._stop.is_set():
+            return "the capture thread has stopped (the watchdog restarts it)"
+        if self._last_failure is not None:
+            ago = time.monotonic() - self._last_failure
+            if ago < self.degraded_for:
+                replies = "1 reply" if self.failed == 1 else f"{self.failed} replies"
+                return f"{replies} could not be captured, the last {ago:.0f} s ago (see the log)"
+        return None
+
     def stats(self) -> dict[str, Any]:
+        """The counters ``/api/health`` shows."""
         return {
             "upstream": self.upstream,
             "captured": self.captured,
             "dropped": self.dropped,
+            "failed": self.failed,
             "queued": self._q.qsize(),
+            "restarts": self.restarts,
+            "problem": self.degraded(),
         }
 
     def join(self, timeout: float = 10.0) -> bool:
@@ -127,12 +204,16 @@ class CaptureQueue:
         return True
 
     def close(self, timeout: float = 10.0) -> None:
-        """Store what is queued (for at most ``timeout`` seconds), then stop the thread."""
+        """Store what is queued (for at most ``timeout`` seconds), then stop the threads."""
         self._closing = time.monotonic() + timeout
+        self._ensure_worker()  # a stopped thread would leave the queue unread
+        self._stop.set()
         with contextlib.suppress(queue.Full):
             self._q.put(None, timeout=timeout)
         self._thread.join(timeout)
+        self._watchdog.join(timeout)
 
+    # -- the capture thread -------------------------------------------------------------
     def _run(self) -> None:
         while True:
             first = self._q.get()
@@ -145,232 +226,99 @@ class CaptureQueue:
                 if batch[-1] is None:
                     break
             replies = [r for r in batch if r is not None]
+            self._open = len(replies)
             try:
-                items = [c for c in map(_captured, replies) if c is not None]
-                if items:
-                    self._store_all(items)
+                pairs = [(r, c) for r in replies if (c := self._convert(r)) is not None]
+                if pairs:
+                    self._store_all(pairs)
+            except BaseException:
+                # only an interpreter-level exit gets here (every Exception is handled):
+                # the replies in hand are lost; the watchdog starts a new thread
+                lost = self._open
+                self._fail(lost)
+                log.exception("the capture thread stopped: %d replies in hand lost", lost)
+                raise
             finally:
+                self._open = 0
                 for _ in batch:
                     self._q.task_done()
             if batch[-1] is None:
                 return
 
-    def _store_all(self, items: list[KeyedCapture]) -> None:
+    def _convert(self, reply: Reply) -> KeyedCapture | None:
+        try:
+            item = reply_capture(reply)
+        except Exception as exc:
+            self._failed_reply(reply, exc)
+            return None
+        if item is None:
+            self._open -= 1
+        return item
+
+    def _fail(self, count: int) -> None:
+        self.failed += count
+        self._open -= count
+        self._last_failure = time.monotonic()
+
+    def _failed_reply(self, reply: Reply, exc: BaseException) -> None:
+        """One reply not captured: counted and logged with its id, with a traceback when the
+        error is not one of the checks' (a bug to report)."""
+        self._fail(1)
+        expected = isinstance(exc, SimevalError | ValueError)
+        problem = str(exc).splitlines()[0][:300] if str(exc) else ""
+        log.warning(
+            "reply #%d to /v1%s (id %s) was not captured: %s%s (%d failed)",
+            reply.number,
+            reply.endpoint,
+            reply_id(reply),
+            "" if expected else type(exc).__name__ + ": ",
+            problem,
+            self.failed,
+            exc_info=None if expected else exc,
+        )
+
+    def _store_all(self, pairs: list[tuple[Reply, KeyedCapture]]) -> None:
+        """Store the captures; a store that cannot write now is retried (the replies wait),
+        one capture the store refuses does not lose the others (each alone, then)."""
         delay = 0.2
         while True:
             try:
-                self._store(items)
-                self.captured += len(items)
+                self._store([item for _, item in pairs])
+                self.captured += len(pairs)
+                self._open -= len(pairs)
                 return
-            except DatabaseBusyError as exc:
-                problem = str(exc)
-            except SimevalError:
-                # one capture the store refuses must not lose the others: each alone
-                for item in items:
-                    try:
-                        self._store([item])
-                        self.captured += 1
-                    except Exception as one:
-                        self.dropped += 1
-                        log.warning("a captured reply could not be stored: %s", one)
-                return
-            except Exception as exc:  # the store is down or unreachable: keep the replies
-                problem = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:
+                if not _transient(exc):
+                    if len(pairs) == 1:
+                        self._refused(pairs[0][0], exc)
+                    else:
+                        for pair in pairs:
+                            self._store_all([pair])
+                    return
+                problem = str(exc) or type(exc).__name__
             if self._closing and time.monotonic() + delay > self._closing:
-                self.dropped += len(items)
-                log.warning("store unavailable at shutdown: dropped %d captures", len(items))
+                self.dropped += len(pairs)
+                self._open -= len(pairs)
+                log.warning("store unavailable at shutdown: dropped %d captures", len(pairs))
                 return
             log.warning(
                 "store unavailable (%s): %d captures wait, retrying in %.1f s",
                 problem.splitlines()[0] if problem else "?",
-                len(items),
+                len(pairs),
                 delay,
             )
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
 
-
-# -- turning a reply into a capture ----------------------------------------------------------
-def _text_parts(
-    content: Any, kinds: tuple[str, ...] = ("text", "input_text", "output_text")
-) -> str:
-    """The text of an OpenAI message content: a string, or the text parts of a list, joined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict) and part.get("type") in kinds:
-                text = part.get("text")
-                if isinstance(text, str):
-                    texts.append(text)
-        return "\n".join(t for t in texts if t)
-    return ""
-
-
-def request_input(endpoint: str, body: dict[str, Any]) -> str:
-    """The prompt of a request: the last user message's text (or the completion prompt).
-
-    >>> request_input("/chat/completions", {"messages": [
-    ...     {"role": "system", "content": "Be brief."},
-    ...     {"role": "user", "content": [{"type": "text", "text": "Capital of France?"}]}]})
-    'Capital of France?'
-    """
-    if endpoint == "/completions":
-        prompt = body.get("prompt")
-        if isinstance(prompt, list):
-            prompt = prompt[-1] if prompt and isinstance(prompt[-1], str) else ""
-        return prompt if isinstance(prompt, str) else ""
-    messages = body.get("messages") if endpoint == "/chat/completions" else body.get("input")
-    if isinstance(messages, str):  # the Responses API's input may be plain text
-        return messages
-    if isinstance(messages, list):
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                return _text_parts(message.get("content"))
-    return ""
-
-
-def _decoded(reply: Reply) -> bytes:
-    raw = b"".join(reply.chunks)
-    encoding = reply.encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return raw
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        wbits = 47 if encoding != "deflate" else 15  # 47: gzip or zlib header, detected
-        try:
-            return zlib.decompress(raw, wbits)
-        except zlib.error:
-            return zlib.decompress(raw, -15)  # raw deflate, as some servers send it
-    raise ValueError(f"cannot decode a {encoding!r} body")
-
-
-def _events(reply: Reply) -> Iterable[tuple[float, dict[str, Any]]]:
-    """The JSON events of a server-sent-event stream, each with when its chunk arrived."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    pending = ""
-    chunks = [_decoded(reply)] if reply.encoding not in ("", "identity") else reply.chunks
-    times = reply.times if chunks is reply.chunks else [reply.times[-1] if reply.times else 0]
-    for chunk, at in zip(chunks, times, strict=False):
-        pending += decoder.decode(chunk).replace("\r\n", "\n")
-        while "\n\n" in pending:
-            event, pending = pending.split("\n\n", 1)
-            data = "\n".join(
-                line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")
+    def _refused(self, reply: Reply, exc: Exception) -> None:
+        if isinstance(exc, SimevalError):  # the store's own checks: not storable
+            self.dropped += 1
+            self._open -= 1
+            log.warning(
+                "reply #%d (id %s) could not be stored: %s", reply.number, reply_id(reply), exc
             )
-            if not data or data == "[DONE]":
-                continue
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(data)
-                if isinstance(parsed, dict):
-                    yield at, parsed
-
-
-def _chat_text(choice: dict[str, Any], streamed: bool) -> str:
-    if streamed:
-        delta = choice.get("delta") or {}
-        return delta.get("content") or "" if isinstance(delta, dict) else ""
-    if "text" in choice:  # /completions
-        return choice.get("text") or ""
-    message = choice.get("message") or {}
-    return _text_parts(message.get("content")) if isinstance(message, dict) else ""
-
-
-def _response_text(response: dict[str, Any]) -> str:
-    texts = []
-    for item in response.get("output") or []:
-        if isinstance(item, dict) and item.get("type") == "message":
-            texts.append(_text_parts(item.get("content"), ("output_text", "text")))
-    return "".join(texts)
-
-
-def reply_output(reply: Reply) -> tuple[str, dict[str, Any]]:
-    """The assistant's text of a completed reply, and what it says about itself: its id,
-    model, token usage, finish reason and (streams) when the first text arrived."""
-    info: dict[str, Any] = {}
-    streamed = reply.content_type.startswith("text/event-stream")
-    if not streamed:
-        body = json.loads(_decoded(reply))
-        if not isinstance(body, dict):
-            return "", info
-        events: Iterable[tuple[float, dict[str, Any]]] = [(reply.latency, body)]
-    else:
-        events = _events(reply)
-    text: list[str] = []
-    for at, event in events:
-        if reply.endpoint == "/responses":
-            kind = event.get("type", "")
-            response = event.get("response") if streamed else event
-            if kind == "response.output_text.delta" and isinstance(event.get("delta"), str):
-                if "first_token" not in info and event["delta"]:
-                    info["first_token"] = at
-                text.append(event["delta"])
-            if isinstance(response, dict) and (not streamed or kind == "response.completed"):
-                full = _response_text(response)
-                if not streamed or not text:
-                    text = [full]
-                info["id"] = response.get("id")
-                info["model"] = response.get("model")
-                info["usage"] = response.get("usage")
-                info["finish_reason"] = response.get("status")
-            continue
-        info.setdefault("id", event.get("id"))
-        info["model"] = event.get("model") or info.get("model")
-        if event.get("usage"):
-            info["usage"] = event["usage"]
-        for choice in event.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            piece = _chat_text(choice, streamed)
-            if piece:
-                if streamed and "first_token" not in info:
-                    info["first_token"] = at
-                text.append(piece)
-            if choice.get("finish_reason"):
-                info["finish_reason"] = choice["finish_reason"]
-    return "".join(text), info
-
-
-def _captured(reply: Reply) -> KeyedCapture | None:
-    """A reply as a checked capture with its key, or None when it is not one (an error, no
-    text, not JSON, too long)."""
-    if not 200 <= reply.status < 300:
-        return None
-    try:
-        request = json.loads(reply.request) if reply.request else {}
-        if not isinstance(request, dict):
-            return None
-        output, info = reply_output(reply)
-        if not output.strip():
-            return None  # tool calls only, or an empty reply: nothing to score
-        metadata: dict[str, Any] = {
-            "source": "proxy",
-            "endpoint": "/v1" + reply.endpoint,
-            "model": info.get("model") or request.get("model"),
-            "latency_ms": round(reply.latency * 1000, 3),
-            "upstream_status": reply.status,
-        }
-        if "first_token" in info:
-            metadata["first_token_ms"] = round(info["first_token"] * 1000, 3)
-        if isinstance(info.get("usage"), dict):
-            metadata["usage"] = info["usage"]
-        if info.get("finish_reason"):
-            metadata["finish_reason"] = info["finish_reason"]
-        user = request.get("user")
-        conversation = reply.conversation or (user if isinstance(user, str) and user else None)
-        key = info.get("id")
-        checked = check_capture(
-            request_input(reply.endpoint, request),
-            output,
-            conversation[:200] if conversation else None,
-            metadata,
-        )
-        return (*checked, check_capture_key(key if isinstance(key, str) else None))
-    except (ValueError, SimevalError) as exc:
-        log.warning("a reply to /v1%s was not captured: %s", reply.endpoint, exc)
-        return None
+        else:
+            self._failed_reply(reply, exc)
 
 
 # -- the ASGI app ----------------------------------------------------------------------------
@@ -418,40 +366,74 @@ class Proxy:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        path: str = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        exchange = _Exchange(scope, bytes(body), started)
+        # The request is read: the next message a client sends is its hang-up. Watched beside
+        # the forwarding, it cancels the forwarding, which closes the upstream request.
+        async with anyio.create_task_group() as tasks:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                if not exchange.complete:
+                    exchange.gone = True
+                    tasks.cancel_scope.cancel()
+
+            tasks.start_soon(watch)
+            await self._forward(exchange, send)
+            tasks.cancel_scope.cancel()
+        reply = exchange.reply
+        if exchange.gone:
+            log.info(
+                "the client hung up on %s %s: the upstream request was closed",
+                scope["method"],
+                exchange.path,
+            )
+        if reply is not None:
+            reply.latency = time.perf_counter() - started
+            reply.client_disconnected = exchange.gone
+            self.captures.put(reply)
+
+    def _request(self, exchange: _Exchange) -> Any:
+        """The upstream request: the client's, with exactly its headers (none of the HTTP
+        client's defaults such as User-Agent) but the proxy's own and hop-by-hop ones."""
+        scope = exchange.scope
         query: bytes = scope.get("query_string", b"")
-        url = self._prefix + path + ("?" + query.decode("latin-1") if query else "")
-        conversation = None
+        url = self._prefix + exchange.path + ("?" + query.decode("latin-1") if query else "")
         headers = []
         for key, value in scope["headers"]:
             if key in _HOP:
                 continue
             if key.startswith(b"x-simeval-"):
                 if key == b"x-simeval-conversation":
-                    conversation = value.decode("utf-8", "replace")
+                    exchange.conversation = value.decode("utf-8", "replace")
                 continue
             headers.append((key, value))
-        http = self._http()
-        request = http.build_request(scope["method"], url, content=bytes(body))
-        # exactly the client's headers: none of the HTTP client's defaults (User-Agent, ...)
+        body = exchange.body
+        request = self._http().build_request(scope["method"], url, content=body)
         request.headers = self._httpx.Headers(
             [(b"host", request.headers["host"].encode("latin-1")), *headers]
             + ([(b"content-length", str(len(body)).encode())] if body else [])
         )
+        return request
+
+    async def _forward(self, exchange: _Exchange, send: Send) -> None:
+        """Send the request upstream and its response to the client as it comes, keeping a
+        copy of a reply to capture in ``exchange.reply``."""
+        request = self._request(exchange)
         try:
-            response = await http.send(request, stream=True)
+            response = await self._http().send(request, stream=True)
         except self._httpx.HTTPError as exc:
             # never the request: its headers hold the client's key
             log.warning("upstream %s unreachable: %s", self.upstream, type(exc).__name__)
             await _send_error(send, 502, f"upstream {self.upstream} unreachable: {exc}")
             return
-        endpoint = path.split("?", 1)[0].removeprefix("/v1")
-        reply: Reply | None = None
-        if scope["method"] == "POST" and endpoint in CAPTURED and 200 <= response.status_code < 300:
-            reply = Reply(
+        endpoint = exchange.path.split("?", 1)[0].removeprefix("/v1")
+        method = exchange.scope["method"]
+        if method == "POST" and endpoint in CAPTURED and 200 <= response.status_code < 300:
+            exchange.reply = Reply(
                 endpoint,
-                bytes(body),
-                conversation,
+                exchange.body,
+                exchange.conversation,
                 response.status_code,
                 response.headers.get("content-type", ""),
                 response.headers.get("content-encoding", ""),
@@ -470,25 +452,44 @@ class Proxy:
                     ),
                 }
             )
-            size = 0
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                if reply is not None:
-                    size += len(chunk)
-                    if size > MAX_CAPTURED_BYTES:
-                        reply = None
-                    else:
-                        reply.chunks.append(chunk)
-                        reply.times.append(time.perf_counter() - started)
+                if exchange.reply is not None and not exchange.gone:
+                    exchange.keep(chunk)
+            exchange.complete = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except self._httpx.HTTPError as exc:
             log.warning("upstream %s broke off a reply: %s", self.upstream, type(exc).__name__)
-            return  # the client sees the reply cut short, as it was; nothing captured
+            exchange.reply = None  # the client sees the reply cut short, as it was
         finally:
-            await response.aclose()
-        if reply is not None:
-            reply.latency = time.perf_counter() - started
-            self.captures.put(reply)
+            with anyio.CancelScope(shield=True):  # closed even when the client hung up
+                await response.aclose()
+
+
+class _Exchange:
+    """One request through the proxy: what it sent, and what came back to capture."""
+
+    def __init__(self, scope: Scope, body: bytes, started: float):
+        self.scope = scope
+        self.body = body
+        self.started = started
+        self.path: str = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        self.conversation: str | None = None
+        self.reply: Reply | None = None
+        self.size = 0
+        self.complete = False  # the whole response was handed to the client
+        self.gone = False  # the client hung up before that
+
+    def keep(self, chunk: bytes) -> None:
+        """A chunk delivered to the client, copied for the capture (up to the limit)."""
+        reply = self.reply
+        assert reply is not None
+        self.size += len(chunk)
+        if self.size > MAX_CAPTURED_BYTES:
+            reply.truncated = True
+            return
+        reply.chunks.append(chunk)
+        reply.times.append(time.perf_counter() - self.started)
 
 
 async def _send_error(send: Send, status: int, message: str) -> None:
@@ -539,7 +540,9 @@ def create_proxy_app(
     proxy = Proxy(upstream, captures)
 
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "version": __version__, "proxy": captures.stats()})
+        stats = captures.stats()
+        status = "degraded" if stats["problem"] else "ok"
+        return JSONResponse({"status": status, "version": __version__, "proxy": stats})
 
     async def elsewhere(request: Request) -> JSONResponse:
         return JSONResponse(

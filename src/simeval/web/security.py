@@ -8,7 +8,9 @@ visits in the same browser could try to talk to it. So, in order:
   page cannot reach the app under its own name); unsafe methods from another origin are
   refused; with a token, every API call needs it (``Authorization: Bearer``,
   ``X-Simeval-Token`` or the session cookie set by the login form) and pages redirect to the
-  login form without it.
+  login form without it. A session cookie holds a random id the server issued at login
+  (``SessionStore``), not anything derived from the token: logging out revokes it on the
+  server, so a copied cookie stops working.
 - CSRF: the ``simeval_csrf`` cookie holds a random 32-byte browser session id signed with the
   server's secret (random per process); every HTML form carries a token derived from that
   session id with the secret (HMAC), checked against the session on post. An equal
@@ -32,6 +34,7 @@ import ipaddress
 import json
 import re
 import secrets
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -79,9 +82,45 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
-def session_value(token: str) -> str:
-    """What the session cookie holds: a digest of the token, never the token itself."""
-    return hashlib.sha256(b"simeval-session:" + token.encode("utf-8")).hexdigest()
+class SessionStore:
+    """The studio's logged-in sessions: random ids issued at login, each valid until it is
+    revoked (logout) or ``max_age`` seconds have passed; at most ``limit`` at once (the
+    oldest dropped first). Kept in the server's memory: a restart logs everyone out."""
+
+    def __init__(self, max_age: float = 30 * 86400, limit: int = 10_000):
+        self.max_age = max_age
+        self.limit = limit
+        self._expires: dict[str, float] = {}
+
+    def new(self) -> str:
+        """A new session's id (what its cookie holds)."""
+        sid = secrets.token_urlsafe(32)
+        while len(self._expires) >= self.limit:
+            self._expires.pop(next(iter(self._expires)))
+        self._expires[sid] = time.monotonic() + self.max_age
+        return sid
+
+    def valid(self, sid: str | None) -> bool:
+        """Whether ``sid`` is a live session issued here."""
+        if not sid:
+            return False
+        expires = self._expires.get(sid)
+        if expires is None:
+            return False
+        if expires < time.monotonic():
+            self._expires.pop(sid, None)
+            return False
+        return True
+
+    def revoke(self, sid: str | None) -> None:
+        """End session ``sid`` (logout): its cookie no longer authorises anything."""
+        if sid:
+            self._expires.pop(sid, None)
+
+
+def session_id(cookie_header: str) -> str | None:
+    """The session id a request's ``Cookie`` header carries, if any."""
+    return _cookies(cookie_header).get(SESSION_COOKIE)
 
 
 def secret_matches(a: str | None, b: str | None) -> bool:
@@ -127,9 +166,10 @@ async def _send_redirect(
     await send({"type": "http.response.body", "body": b""})
 
 
-def session_cookie_header(token: str, secure: bool = False) -> tuple[bytes, bytes]:
-    """The Set-Cookie header that logs a browser in (``Secure`` over HTTPS)."""
-    value = f"{SESSION_COOKIE}={session_value(token)}; Path=/; HttpOnly; SameSite=Strict"
+def session_cookie_header(sid: str, secure: bool = False) -> tuple[bytes, bytes]:
+    """The Set-Cookie header that logs a browser in to session ``sid`` (``SessionStore``;
+    ``Secure`` over HTTPS)."""
+    value = f"{SESSION_COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict"
     if secure:
         value += "; Secure"
     return (b"set-cookie", value.encode("latin-1"))
@@ -138,10 +178,16 @@ def session_cookie_header(token: str, secure: bool = False) -> tuple[bytes, byte
 class GuardMiddleware:
     """Host, origin and token checks in front of every request (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, token: str | None, allowed_hosts: Iterable[str] | None = None):
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        allowed_hosts: Iterable[str] | None = None,
+        sessions: SessionStore | None = None,
+    ):
         self.app = app
         self.token = token or None
-        self.session = session_value(token) if token else None
+        self.sessions = sessions if sessions is not None else SessionStore()
         hosts = set(LOOPBACK_NAMES) if allowed_hosts is None else set(allowed_hosts)
         self.allowed_hosts = {h.lower() for h in hosts}
 
@@ -195,7 +241,7 @@ class GuardMiddleware:
             return True
         if secret_matches(headers.get("x-simeval-token"), self.token):
             return True
-        return secret_matches(_cookies(headers.get("cookie", "")).get(SESSION_COOKIE), self.session)
+        return self.sessions.valid(session_id(headers.get("cookie", "")))
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         assert self.token is not None
@@ -213,7 +259,8 @@ class GuardMiddleware:
         if secret_matches(given, self.token):
             # ?token= works once: trade it for the session cookie and drop it from the URL.
             secure = scope.get("scheme") == "https"
-            await _send_redirect(send, target, [session_cookie_header(self.token, secure)])
+            cookie = session_cookie_header(self.sessions.new(), secure)
+            await _send_redirect(send, target, [cookie])
         else:
             await _send_redirect(send, "/login?" + urlencode({"next": target}))
 

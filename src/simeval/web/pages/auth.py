@@ -11,6 +11,7 @@ from simeval.web.security import (
     checked_form,
     secret_matches,
     session_cookie_header,
+    session_id,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -38,14 +39,17 @@ async def login(request: Request) -> Response:
     if not secret_matches(form_text(form, "token").strip(), token):
         return render(request, "login.html", {"next": target, "error": "wrong token"}, 401)
     response = redirect(target)
-    response.raw_headers.append(session_cookie_header(token, request.url.scheme == "https"))
+    sid = request.app.state.sessions.new()
+    response.raw_headers.append(session_cookie_header(sid, request.url.scheme == "https"))
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """Forget the session cookie."""
+    """End the session: revoked on the server (a copy of its cookie stops working too), and
+    the cookie deleted."""
     await checked_form(request)
+    request.app.state.sessions.revoke(session_id(request.headers.get("cookie", "")))
     response = redirect("/login")
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

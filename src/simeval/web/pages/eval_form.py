@@ -16,6 +16,8 @@ from simeval.scoring.options import (
     OPTION_HELP,
     band,
     check_threshold,
+    required_words,
+    synonym_groups,
 )
 from simeval.service.models import EvalOut
 from simeval.web.pages._render import form_text
@@ -42,7 +44,22 @@ def _options(form: FormData) -> dict[str, Any] | None:
         "sublinear_tf": form.get("sublinear_tf") is not None,
         "idf": form_text(form, "idf").strip() or DEFAULTS["idf"],
     }
-    return {k: v for k, v in given.items() if v != DEFAULTS[k]}
+    out = {k: v for k, v in given.items() if v != DEFAULTS[k]}
+    # required terms: comma-separated; synonyms: one group per line, its words by commas
+    required = required_words(form_text(form, "required"))
+    if required:
+        out["required"] = list(required)
+    lines = [line for line in form_text(form, "synonyms").splitlines() if line.strip()]
+    if lines:
+        out["synonyms"] = [list(g) for g in synonym_groups(lines)]
+    return out
+
+
+def terms_text(options: dict[str, Any]) -> tuple[str, str]:
+    """An eval's required terms and synonym groups as the form shows them."""
+    required = ", ".join(options.get("required") or ())
+    synonyms = "\n".join(", ".join(g) for g in options.get("synonyms") or ())
+    return required, synonyms
 
 
 def definition(form: FormData) -> dict[str, Any]:
@@ -63,7 +80,10 @@ def form_values(form: FormData | None, ev: EvalOut | None = None) -> dict[str, A
     if form is not None:
         return _sent_values(form)
     if ev is not None:
+        required, synonyms = terms_text(ev.options)
         return {
+            "required": required,
+            "synonyms": synonyms,
             "name": ev.name,
             "references": list(ev.references) or [""],
             "threshold": f"{ev.threshold:.2f}",
@@ -71,6 +91,8 @@ def form_values(form: FormData | None, ev: EvalOut | None = None) -> dict[str, A
             "options": {**DEFAULTS, **{k: v for k, v in ev.options.items() if v is not None}},
         }
     return {
+        "required": "",
+        "synonyms": "",
         "name": "",
         "references": [""],
         "threshold": f"{DEFAULT_THRESHOLD:.2f}",
@@ -94,6 +116,8 @@ def _sent_values(form: FormData) -> dict[str, Any]:
         )
     refs = [r for r in form.getlist("references") if isinstance(r, str)]
     return {
+        "required": form_text(form, "required"),
+        "synonyms": form_text(form, "synonyms"),
         "name": form_text(form, "name"),
         "references": [r for r in refs if r.strip()] or [""],
         "threshold": form_text(form, "threshold") or f"{DEFAULT_THRESHOLD:.2f}",

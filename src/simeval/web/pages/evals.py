@@ -139,6 +139,7 @@ def _eval_page(
         band=band(ev.threshold),
         backtest=backtest,
         backtest_error=backtest_error,
+        synonym_suggestions=service.synonym_suggestions(ev.id),
         unscored=service.count_captures(since="7d")
         - service.count_results(eval_name=ev.name, since="7d")
         if ev.status == "active"
@@ -181,6 +182,20 @@ async def edit_eval(request: Request, name: str) -> Response:
         new = service.edit_eval(ev.name, **kwargs)
     except SimevalError as exc:
         return _eval_page(request, ev, form=form, error=str(exc), status=exc.status_code)
+    return redirect(eval_url(new.name), "saved")
+
+
+@router.post("/evals/{name:path}/synonyms")
+async def add_synonyms(request: Request, name: str) -> Response:
+    """Accept a suggested synonym pair: it joins the eval's synonyms (a new version)."""
+    form = await checked_form(request)
+    service = service_of(request)
+    ev = service.get_eval(name)
+    words = [w for w in form.getlist("words") if isinstance(w, str)]
+    try:
+        new = service.add_synonyms(ev.id, words)
+    except SimevalError as exc:
+        return _eval_page(request, ev, error=str(exc), status=exc.status_code)
     return redirect(eval_url(new.name), "saved")
 
 

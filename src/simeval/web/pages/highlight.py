@@ -84,4 +84,8 @@ def explained(
         "missing": explanation.get("missing", []),
         "extra": explanation.get("extra", []),
         "reason": explanation.get("reason"),
+        "missing_required": explanation.get("missing_required") or [],
+        # both numbers under the bands scale (a stored explanation from before it has neither)
+        "cosine": explanation.get("cosine") if explanation.get("scale") == "bands" else None,
+        "score": explanation.get("score"),
     }

@@ -9,11 +9,10 @@
     var badge = box.querySelector("[data-band]");
     var help = box.querySelector("[data-band-help]");
     var rows = Array.prototype.slice.call(box.querySelectorAll("[data-band-row]"));
-    // "80" typed for 0.80: read a number above 1 (up to 100) as a percentage
+    // The value as typed: a number outside [0, 1] is left for the server to refuse with the
+    // CLI's message (scoring.options.check_threshold), never rewritten (1.5 became 0.01).
     function unit(value) {
-      var v = parseFloat(value);
-      if (isNaN(v)) return NaN;
-      return v > 1 && v <= 100 ? v / 100 : v;
+      return parseFloat(value);
     }
     function show(value) {
       var v = unit(value);
@@ -30,10 +29,6 @@
       var v = unit(number.value);
       if (!isNaN(v) && v >= 0 && v <= 1) range.value = v;
       show(number.value);
-    });
-    number.addEventListener("change", function () {
-      var v = unit(number.value);
-      if (!isNaN(v) && v >= 0 && v <= 1 && v !== parseFloat(number.value)) number.value = v.toFixed(2);
     });
   });
 

@@ -1,0 +1,113 @@
+"""The calibrated score scale ``bands``: the TF-IDF cosine mapped onto the strictness bands.
+
+The strictness bands promise words (``simeval.scoring.options.STRICTNESS_BANDS``): a score of
+0.80 or more is "same content, different words acceptable", 0.70 "paraphrasing and some
+omissions", 0.90 "near-identical phrasing". The raw cosine ranks pairs well but its numbers do
+not match those words (a pair people rate "mostly equivalent" has a median cosine of 0.69).
+``bands`` maps the cosine ``c`` of a pair through a fixed curve, piecewise linear through::
+
+    (0, 0), (h*k70, 0.70), (h*k80, 0.80), (h*k90, 0.90), (1, 1)
+
+``k70 < k80 < k90`` are the cosines fitted on the shared development data by
+``benchmarks/fit_bands.py`` so that each band's threshold separates the human grades its words
+describe; ``h`` lowers the knots for an output much longer than its reference (``n_out``,
+``n_ref``: the distinct terms of each text, the records of ``Scorer.vector``)::
+
+    h = max(floor, min(1, allowance * n_ref / n_out) ** exponent)
+
+The curve is data, ``bands.json`` beside this module, with its own ``version`` (part of every
+scorer fingerprint under ``scale=bands``). For a fixed pair shape the score is continuous and
+strictly increasing in ``c``; ``f(0) = 0`` and ``f(1) = 1`` exactly. The arithmetic, the same
+operations in the same order in Python (``_vector.bands_py``) and in C (``_cosine.h``):
+
+1. ``c <= 0``: 0.0; ``c >= 1``: 1.0.
+2. ``r = allowance * max(n_ref, 1) / max(n_out, 1)``; ``h = 1`` if ``r >= 1`` else
+   ``max(floor, pow(r, exponent))``.
+3. ``x_i = h * k_i``; the segment is the highest ``i`` with ``c >= x_i`` (a cosine exactly at
+   a knot takes the segment above it, so it scores exactly the band's value: computed from the
+   segment below, 0.7 + 0.1 * 1 would give 0.7999... and fail at 0.80).
+4. ``y_lo + (y_hi - y_lo) * (c - x_lo) / (x_hi - x_lo)``.
+
+>>> CURVE.version, CURVE.knots
+('bands-1', (0.47, 0.5525, 0.695))
+>>> scaled(0.5525, 10, 10), scaled(0.0, 3, 3), scaled(1.0, 3, 3)
+(0.8, 0.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simeval.scoring._vector import bands
+
+CURVE_FILE = Path(__file__).with_name("bands.json")
+FORMS = ("global", "length")  # the forms the scorer applies (fit_bands.py tries more)
+_PACKED = struct.Struct("=9d")
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A stored ``bands`` curve: its version, interior knots (cosines), the band scores they
+    map to, and the length rule's parameters (``allowance`` infinite: no length rule)."""
+
+    version: str
+    knots: tuple[float, float, float]
+    scores: tuple[float, float, float]
+    allowance: float = math.inf
+    exponent: float = 1.0
+    floor: float = 1.0
+
+    def packed(self) -> bytes:
+        """The curve as the C core reads it: nine native float64 (knots, scores, allowance,
+        exponent, floor)."""
+        return _PACKED.pack(*self.knots, *self.scores, self.allowance, self.exponent, self.floor)
+
+
+def _floats(data: dict[str, Any], key: str, where: str) -> tuple[float, float, float]:
+    values = data.get(key)
+    if not isinstance(values, list) or len(values) != 3:
+        raise ValueError(f"{where}: {key!r} must be a list of three numbers")
+    a, b, c = (float(v) for v in values)
+    return a, b, c
+
+
+def load_curve(path: str | Path = CURVE_FILE) -> Curve:
+    """A curve file as ``benchmarks/fit_bands.py --out`` writes it; ``ValueError`` naming the
+    problem for a form the scorer does not apply or a curve that does not increase."""
+    where = str(path)
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    form = data.get("form")
+    if form not in FORMS:
+        raise ValueError(f"{where}: form {form!r} is not one of {', '.join(FORMS)}")
+    if data.get("cjk_knots"):
+        raise ValueError(f"{where}: cjk_knots are not applied by the scorer")
+    knots, scores = _floats(data, "knots", where), _floats(data, "scores", where)
+    for xs in (knots, scores):
+        if not all(a < b for a, b in itertools.pairwise((0.0, *xs, 1.0))):
+            raise ValueError(f"{where}: knots and scores must increase strictly within (0, 1)")
+    version = data.get("version")
+    if not isinstance(version, str) or not version:
+        raise ValueError(f"{where}: the curve has no version")
+    if form == "global":
+        return Curve(version, knots, scores)
+    shape = data.get("shape") or {}
+    allowance, exponent, floor = (float(shape[k]) for k in ("allowance", "exponent", "floor"))
+    if not (allowance > 0 and exponent >= 0 and 0 < floor <= 1):
+        raise ValueError(f"{where}: allowance > 0, exponent >= 0 and floor in (0, 1] required")
+    return Curve(version, knots, scores, allowance, exponent, floor)
+
+
+CURVE = load_curve()
+PACKED = CURVE.packed()
+
+
+def scaled(cosine: float, n_out: int, n_ref: int) -> float:
+    """The ``bands`` score of a pair with this cosine, ``n_out`` distinct output terms and
+    ``n_ref`` distinct reference terms (the C core's arithmetic where it is built)."""
+    return float(bands(cosine, n_out, n_ref, PACKED))

@@ -1,0 +1,333 @@
+"""A proxied OpenAI reply turned into a capture (``simeval.web.proxy`` does the forwarding).
+
+Input = the last user message of the client's request, output = the assistant's text of the
+upstream's reply (``/chat/completions``, ``/completions``, ``/responses``; streamed or not),
+the response id as the capture key. Both sides are untrusted: the client's request and the
+upstream's reply are read with bounds (``simeval.checks.load_json``, ``inflate``), and a
+value of the wrong shape where the reply's structure is (``"choices": 1``, ``"output": 5``) is
+an ``InvalidInput`` naming it, never a ``TypeError``. A reply that simply has no text (only
+tool calls, say) is not a capture (``None``), and not an error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import unicodedata
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from simeval.checks import (
+    KeyedCapture,
+    check_capture,
+    check_capture_key,
+    inflate,
+    load_json,
+)
+from simeval.errors import InvalidInput, SimevalError, TooLarge
+
+MAX_CAPTURED_BYTES = 16 * 1024 * 1024  # a longer reply (sent or inflated) is not captured
+
+
+@dataclass
+class Reply:
+    """A completed exchange, as the capture thread needs it (no request headers but the
+    conversation id). ``client_disconnected``: the client hung up before the end; ``chunks``
+    then hold what was delivered to it."""
+
+    endpoint: str  # "/chat/completions", "/completions" or "/responses"
+    request: bytes
+    conversation: str | None
+    status: int
+    content_type: str
+    encoding: str
+    chunks: list[bytes] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # seconds after the request, per chunk
+    latency: float = 0.0
+    client_disconnected: bool = False
+    truncated: bool = False  # over MAX_CAPTURED_BYTES: the chunks hold only the first ones
+    number: int = 0  # the proxy's count of replies, to name one in the log
+
+    @property
+    def streamed(self) -> bool:
+        """True for a server-sent-event stream."""
+        return self.content_type.strip().lower().startswith("text/event-stream")
+
+
+def _parse(data: bytes, what: str) -> Any:
+    """JSON bytes parsed: ``InvalidInput`` when they are not JSON (or not UTF-8), nested too
+    deep, or hold a number too long to read."""
+    try:
+        return load_json(data, what)
+    except SimevalError:
+        raise
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, a 5,000-digit number
+        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise InvalidInput(f"{what} is not JSON ({problem.splitlines()[0][:200]})") from None
+
+
+def _malformed(what: str, value: Any, expected: str) -> InvalidInput:
+    return InvalidInput(f"malformed {what}: expected {expected}, got {type(value).__name__}")
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _malformed(what, value, "a list")
+    return value
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _malformed(what, value, "an object")
+    return value
+
+
+def _text_parts(
+    content: Any, kinds: tuple[str, ...] = ("text", "input_text", "output_text")
+) -> str:
+    """The text of an OpenAI message content: a string, or the text parts of a list, joined
+    (parts of other kinds, or of an unknown shape, carry no text)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") in kinds:
+                text = part.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
+        return "\n".join(t for t in texts if t)
+    return ""
+
+
+def request_input(endpoint: str, body: dict[str, Any]) -> str:
+    """The prompt of a request: the last user message's text (or the completion prompt);
+    ``InvalidInput`` when the messages are not a list of objects.
+
+    >>> request_input("/chat/completions", {"messages": [
+    ...     {"role": "system", "content": "Be brief."},
+    ...     {"role": "user", "content": [{"type": "text", "text": "Capital of France?"}]}]})
+    'Capital of France?'
+    """
+    if endpoint == "/completions":
+        prompt = body.get("prompt")
+        if isinstance(prompt, list):  # a batch of prompts (or of token ids): the last text
+            prompt = prompt[-1] if prompt and isinstance(prompt[-1], str) else ""
+        return prompt if isinstance(prompt, str) else ""
+    name = "messages" if endpoint == "/chat/completions" else "input"
+    messages = body.get(name)
+    if isinstance(messages, str):  # the Responses API's input may be plain text
+        return messages
+    for message in reversed(_list(messages, f"request: {name}")):
+        if _obj(message, f"request: {name} item").get("role") == "user":
+            return _text_parts(message.get("content"))
+    return ""
+
+
+def decoded(reply: Reply) -> bytes:
+    """The reply's body as sent, inflated (at most ``MAX_CAPTURED_BYTES``) when it was
+    compressed: ``InvalidInput`` (``TooLarge``) otherwise."""
+    return inflate(b"".join(reply.chunks), reply.encoding, MAX_CAPTURED_BYTES, "the reply")
+
+
+def _events(reply: Reply) -> Iterable[tuple[float, dict[str, Any]]]:
+    """The JSON events of a server-sent-event stream, each with when its chunk arrived; an
+    event that is not a JSON object (a comment, ``[DONE]``, nesting too deep) is skipped."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pending = ""
+    compressed = reply.encoding.strip().lower() not in ("", "identity")
+    chunks = [decoded(reply)] if compressed else reply.chunks
+    times = [reply.times[-1] if reply.times else 0.0] if compressed else reply.times
+    for chunk, at in zip(chunks, times, strict=False):
+        pending += decoder.decode(chunk).replace("\r\n", "\n")
+        while "\n\n" in pending:
+            event, pending = pending.split("\n\n", 1)
+            data = "\n".join(
+                line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")
+            )
+            if not data or data == "[DONE]":
+                continue
+            try:
+                parsed = load_json(data, "a reply event")
+            except (ValueError, SimevalError):
+                continue
+            if isinstance(parsed, dict):
+                yield at, parsed
+
+
+def _chat_text(choice: dict[str, Any], streamed: bool) -> str:
+    if streamed:
+        return _text_parts(_obj(choice.get("delta"), "reply: choices[0].delta").get("content"))
+    if "text" in choice:  # /completions
+        text = choice.get("text")
+        return text if isinstance(text, str) else ""
+    message = _obj(choice.get("message"), "reply: choices[0].message")
+    return _text_parts(message.get("content"))
+
+
+def _response_text(response: dict[str, Any]) -> str:
+    texts = []
+    for item in _list(response.get("output"), "reply: output"):
+        if _obj(item, "reply: output item").get("type") == "message":
+            texts.append(_text_parts(item.get("content"), ("output_text", "text")))
+    return "".join(texts)
+
+
+def _response_event(
+    event: dict[str, Any], at: float, streamed: bool, text: list[str], info: dict[str, Any]
+) -> None:
+    """One event of a Responses stream (or the whole reply) added to ``text`` and ``info``."""
+    kind = event.get("type", "")
+    response = event.get("response") if streamed else event
+    delta = event.get("delta")
+    if kind == "response.output_text.delta" and isinstance(delta, str):
+        if "first_token" not in info and delta:
+            info["first_token"] = at
+        text.append(delta)
+    if not streamed or kind == "response.completed":
+        response = _obj(response, "reply: response")
+        full = _response_text(response)
+        if not streamed or not text:
+            text[:] = [full]
+        info["id"] = response.get("id")
+        info["model"] = response.get("model")
+        info["usage"] = response.get("usage")
+        info["finish_reason"] = response.get("status")
+
+
+def _chat_event(
+    event: dict[str, Any], at: float, streamed: bool, text: list[str], info: dict[str, Any]
+) -> None:
+    """One chat or completion event (or the whole reply) added to ``text`` and ``info``."""
+    info.setdefault("id", event.get("id"))
+    info["model"] = event.get("model") or info.get("model")
+    if event.get("usage"):
+        info["usage"] = event["usage"]
+    for choice in _list(event.get("choices"), "reply: choices"):
+        if _obj(choice, "reply: choice").get("index", 0) != 0:
+            continue
+        piece = _chat_text(choice, streamed)
+        if piece:
+            if streamed and "first_token" not in info:
+                info["first_token"] = at
+            text.append(piece)
+        if choice.get("finish_reason"):
+            info["finish_reason"] = choice["finish_reason"]
+
+
+def reply_output(reply: Reply) -> tuple[str, dict[str, Any]]:
+    """The assistant's text of a completed reply, and what it says about itself: its id,
+    model, token usage, finish reason and (streams) when the first text arrived.
+    ``InvalidInput`` for a reply that is not what its endpoint sends."""
+    info: dict[str, Any] = {}
+    streamed = reply.streamed
+    if streamed:
+        events: Iterable[tuple[float, dict[str, Any]]] = _events(reply)
+    else:
+        events = [(reply.latency, _obj(_parse(decoded(reply), "the reply"), "reply"))]
+    text: list[str] = []
+    read = _response_event if reply.endpoint == "/responses" else _chat_event
+    for at, event in events:
+        read(event, at, streamed, text, info)
+    return "".join(text), info
+
+
+def reply_key(response_id: Any) -> str | None:
+    """The capture key of a reply: its id as is when it is a valid key. An id longer than
+    200 characters (``simeval.checks.MAX_KEY_CHARS``) or with a control character is hashed:
+    its first 120 printable characters, ``~sha256:`` and the SHA-256 of the whole id, so the
+    same id always gives the same key (a replayed reply is still stored once) and two ids
+    never share one. Not a string: no key.
+
+    >>> reply_key("chatcmpl-1")
+    'chatcmpl-1'
+    >>> len(reply_key("r" * 500))
+    192
+    """
+    if not isinstance(response_id, str) or not response_id:
+        return None
+    try:
+        return check_capture_key(response_id)
+    except SimevalError:
+        pass
+    head = "".join(c for c in response_id[:120] if unicodedata.category(c) not in ("Cc", "Cs"))
+    digest = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{head}~sha256:{digest}"  # at most 192 characters, under MAX_KEY_CHARS
+
+
+def reply_capture(reply: Reply) -> KeyedCapture | None:
+    """A reply as a checked capture with its key; None when there is nothing to capture (an
+    upstream error, no text). ``InvalidInput`` (or another ``SimevalError``) when the reply or
+    the client's request cannot be read (not JSON, the wrong shape, nested too deep, too
+    long, not storable): the caller counts and logs it."""
+    if not 200 <= reply.status < 300:
+        return None
+    if reply.truncated:
+        raise TooLarge(f"the reply is larger than {MAX_CAPTURED_BYTES:,} bytes")
+    if reply.client_disconnected and not reply.streamed:
+        return None  # a JSON reply cut short: nothing was delivered that could be read
+    request = _obj(_parse(reply.request, "the request") if reply.request else {}, "request")
+    output, info = reply_output(reply)
+    if not output.strip():
+        return None  # tool calls only, or an empty reply: nothing to score
+    metadata: dict[str, Any] = {
+        "source": "proxy",
+        "endpoint": "/v1" + reply.endpoint,
+        "model": info.get("model") or request.get("model"),
+        "latency_ms": round(reply.latency * 1000, 3),
+        "upstream_status": reply.status,
+    }
+    if "first_token" in info:
+        metadata["first_token_ms"] = round(info["first_token"] * 1000, 3)
+    if isinstance(info.get("usage"), dict):
+        metadata["usage"] = info["usage"]
+    if info.get("finish_reason"):
+        metadata["finish_reason"] = info["finish_reason"]
+    if reply.client_disconnected:
+        metadata["client_disconnected"] = True
+    user = request.get("user")
+    conversation = reply.conversation or (user if isinstance(user, str) and user else None)
+    checked = check_capture(
+        request_input(reply.endpoint, request),
+        output,
+        conversation[:200] if conversation else None,
+        metadata,
+    )
+    return (*checked, reply_key(info.get("id")))
+
+
+def reply_id(reply: Reply) -> str:
+    """The reply's id for a log line, read as far as it can be (a reply that cannot be
+    parsed may still show its id near the start), else ``?``; never the reply's text."""
+    start = bytearray()
+    for chunk in reply.chunks:  # the first 64 KB: never a copy of the whole reply
+        start += chunk
+        if len(start) >= 65536:
+            break
+    head = bytes(start[:65536])
+    if reply.encoding.strip().lower() not in ("", "identity"):
+        try:  # the start of the stream only: a truncated one is no error here
+            head = zlib.decompressobj(47 if "gzip" in reply.encoding else 15).decompress(
+                head, 65536
+            )
+        except zlib.error:
+            return "?"
+    marker = head.find(b'"id"')
+    if marker < 0:
+        return "?"
+    rest = head[marker + 4 : marker + 4 + 512].lstrip(b" \t\r\n:")
+    if not rest.startswith(b'"'):
+        return "?"
+    end = rest.find(b'"', 1)
+    found = rest[1:end] if end > 0 else rest[1:200]
+    shown = found[:200].decode("utf-8", "replace")
+    return "".join(c if c.isprintable() else "?" for c in shown) or "?"
