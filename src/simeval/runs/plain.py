@@ -6,7 +6,7 @@ optional text input and a text or integer id, no result field's name among its k
 scorable terms on both sides) and gives up (None) at the first row that is anything else:
 the general loop (``simeval.runs.score``) then takes the whole chunk, so whatever it does
 with such rows (an error, a skip, another path) stays its own. Both write the same lines,
-statistics, worst cases and stored rows (``tests/test_runs_store.py`` holds it).
+statistics, worst cases and stored rows (``tests/runs/test_stored_rows.py`` holds it).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ then a pickle). The first frame says where and what to store (``start``), then c
 A plain interpreter started on this module imports only what storing needs (the store and the
 run part of the service): not the command line, the rest of ``simeval.runs`` (its face is
 lazy), or the rest of the service, which ``multiprocessing``'s spawn would import again. On a
-machine the run keeps busy, that is CPU the run gets back (``tests/test_runs_library.py``
+machine the run keeps busy, that is CPU the run gets back (``tests/runs/test_library.py``
 holds the list).
 
 If the run's process dies, the writer reads the end of its input and stops: the run stays

@@ -1,6 +1,6 @@
 """A/B comparison of two sets of results: per eval, is side B better or worse than side A?
 
-The statistics, stated so they can be checked by hand (``tests/test_compare.py`` does):
+The statistics, stated so they can be checked by hand (``tests/scoring/test_compare.py`` does):
 
 - Each side is a list of cases per eval: a score in [0, 1], a pass/fail verdict, and a pairing
   key (the case id, else the input). Cases whose key appears on both sides are *paired*;

@@ -1,7 +1,7 @@
 """The studio's threshold field in a real browser (issue 17, part 5): a value outside [0, 1]
 is refused with the CLI's message and nothing is stored (1.5 once became 0.01 silently).
 
-The real ``simeval serve`` process and Debian's Chromium, started as in test_studio_e2e.
+The real ``simeval serve`` process and Debian's Chromium, started as in tests/web/test_studio.py.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 from click.testing import CliRunner
 
+from browser import CHROMIUM_ARGS, need_browser
 from simeval.cli import cli
 from simeval.web.server_process import running_server
-from test_studio_e2e import CHROMIUM_ARGS, need_browser
 
 REF = "Paris is the capital of France."
 

@@ -24,15 +24,16 @@ from typing import Any
 import httpx
 import pytest
 
+from servers import Proc, wait_healthy
 from simeval.errors import InvalidInput, TooLarge
 from simeval.service import Service
 from simeval.web.proxy import CaptureQueue
 from simeval.web.replies import Reply, reply_capture, reply_key
-from test_proxy import KEY, Proc, wait_healthy
 
 openai = pytest.importorskip("openai")
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/, where openai_upstream.py is
+KEY = "sk-test"
 SIMEVAL = [sys.executable, "-c", "from simeval.cli import main; main()"]
 AUTH = {"Authorization": f"Bearer {KEY}"}
 GOOD = {

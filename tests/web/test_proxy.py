@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import html
 import json
-import queue
-import re
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,69 +17,16 @@ from typing import Any
 import httpx
 import pytest
 
+from servers import Proc, wait_healthy
 from simeval.service import Service
 from simeval.web.proxy import Reply, reply_output, request_input
 
 openai = pytest.importorskip("openai")
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/, where openai_upstream.py is
 KEY = "sk-test"
 REF = "Paris is the capital of France and its largest city."
 SIMEVAL = [sys.executable, "-c", "from simeval.cli import main; main()"]
-
-
-class Proc:
-    """A subprocess whose output is collected all along; ``url`` from its first line that
-    matches ``pattern``."""
-
-    def __init__(self, cmd: list[str], pattern: str, timeout: float = 60.0):
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.lines: list[str] = []
-        found: queue.Queue[str | None] = queue.Queue()
-        regex = re.compile(pattern)
-
-        def pump() -> None:
-            for line in self.proc.stdout or ():
-                self.lines.append(line)
-                match = regex.search(line)
-                if match:
-                    found.put(match.group(1))
-            found.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            url = found.get(timeout=timeout)
-        except queue.Empty:
-            url = None
-        if url is None:
-            self.stop()
-            raise RuntimeError(f"{cmd[-1]} did not start:\n" + "".join(self.lines))
-        self.url: str = url
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def wait_healthy(url: str) -> None:
-    for _ in range(600):
-        try:
-            if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"{url} never answered /api/health")
 
 
 def wait_captured(url: str, count: int) -> dict[str, Any]:

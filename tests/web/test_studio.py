@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,19 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from browser import CHROMIUM_ARGS, need_browser
 from simeval.web.server_process import running_server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 REF = "Paris is the capital of France and its largest city."
 POOR = "The weather in Spain is usually sunny in summer."
 GOOD = "The capital of France is Paris, which is also its largest city."
@@ -43,33 +33,6 @@ CAPTURES = [
     ("Capital of France?", "The capital of France is Paris."),
     ("Capital of France?", "Bananas are yellow."),
 ]
-
-
-def chromium_path() -> str | None:
-    for candidate in (
-        "/usr/bin/chromium",
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-    ):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def need_browser() -> str:
-    path = chromium_path()
-    if path is None:
-        message = "Debian chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message + ": required under CI")
-        pytest.skip(message)
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("the playwright Python package is missing: required under CI")
-        pytest.skip("the playwright Python package is missing")
-    return path
 
 
 def shot(page: Any, name: str) -> None:
