@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+import browser
 from browser import CHROMIUM_ARGS, need_browser
 from simeval.web.server_process import running_server
 
@@ -373,7 +373,7 @@ def test_empty_database_offers_an_example(tmp_path: Path) -> None:
 
 
 def test_missing_browser_fails_under_ci_and_skips_locally(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys.modules[__name__], "chromium_path", lambda: None)
+    monkeypatch.setattr(browser, "chromium_path", lambda: None)
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="required under CI"):
         need_browser()
