@@ -160,6 +160,7 @@ WRITER_MAY_LOAD = (
     "simeval.service.runs",
     "simeval.service.runstatus",
     "simeval.store",
+    "simeval.lazy",  # the package faces' name-on-first-use helper
 )
 NEVER = ("fastapi", "starlette", "click", "rich", "pydantic", "alembic", "yaml", "pyarrow",
          "jinja2", "uvicorn", "httpx", "dask")  # fmt: skip

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import pytest
 
 from conftest import PgServer, _pg_bin
 from dbhelp import sql
+from diskhelp import fill, small_disk
 from simeval.service import Service
 from simeval.web.server_process import running_server
 
@@ -176,34 +176,6 @@ def test_postgresql_stopped_and_restarted_under_load() -> None:
 
 
 # -- a full filesystem ------------------------------------------------------------------------
-@contextlib.contextmanager
-def small_disk(where: Path, size: str = "8m") -> Iterator[Path]:
-    """A tmpfs of ``size`` mounted at ``where`` for the test (root only, else skipped)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    where.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
-def fill(disk: Path) -> None:
-    """Fill ``disk`` to the last byte."""
-    with (disk / "filler").open("wb", buffering=0) as fh:
-        for size in (65536, 1):
-            with contextlib.suppress(OSError):
-                while fh.write(b"\0" * size):
-                    pass
-
-
 def count(db: Path) -> int:
     con = sqlite3.connect(db)
     try:
