@@ -145,6 +145,12 @@ class Run(Base):
     results_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
     passed_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
     score_sum: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the engine that answered, the group of runs made together, and the stored data set's
+    # name and version (migration 0006); null for a plain file run without engines
+    engine: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    group_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    dataset_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    dataset_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Result(Base):
@@ -185,6 +191,7 @@ _results = results_table.c
 Index("ix_captures_capture_key", captures_table.c.capture_key, unique=True)
 Index("ix_captures_captured_at", captures_table.c.captured_at)
 Index("ix_runs_created_at", Run.__table__.c.created_at)
+Index("ix_runs_group_name", Run.__table__.c.group_name)
 # Only run rows carry a run id: a partial index costs captures nothing.
 Index(
     "ix_results_run_id",
