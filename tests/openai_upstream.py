@@ -13,6 +13,12 @@ tests and benchmark (``python tests/openai_upstream.py``; it prints ``upstream: 
   request under /v1 (whatever it is, unread) gets exactly these bytes, chunk by chunk (the
   hostile-reply tests).
 - ``GET /v1/models``; ``GET /debug/last`` the headers of the last request under /v1.
+- For the engine runs (``simeval run --engines``): the chat reply depends on the model too: a
+  model named ``weak...`` answers "I am not sure." whatever it is asked; a model with
+  ``slow-N`` in its name answers after N ms; ``ratelimit``: the first request of each question
+  gets a 429 with ``Retry-After: 1``, the next succeeds; ``hang``: no answer for 30 s.
+  ``GET /debug/count``: chat requests received (``{"chat": n, "by_model": {...}}``).
+- The key is ``sk-test``, or ``$UPSTREAM_KEY`` when set.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
+import re
 import socket
 import sys
 from typing import Any
 
-KEY = "sk-test"
+KEY = os.environ.get("UPSTREAM_KEY") or "sk-test"
+WEAK = "I am not sure."
 ANSWERS = {
     "france": "Paris is the capital of France and its largest city.",
     "japan": "Tokyo is the capital of Japan.",
@@ -62,6 +71,8 @@ def make_app() -> Any:
     last: dict[str, Any] = {}
     scripted: list[dict[str, Any]] = []
     streams: list[dict[str, Any]] = []
+    counts: dict[str, Any] = {"chat": 0, "by_model": {}}
+    limited: set[str] = set()  # questions a ``ratelimit`` model has answered 429 once
 
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
@@ -130,12 +141,39 @@ def make_app() -> Any:
 
         return StreamingResponse(gen(), media_type="text/event-stream")
 
+    async def engine_modes(
+        body: dict[str, Any], request: Request
+    ) -> tuple[str | None, Response | None]:
+        """The per-model behaviours of the engine tests: (the reply's text, or an error)."""
+        model = str(body.get("model"))
+        question = last_user(body)
+        if model == "ratelimit" and question not in limited:
+            limited.add(question)
+            reply = error(429, "Rate limit reached.", "rate_limit_error")
+            reply.headers["retry-after"] = "1"
+            return None, reply
+        if model == "hang":  # until 30 s have passed or the client has gone
+            for _ in range(600):
+                if await request.is_disconnected():
+                    break
+                await asyncio.sleep(0.05)
+        delay = re.search(r"slow-(\d+)", model)
+        if delay:
+            await asyncio.sleep(int(delay.group(1)) / 1000)
+        return (WEAK if model.startswith("weak") else None), None
+
     async def chat(request: Request) -> Response:
+        counts["chat"] += 1
         body, err = await guarded(request)
         if err is not None or body is None:
             return err or error(400, "no body", "invalid_request_error")
+        by_model = counts["by_model"]
+        by_model[str(body.get("model"))] = by_model.get(str(body.get("model")), 0) + 1
+        special, err = await engine_modes(body, request)
+        if err is not None:
+            return err
         cid, model, created = f"chatcmpl-{body['_id']}", body["model"], 1700000000
-        text = answer(last_user(body))
+        text = special or answer(last_user(body))
         if model == "drip":
             text = " ".join(f"w{i}" for i in range(200))
         usage = {"prompt_tokens": 9, "completion_tokens": len(text.split()), "total_tokens": 0}
@@ -272,6 +310,9 @@ def make_app() -> Any:
     async def debug_last(request: Request) -> Response:
         return JSONResponse(last)
 
+    async def debug_count(request: Request) -> Response:
+        return JSONResponse(counts)
+
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
@@ -282,6 +323,7 @@ def make_app() -> Any:
             Route("/script", script, methods=["POST"]),
             Route("/debug/streams", debug_streams, methods=["GET"]),
             Route("/debug/last", debug_last, methods=["GET"]),
+            Route("/debug/count", debug_count, methods=["GET"]),
         ]
     )
 

@@ -11,6 +11,8 @@ will without loading SQLAlchemy. The checks that need the scorer or the database
 from __future__ import annotations
 
 import hashlib
+import importlib
+import io
 import json
 import re
 import unicodedata
@@ -100,7 +102,9 @@ MAX_OFFSET = MAX_ID  # a listing's offset: past any row count the tables can rea
 MAX_PAGE = 10_000_000  # a studio page number (pages of 50: past MAX_ID rows)
 # The times stored and filtered on: inside what Python's datetime holds after any offset or
 # bucket arithmetic (years 1-9999) and both databases store and order (SQLite as ISO text,
-# which sorts only with four-digit years). A capture from outside is a mistake.
+# which sorts only with four-digit years). A capture from outside is a mistake. A time with
+# an offset is checked as written (the year the schema's pattern declares): in UTC it may
+# then lie up to a day outside, still far from the ends of the calendar.
 MIN_TIME = datetime(1000, 1, 1)
 MAX_TIME = datetime(9000, 1, 1)
 TIME_RANGE = "between the years 1000 and 8999"
@@ -131,11 +135,13 @@ def parse_time(value: Any, what: str = "time", now: datetime | None = None) -> d
     datetime.datetime(2024, 5, 1, 10, 0)
     >>> parse_time("2d", now=datetime(2024, 5, 3))
     datetime.datetime(2024, 5, 1, 0, 0)
+    >>> parse_time("1000-01-01T00:00:00+05:00")  # its year as written is in range
+    datetime.datetime(999, 12, 31, 19, 0)
     """
     if value is None or value == "":
         return None
     try:
-        return check_time(_read_time(value, what, now), what)
+        return _read_time(value, what, now)
     except OverflowError:  # an offset or an age past the calendar's ends
         raise InvalidInput(f"{what} {value!r} is not a time {TIME_RANGE}") from None
 
@@ -153,9 +159,9 @@ def check_time(value: datetime, what: str) -> datetime:
 
 def _read_time(value: Any, what: str, now: datetime | None) -> datetime:
     if isinstance(value, datetime):
-        return as_utc(value).replace(tzinfo=None)
+        return _written_utc(value, what)
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day)
+        return check_time(datetime(value.year, value.month, value.day), what)
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a date or time, not {value!r}")
     match = _RELATIVE.match(value)
@@ -167,14 +173,20 @@ def _read_time(value: Any, what: str, now: datetime | None) -> datetime:
             "d": timedelta(days=amount),
             "w": timedelta(weeks=amount),
         }[unit]
-        return (now or utc_now()) - span
+        return check_time((now or utc_now()) - span, what)
     try:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
         raise InvalidInput(
             f"{what} {value!r} is not an ISO 8601 date/time or an age like 24h, 7d"
         ) from None
-    return as_utc(parsed).replace(tzinfo=None)
+    return _written_utc(parsed, what)
+
+
+def _written_utc(value: datetime, what: str) -> datetime:
+    # checked as written (its own offset's wall clock), then as naive UTC
+    check_time(value.replace(tzinfo=None), what)
+    return as_utc(value).replace(tzinfo=None)
 
 
 def check_name(name: Any) -> str:
@@ -232,7 +244,8 @@ def load_json(text: str | bytes, what: str) -> Any:
 def inflate(data: bytes, encoding: str, limit: int, what: str = "body") -> bytes:
     """``data`` decoded as its HTTP ``Content-Encoding`` says, at most ``limit`` bytes of it:
     ``gzip`` (every member, as ``gunzip`` reads them), ``deflate`` (zlib, or the raw deflate
-    some servers send), ``identity`` or none (as is). Past ``limit``: ``TooLarge``, having
+    some servers send), ``br`` and ``zstd`` (with the ``proxy`` extra's codecs), ``identity``
+    or none (as is). Past ``limit``: ``TooLarge``, having
     inflated no more than that (a 300 KB gzip bomb never becomes 300 MB); another coding, a
     damaged or a truncated stream: ``InvalidInput`` naming ``what``.
 
@@ -245,6 +258,8 @@ def inflate(data: bytes, encoding: str, limit: int, what: str = "body") -> bytes
         if len(data) > limit:
             raise TooLarge(f"{what} is larger than {limit:,} bytes")
         return data
+    if coding in ("br", "zstd"):
+        return _inflate_other(data, coding, limit, what)
     if coding not in ("gzip", "x-gzip", "deflate"):
         raise InvalidInput(f"{what} has an unsupported Content-Encoding {encoding!r} (use gzip)")
     # 47: a gzip or a zlib header, detected; 15: zlib; -15: raw deflate
@@ -269,6 +284,44 @@ def inflate(data: bytes, encoding: str, limit: int, what: str = "body") -> bytes
         # gzip files may be padded with zeros after the last member
         if coding == "deflate" or not rest.strip(b"\0"):
             return bytes(out)
+
+
+def _inflate_other(data: bytes, coding: str, limit: int, what: str) -> bytes:
+    """``br`` (Brotli) or ``zstd`` (every frame) decoded, at most ``limit`` bytes, as
+    ``inflate`` does gzip; the codec comes with the ``proxy`` extra (``brotli``,
+    ``zstandard``): without it, ``InvalidInput`` saying so."""
+    try:
+        codec = importlib.import_module("brotli" if coding == "br" else "zstandard")
+    except ImportError:
+        package = "brotli" if coding == "br" else "zstandard"
+        raise InvalidInput(
+            f"{what} is {coding}-encoded: install {package} (pip install 'simeval[proxy]')"
+        ) from None
+    try:
+        if coding == "br":
+            decoder = codec.Decompressor()
+            # the output buffer stops growing at the limit: a bomb never inflates past it
+            out = decoder.process(data, output_buffer_limit=limit + 1)
+            while len(out) <= limit and not decoder.can_accept_more_data():
+                out += decoder.process(b"", output_buffer_limit=limit + 1 - len(out))
+            complete = decoder.is_finished()
+        else:
+            zstd = codec.ZstdDecompressor()
+            # bounded first (a reader reads what is asked), then frame by frame to see the end
+            reader = zstd.stream_reader(io.BytesIO(data), read_across_frames=True)
+            out = reader.read(limit + 1)
+            complete, rest = True, data
+            while len(out) <= limit and rest and complete:
+                frame = zstd.decompressobj()
+                frame.decompress(rest)
+                complete, rest = frame.eof, frame.unused_data
+    except Exception as exc:  # brotli.error, zstandard.ZstdError: a damaged stream
+        raise InvalidInput(f"{what} is not valid {coding} data ({exc})") from None
+    if len(out) > limit:
+        raise TooLarge(f"{what} inflates to more than {limit:,} bytes")
+    if not complete:
+        raise InvalidInput(f"{what} ends inside its {coding} stream (truncated)")
+    return bytes(out)
 
 
 def check_scope(scope: Any) -> str | None:
@@ -351,7 +404,9 @@ def check_capture(
     if conversation_id is not None:
         if isinstance(conversation_id, bool) or not isinstance(conversation_id, str | int):
             raise InvalidType("conversation_id must be a string")
-        conversation_id = str(conversation_id)
+        # "" is no conversation: stored, it would list a conversation no URL can name
+        conversation_id = str(conversation_id) or None
+    if conversation_id is not None:
         if len(conversation_id) > 200:
             raise InvalidInput("conversation_id is longer than 200 characters")
         check_storable(conversation_id, "conversation_id")
@@ -451,6 +506,10 @@ def check_id(value: Any, what: str) -> int:
 
     >>> check_id("12", "run")
     12
+    >>> check_id("12\x85", "run")
+    Traceback (most recent call last):
+    ...
+    simeval.errors.InvalidInput: run id must be a positive integer, not '12\x85'
     """
     if isinstance(value, bool):
         raise InvalidInput(f"{what} id must be a positive integer, not {value!r}")
@@ -458,7 +517,8 @@ def check_id(value: Any, what: str) -> int:
         number = int(value)
     except (TypeError, ValueError):
         raise InvalidInput(f"{what} id must be a positive integer, not {value!r}") from None
-    if number < 1 or str(number) != str(value).strip():
+    # as written: no sign, no leading zero, no whitespace (int() would take " 12\x85")
+    if number < 1 or str(number) != str(value):
         raise InvalidInput(f"{what} id must be a positive integer, not {value!r}")
     if number > MAX_ID:
         raise NotFound(f"no {what} with id {value}")

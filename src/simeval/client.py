@@ -7,6 +7,12 @@ capture carries its key from the start, a batch sent again after a lost answer i
 each capture arrives exactly once. What is still queued is sent when the program exits
 (``flush_timeout`` seconds at most) or when ``flush()`` is called.
 
+A client made before ``fork`` (gunicorn ``--preload``, Celery's prefork pool,
+``multiprocessing``) works in the child too: the child gets a sender thread of its own and
+an empty queue (what the parent had queued is the parent's to send, so nothing is sent twice).
+A child that ends with ``os._exit`` (a Celery worker, ``os.fork`` without ``sys.exit``) should
+call ``flush()`` first; a ``multiprocessing`` child and a gunicorn worker are flushed at exit.
+
 Example::
 
     import simeval
@@ -26,7 +32,9 @@ import contextlib
 import http.client
 import json
 import logging
+import os
 import random
+import sys
 import threading
 import time
 import uuid
@@ -97,11 +105,32 @@ class Client:
         self._closing = False
         self._deadline = float("inf")  # when sending stops trying, once closing
         self._conn: http.client.HTTPConnection | None = None
-        self._thread = threading.Thread(target=self._run, name="simeval-client", daemon=True)
-        self._thread.start()
+        self._thread = self._start_sender()
         ref = weakref.ref(self)
         self._exit_hook = lambda: _at_exit(ref)
         atexit.register(self._exit_hook)
+        _CLIENTS.add(self)
+
+    def _start_sender(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="simeval-client", daemon=True)
+        thread.start()
+        return thread
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the parent's sender thread does not exist here, and its lock
+        may have been held at the fork. A fresh lock, an empty queue (the parent sends what
+        it had queued), no connection (the socket is the parent's), and a new sender."""
+        self._cond = threading.Condition()
+        self._queue = collections.deque()
+        self._inflight = 0
+        self.sent = self.dropped = 0
+        self._conn = None  # not closed: closing would not touch the parent's, but is not ours
+        self._thread = self._start_sender()  # closed already: it ends at once, queue empty
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:
+            # a multiprocessing child ends with os._exit (no atexit): flush by its own exit
+            # hook, registered once its bootstrap has cleared the parent's finalizers
+            util.register_after_fork(self, _flush_at_child_exit)
 
     @property
     def pending(self) -> int:
@@ -281,3 +310,22 @@ def _at_exit(ref: weakref.ref[Client]) -> None:
     client = ref()
     if client is not None:
         client.close()
+
+
+# every live client, so that a forked child can restart each one's sender
+_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def _restart_in_child() -> None:
+    for client in list(_CLIENTS):
+        client._after_fork_in_child()
+
+
+def _flush_at_child_exit(client: Client) -> None:
+    from multiprocessing import util
+
+    util.Finalize(None, _at_exit, args=(weakref.ref(client),), exitpriority=10)
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_restart_in_child)

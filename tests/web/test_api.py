@@ -86,6 +86,8 @@ COVERED: dict[tuple[str, str], str] = {
     ("POST", "/api/capture"): "test_capture_*, test_capture_keys.py",
     ("POST", "/api/captures/batch"): "test_capture_keys.py::test_batch_*",
     ("POST", "/v1/traces"): "test_otlp.py",
+    ("POST", "/v1/logs"): "test_otlp_logs.py, test_instrumentations.py",
+    ("POST", "/v1/metrics"): "test_otlp_logs.py::test_metrics_are_answered_and_not_stored",
     ("GET", "/api/results"): "test_results_listing_*",
     ("GET", "/api/results/export"): "test_export_csv_and_json",
     ("GET", "/api/results/{result_id}"): "test_result_detail_and_review, test_result_errors",
@@ -103,6 +105,20 @@ COVERED: dict[tuple[str, str], str] = {
     ("POST", "/api/evals/{name}/backtest"): "test_backtest_and_rescore",
     ("POST", "/api/rescore"): "test_backtest_and_rescore",
     ("DELETE", "/api/runs/{run_id}"): "test_interrupted_runs.py",
+    ("GET", "/api/run-groups"): "test_run_groups_api.py",
+    ("GET", "/api/run-groups/{name}"): "test_run_groups_api.py",
+    ("GET", "/api/run-groups/{name}/cases"): "test_run_groups_api.py",
+    ("GET", "/api/run-groups/{name}/cases/{key}"): "test_run_groups_api.py",
+    ("GET", "/api/datasets"): "test_api_datasets.py::test_create_edit_versions_and_export",
+    ("POST", "/api/datasets"): "test_api_datasets.py::test_create_*, test_bad_requests",
+    ("GET", "/api/datasets/{name}"): "test_api_datasets.py::test_create_*, test_bad_requests",
+    ("POST", "/api/datasets/{name}/import"): "test_api_datasets.py::test_import_*",
+    ("GET", "/api/datasets/{name}/export"): "test_api_datasets.py::test_create_*, test_a_name_*",
+    ("POST", "/api/datasets/{name}/cases"): "test_api_datasets.py::test_create_*",
+    ("PATCH", "/api/datasets/{name}/cases/{case_id}"): "test_api_datasets.py::test_create_*",
+    ("DELETE", "/api/datasets/{name}/cases/{case_id}"): "test_api_datasets.py::test_create_*",
+    ("POST", "/api/datasets/{name}/accept"): "test_api_datasets.py::test_captures_*",
+    ("POST", "/api/datasets/{name}/captures"): "test_api_datasets.py::test_captures_*",
 }
 
 
@@ -479,13 +495,17 @@ def test_export_csv_and_json(client: TestClient) -> None:
 # -- settings ------------------------------------------------------------------------------
 def test_settings(client: TestClient) -> None:
     s = client.get("/api/settings").json()
-    assert s == {"auto_evaluate": True, "retention_days": None}
+    assert s == {"auto_evaluate": True, "retention_days": None, "otlp_export": None}
     s = client.patch("/api/settings", json={"retention_days": 30}).json()
     assert s["retention_days"] == 30 and s["auto_evaluate"] is True
     s = client.patch("/api/settings", json={"auto_evaluate": False}).json()
-    assert s == {"auto_evaluate": False, "retention_days": 30}
+    assert s == {"auto_evaluate": False, "retention_days": 30, "otlp_export": None}
     s = client.patch("/api/settings", json={"retention_days": None}).json()
     assert s["retention_days"] is None
+    s = client.patch("/api/settings", json={"otlp_export": "http://127.0.0.1:4318"}).json()
+    assert s["otlp_export"] == "http://127.0.0.1:4318" and s["retention_days"] is None
+    assert "OTLP" in error_of(client.patch("/api/settings", json={"otlp_export": "c:4318"}), 400)
+    assert client.patch("/api/settings", json={"otlp_export": ""}).json()["otlp_export"] is None
     assert (
         "retention"
         in error_of(client.patch("/api/settings", json={"retention_days": 12}), 400).lower()

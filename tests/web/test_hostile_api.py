@@ -163,6 +163,16 @@ NUMBERS = [
     "/runs?page=99999999999999999999",
     "/conversations?page=99999999999999999999",
     "/evals/capital?since=99999999999d",
+    # an integer in a query or a path is digits: not with Unicode whitespace (NEL, U+3000)
+    # around it, nor "1_0" or "2.0", which pydantic's int parsing of text also takes
+    "/api/results?run_id=2%C2%85",
+    "/api/results?limit=1%E3%80%80",
+    "/api/captures?offset=1_0",
+    "/api/runs?limit=2.0",
+    "/api/runs/1%C2%85",
+    "/api/captures/%201",
+    "/runs?page=2%C2%85",
+    "/runs/1%C2%85",
 ]
 
 
@@ -267,7 +277,8 @@ def test_body_types_are_as_the_schema_says(client: TestClient, db: str) -> None:
     assert table_counts(db, TABLES) == before
     # one reference as a string is one answer, and the schema says so
     refs = client.get("/openapi.json").json()["components"]["schemas"]["EvalIn"]
-    assert {"type": "string", "maxLength": 1_000_000} in refs["properties"]["references"]["anyOf"]
+    single = [s for s in refs["properties"]["references"]["anyOf"] if s["type"] == "string"]
+    assert single and single[0]["maxLength"] == 1_000_000
 
 
 def test_the_schema_declares_the_bounds_the_code_enforces(client: TestClient) -> None:
@@ -285,6 +296,14 @@ def test_the_schema_declares_the_bounds_the_code_enforces(client: TestClient) ->
         for p in doc["paths"]["/api/captures/{capture_id}"]["get"]["parameters"]
     }
     assert params["capture_id"]["maximum"] == MAX_ID
+    # and what the service refuses that a type cannot say: a NUL in a text, a year outside
+    # 1000-8999, a control character in a capture key, an unknown scorer option
+    capture = comps["CaptureIn"]["properties"]
+    assert capture["output"]["pattern"] == "^[^\\x00]*$"
+    assert capture["captured_at"]["anyOf"][0]["pattern"] == "^[1-8][0-9]{3}-"
+    assert "\\x00-\\x1f" in capture["capture_key"]["pattern"]
+    options = comps["EvalIn"]["properties"]["options"]
+    assert options["additionalProperties"] is False and "language" in options["properties"]
 
 
 def test_logout_revokes_the_session_and_a_cookie_is_not_the_tokens_hash(db: str) -> None:

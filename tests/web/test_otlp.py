@@ -96,7 +96,9 @@ def test_the_sdk_exporter_sends_genai_spans(tmp_path: Path) -> None:
         "input_tokens": 9,
         "output_tokens": 10,
     }
-    assert meta["finish_reason"] == ["stop"] and meta["source"] == "otel"
+    # one metadata vocabulary (simeval.vocabulary): a finish reason is one string
+    assert meta["finish_reason"] == "stop" and meta["source"] == "otel"
+    assert (meta["input_tokens"], meta["output_tokens"]) == (9, 10)
     assert meta["latency_ms"] >= 0 and meta["trace_id"] == format(spans[0].context.trace_id, "032x")
     old = caps["And the capital of Japan?"]
     assert old.output == "Tokyo is the capital of Japan." and not old.results[0].passed

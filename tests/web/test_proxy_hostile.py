@@ -21,14 +21,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import brotli
 import httpx
 import pytest
+import zstandard
 
 from servers import Proc, wait_healthy
 from simeval.errors import InvalidInput, TooLarge
 from simeval.service import Service
+from simeval.vocabulary import call_key as reply_key
 from simeval.web.proxy import CaptureQueue
-from simeval.web.replies import Reply, reply_capture, reply_key
+from simeval.web.replies import Reply, reply_captures
 
 openai = pytest.importorskip("openai")
 
@@ -89,6 +92,10 @@ def nested(levels: int) -> dict[str, Any]:
 GZIP_BOMB = gzip_bomb()
 MEMBERS_BOMB = members_bomb()
 HALF = js(chat("Two gzip members, one reply."))
+# 50 MB of zeros, over the 16 MiB cap, in a few KB; and a zstd reply cut short
+BR_BOMB = brotli.compress(b"\0" * 50_000_000, quality=1)
+ZSTD_BOMB = zstandard.ZstdCompressor(level=1).compress(b"\0" * 50_000_000)
+ZSTD_CUT = zstandard.ZstdCompressor().compress(js(chat()))[:-4]
 
 # name: (endpoint, the upstream's reply, its content type, its encoding, failed?)
 UPSTREAM_POISON: dict[str, tuple[str, bytes, str, str, bool]] = {
@@ -146,7 +153,11 @@ UPSTREAM_POISON: dict[str, tuple[str, bytes, str, str, bool]] = {
     "a gzip bomb of many members": ("/chat/completions", MEMBERS_BOMB, "json", "gzip", True),
     "damaged gzip": ("/chat/completions", b"\x1f\x8b\x08\x00garbage", "json", "gzip", True),
     "truncated gzip": ("/chat/completions", gzip.compress(js(chat()))[:-6], "json", "gzip", True),
-    "an unknown encoding": ("/chat/completions", js(chat()), "json", "br", True),
+    "an unknown encoding": ("/chat/completions", js(chat()), "json", "compress", True),
+    "damaged br": ("/chat/completions", js(chat()), "json", "br", True),
+    "truncated zstd": ("/chat/completions", ZSTD_CUT, "json", "zstd", True),
+    "a br bomb": ("/chat/completions", BR_BOMB, "json", "br", True),
+    "a zstd bomb": ("/chat/completions", ZSTD_BOMB, "json", "zstd", True),
     "a stream whose choices are 1": (
         "/chat/completions",
         sse(b'{"id":"poison-s1","choices":1}'),
@@ -340,8 +351,9 @@ def test_gzip_replies_inflate_within_bounds(proxied: tuple[Proc, Path], upstream
     status = Path(f"/proc/{proxy.proc.pid}/status")
     if status.exists():
         peak_before = int(re.findall(r"VmHWM:\s+(\d+)", status.read_text())[0])
-        for bomb in (GZIP_BOMB, MEMBERS_BOMB, GZIP_BOMB):
-            script(upstream, bomb, "json", "gzip")
+        bombs = [(GZIP_BOMB, "gzip"), (MEMBERS_BOMB, "gzip"), (GZIP_BOMB, "gzip")]
+        for bomb, encoding in [*bombs, (BR_BOMB, "br"), (ZSTD_BOMB, "zstd")]:
+            script(upstream, bomb, "json", encoding)
             r = raw_post(proxy.url + "/v1/chat/completions", js({"messages": FRANCE}))
             assert r.content == bomb
         wait_settled(proxy.url, health(proxy.url)["proxy"]["captured"])
@@ -479,15 +491,15 @@ def test_reply_capture_refuses_with_a_named_error() -> None:
     too_big = _reply(1)
     too_big.truncated = True
     with pytest.raises(TooLarge, match="larger than"):
-        reply_capture(too_big)
+        reply_captures(too_big)
     wrong = _reply(2)
     wrong.chunks = [b'{"choices": 1}']
     with pytest.raises(InvalidInput, match=r"reply: choices: expected a list, got int"):
-        reply_capture(wrong)
+        reply_captures(wrong)
     # a JSON reply cut short by the client is no capture (and no failure)
     cut = _reply(3)
     cut.client_disconnected = True
-    assert reply_capture(cut) is None
+    assert reply_captures(cut) == []
     assert reply_key("x" * 201) != reply_key("x" * 202)
     assert reply_key("a\nb") is not None and "\n" not in (reply_key("a\nb") or "")
     assert reply_key(5) is None

@@ -223,7 +223,9 @@ def print_explanation(exp: dict[str, Any] | None) -> None:
 def output_format(
     path: str | None, given: str | None, choices: tuple[str, ...], default: str
 ) -> str:
-    """The format a command writes: ``--format`` when given, else the file's suffix."""
+    """The format a command writes: ``--format`` when given, else the file's suffix (none:
+    ``default``). A suffix of another format is refused (exit 2): ``out.xlsx`` would
+    otherwise get CSV under a name that promises a spreadsheet."""
     if given:
         return given
     if path and path != "-":
@@ -232,6 +234,11 @@ def output_format(
             suffix = "yaml"
         if suffix in choices:
             return suffix
+        if suffix:
+            names = ", ".join("." + c for c in choices)
+            raise UserError(
+                f"unsupported format .{suffix} for {path}: write {names}, or give --format"
+            )
     return default
 
 

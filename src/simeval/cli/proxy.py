@@ -57,13 +57,16 @@ def proxy(
 ) -> None:
     """Forward an OpenAI-compatible API and capture every reply it passes on.
 
-    Point the engine's base URL at the proxy: each request under /v1 goes to the upstream
+    Point the engine's base URL at the proxy: each request to an OpenAI API path under /v1
+    (chat/completions, responses, embeddings, models, files...) goes to the upstream
     unchanged (its Authorization header too, never stored or logged) and the reply comes back
-    unchanged, streamed as it arrives. Completed replies of /v1/chat/completions,
-    /v1/completions and /v1/responses are stored as captures and scored by the active evals,
-    off the client's path. The header X-Simeval-Conversation sets the conversation id.
-    Listening on anything but loopback needs SIMEVAL_TOKEN, which clients then send in
-    X-Simeval-Token. `simeval serve --upstream URL` serves the same proxy beside the studio.
+    unchanged, streamed as it arrives; other paths get 404. Completed replies of
+    /v1/chat/completions, /v1/completions and /v1/responses are stored as captures and scored
+    by the active evals, off the client's path. The header X-Simeval-Conversation sets the
+    conversation id. OTLP exporters may send /v1/traces, /v1/logs and /v1/metrics here too:
+    captured, never forwarded. Listening on anything but loopback needs SIMEVAL_TOKEN, which
+    clients then send in X-Simeval-Token; it is never forwarded. `simeval serve --upstream
+    URL` serves the same proxy beside the studio.
 
     \b
     Examples:

@@ -7,6 +7,7 @@ filter flags (``--eval``, ``--passed/--failed``, ``--since``...) build the servi
 from __future__ import annotations
 
 import functools
+import getpass
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -111,6 +112,9 @@ def capture(
     out = read_input(output, output_file, "output")
     if out is None:
         raise UserError("missing OUTPUT: give it as an argument or with --output-file")
+    if not out.strip():
+        # typed on a command line, an empty OUTPUT is a slip (an unset "$VARIABLE"): not stored
+        raise UserError("OUTPUT is empty: give the engine's output to capture")
     prompt = read_input(input_text, input_file, "input") or ""
     meta = _metadata(metadata, "--metadata")
     with service_at(db) as svc:
@@ -308,6 +312,8 @@ def _print_result(r: ResultOut) -> None:
             f", reviewed {r.review.score:.2f} (automated verdict "
             f"{'pass' if r.automated_passed else 'fail'})"
         )
+        if r.review.reviewer:
+            line += f" by {escape(r.review.reviewer)}"
     console.print(line)
     if r.review is not None and r.review.note:
         console.print(f"review note: {escape(r.review.note)}")
@@ -339,13 +345,29 @@ def show_result(result_id: str, db: str | None, as_json: bool) -> None:
         _print_result(r)
 
 
+def _os_user() -> str | None:
+    """The OS user name (``getpass.getuser``: $LOGNAME, $USER, ... or the password entry),
+    None when there is none (a container running as a uid with no name)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
 @results.command("review")
 @click.argument("result_id")
 @click.option("--score", "value", required=True, help="The reviewer's score in [0, 1].")
 @click.option("--note", default="", help="Why.")
+@click.option(
+    "--reviewer",
+    default=None,
+    help="Who reviewed, kept with the review. Default: your OS user name; '' records none.",
+)
 @db_option
 @json_option
-def review_result(result_id: str, value: str, note: str, db: str | None, as_json: bool) -> None:
+def review_result(
+    result_id: str, value: str, note: str, reviewer: str | None, db: str | None, as_json: bool
+) -> None:
     """Override result RESULT_ID's score: the review decides pass/fail in listings, trends
     and exports; the automated score is kept beside it. A new review replaces the old one.
 
@@ -354,7 +376,7 @@ def review_result(result_id: str, value: str, note: str, db: str | None, as_json
         simeval results review 42 --score 0.9 --note "correct, phrased differently"
     """
     with service_at(db) as svc:
-        r = svc.review_result(result_id, value, note)
+        r = svc.review_result(result_id, value, note, _os_user() if reviewer is None else reviewer)
     if as_json:
         print_json(dump(r))
         return

@@ -21,6 +21,7 @@ from simeval.cli.common import (
     progress_bar,
     scorer_options,
 )
+from simeval.cli.engines import engine_options, run_with_engines, wants_engines
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
 from simeval.scoring.options import check_unit
@@ -208,6 +209,7 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @scorer_options
+@engine_options
 def run(
     file: str,
     output_col: str,
@@ -235,6 +237,7 @@ def run(
     worst: int,
     as_json: bool,
     options: dict[str, Any],
+    engine_args: dict[str, Any],
 ) -> None:
     """Score every row of a JSONL, CSV or Parquet FILE; gate a CI build on the result.
 
@@ -255,6 +258,17 @@ def run(
         simeval run cases.jsonl --baseline main.results.jsonl --max-regressions 0
         simeval run cases.jsonl --store --baseline run:latest --max-regressions 0
         simeval run big.jsonl --dask tcp://scheduler:8786 --min-mean-score 0.7
+
+    With --engines FILE (or --engine URL --model M), the engines answer every case first
+    (FILE, or a stored data set: dataset:NAME[@VERSION]); each engine's answers are scored,
+    gated, written to FILE.ENGINE.results.jsonl, stored with --store (one run per engine, in
+    one group) and compared with the first engine's. Exit 1 also when an engine is worse
+    than the first by that comparison's verdict.
+
+    \b
+        simeval run golden.jsonl --engines engines.yaml --min-pass-rate 0.8 --store
+        simeval run dataset:golden@2 --engines engines.yaml --evals evals.yaml
+        simeval run golden.jsonl --engine http://127.0.0.1:8000/v1 --model m --repeat 3
     """
     if no_results and results_path:
         raise UserError("give --results or --no-results, not both")
@@ -291,6 +305,10 @@ def run(
         db=db,
         gates=runs.GateLimits(min_pass_rate, min_mean_score, max_regressions),
     )
+    if wants_engines(engine_args):
+        run_with_engines(request, engine_args, as_json, _say)
+    if file.startswith("dataset:"):
+        raise UserError(f"{file}: a stored data set has no outputs to score: give --engines")
     with progress_bar(f"scoring {os.path.basename(file)}") as progress:
         summary = runs.run_request(request, progress)
     if as_json:

@@ -121,6 +121,23 @@ def server_url(host: str, port: int) -> str:
     help="Addresses of a TLS proxy trusted for X-Forwarded-Proto/For (e.g. 127.0.0.1): "
     "behind it, cookies are marked Secure.",
 )
+@click.option(
+    "--otlp-export",
+    default=None,
+    metavar="URL",
+    help="Send each result as an OpenTelemetry gen_ai.evaluation.result event to this OTLP/HTTP "
+    "endpoint (e.g. a collector's http://127.0.0.1:4318; /v1/logs is appended), in the "
+    "background. Default: the stored setting (simeval settings --otlp-export).",
+)
+@click.option(
+    "--alert-interval",
+    type=click.FloatRange(0, 86_400),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Evaluate the alert rules (simeval alerts) this often, besides after each stored "
+    "capture; 0 watches no rules.",
+)
 def serve(
     host: str,
     port: int,
@@ -131,6 +148,8 @@ def serve(
     idf_dir: str | None,
     forwarded_allow_ips: str | None,
     upstream: str | None,
+    otlp_export: str | None,
+    alert_interval: float,
 ) -> None:
     """Start Eval Studio and the HTTP API (JSON under /api, docs at /docs).
 
@@ -144,6 +163,7 @@ def serve(
         simeval serve --port 8080 --db evals.db
         SIMEVAL_TOKEN=$(openssl rand -hex 16) simeval serve --host 0.0.0.0
         simeval serve --upstream https://api.openai.com/v1
+        simeval serve --otlp-export http://127.0.0.1:4318
         simeval serve --db postgresql+psycopg://simeval@db/evals --forwarded-allow-ips 127.0.0.1
     """
     import uvicorn
@@ -153,6 +173,10 @@ def serve(
 
     if upstream is not None:
         upstream = check_upstream(upstream)
+    if otlp_export is not None:
+        from simeval.web.otlp_export import check_export_url
+
+        check_export_url(otlp_export)  # a SimevalError: one line, exit 2
     token = os.environ.get("SIMEVAL_TOKEN") or None
     check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
     sock = listen(host, port)
@@ -163,6 +187,8 @@ def serve(
         lock_wait=lock_wait,
         idf_dir=idf_dir,
         upstream=upstream,
+        otlp_export=otlp_export,
+        alert_interval=alert_interval or None,
     )
     actual = sock.getsockname()[1]
     url = server_url(host, actual)
@@ -172,6 +198,9 @@ def serve(
     click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")
     if upstream:
         click.echo(f"Proxy:       {url}/v1 -> {upstream}")
+    exporter = app.state.otlp_export
+    if exporter is not None:
+        click.echo(f"Scores out:  {exporter.url} (OTLP {exporter.encoding})")
     click.echo(f"Database:    {db_label(service.url)}")
     if not service.list_evals(include_archived=True):
         click.echo("No evals yet: open the studio and click 'Create an example eval'.")

@@ -27,15 +27,29 @@ RETENTION_VALUES = (*map(str, RETENTION_CHOICES), "forever")
     default=None,
     help="Keep captures and results this many days (`simeval cleanup` deletes older ones).",
 )
+@click.option(
+    "--otlp-export",
+    default=None,
+    metavar="URL",
+    help="OTLP/HTTP endpoint `simeval serve` sends each result to from its next start "
+    '("" sends nothing).',
+)
 @db_option
 @json_option
-def settings(auto_eval: bool | None, retention: str | None, db: str | None, as_json: bool) -> None:
-    """Show or change the settings: automatic evaluation and retention.
+def settings(
+    auto_eval: bool | None,
+    retention: str | None,
+    otlp_export: str | None,
+    db: str | None,
+    as_json: bool,
+) -> None:
+    """Show or change the settings: automatic evaluation, retention, where scores are sent.
 
     \b
     Examples:
         simeval settings
         simeval settings --retention 30 --no-auto-eval
+        simeval settings --otlp-export http://127.0.0.1:4318
     """
     from simeval.service import UNSET
     from simeval.service.database import describe_url
@@ -44,7 +58,11 @@ def settings(auto_eval: bool | None, retention: str | None, db: str | None, as_j
     if retention is not None:
         days = None if retention == "forever" else int(retention)
     with service_at(db) as svc:
-        out = svc.update_settings(auto_evaluate=auto_eval, retention_days=days)
+        out = svc.update_settings(
+            auto_evaluate=auto_eval,
+            retention_days=days,
+            otlp_export=UNSET if otlp_export is None else otlp_export,
+        )
         where = describe_url(svc.url)
     if as_json:
         print_json({**dump(out), "database": where})
@@ -53,6 +71,7 @@ def settings(auto_eval: bool | None, retention: str | None, db: str | None, as_j
     console.print(f"automatic evaluation: {'on' if out.auto_evaluate else 'off'}")
     kept = "forever" if out.retention_days is None else f"{out.retention_days} days"
     console.print(f"retention: {kept}")
+    console.print(f"scores out (OTLP): {escape(out.otlp_export or 'none')}")
 
 
 @click.command("cleanup")

@@ -14,7 +14,11 @@ RunOptions(...))`` scores a file with given options; both return a ``RunSummary`
 - ``summary``: the typed summary and the gates;
 - ``storing``: storing a run while it is scored, and ``writer``, its database writer process
   (``python -m simeval.runs.writer``);
-- ``run``: a whole run; ``calibration``: thresholds from labelled examples.
+- ``run``: a whole run; ``calibration``: thresholds from labelled examples;
+- engine runs (``run_engines``, ``simeval run --engines``): ``engines`` (declarations),
+  ``engine_http``, ``engine_local`` (the engines), ``engine_cache`` (their response cache),
+  ``answering`` (a data set through an engine), ``engine_run`` (every engine, scored, stored,
+  compared).
 
 This face imports nothing until a name is used: the run's database writer process starts on
 ``simeval.runs.writer`` and must not load the rest.
@@ -55,6 +59,8 @@ if TYPE_CHECKING:
         detect_format,
         load_evals,
     )
+    from simeval.runs.engine_run import EngineRunRequest, EngineRunSummary, run_engines
+    from simeval.runs.engines import EngineSpec, load_engines
     from simeval.runs.execute import map_chunks
     from simeval.runs.read import csv_header, input_fields, input_size, read_chunks
     from simeval.runs.run import RunOptions, RunRequest, run_file, run_request
@@ -81,6 +87,9 @@ _HOMES = {
     "Columns": "simeval.runs.config",
     "Comparison": "simeval.runs.baseline",
     "EVAL_FIELDS": "simeval.runs.config",
+    "EngineRunRequest": "simeval.runs.engine_run",
+    "EngineRunSummary": "simeval.runs.engine_run",
+    "EngineSpec": "simeval.runs.engines",
     "EvalDef": "simeval.runs.config",
     "EvalStats": "simeval.runs.summary",
     "FORMATS": "simeval.runs.config",
@@ -110,6 +119,7 @@ _HOMES = {
     "input_size": "simeval.runs.read",
     "iter_results_file": "simeval.runs.baseline",
     "load_baseline": "simeval.runs.baseline",
+    "load_engines": "simeval.runs.engines",
     "load_evals": "simeval.runs.config",
     "load_stored_baseline": "simeval.runs.baseline",
     "map_chunks": "simeval.runs.execute",
@@ -117,6 +127,7 @@ _HOMES = {
     "read_chunks": "simeval.runs.read",
     "remove_orphans": "simeval.runs.write",
     "run_file": "simeval.runs.run",
+    "run_engines": "simeval.runs.engine_run",
     "run_request": "simeval.runs.run",
     "store_run": "simeval.runs.storing",
 }
@@ -144,6 +155,9 @@ __all__ = [
     "ChunkState",
     "Columns",
     "Comparison",
+    "EngineRunRequest",
+    "EngineRunSummary",
+    "EngineSpec",
     "EvalDef",
     "EvalStats",
     "Gate",
@@ -168,12 +182,14 @@ __all__ = [
     "input_size",
     "iter_results_file",
     "load_baseline",
+    "load_engines",
     "load_evals",
     "load_stored_baseline",
     "map_chunks",
     "process_chunk",
     "read_chunks",
     "remove_orphans",
+    "run_engines",
     "run_file",
     "run_request",
     "store_run",

@@ -8,6 +8,7 @@ file of any format (``load_baseline``) or a stored run (``load_stored_baseline``
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import heapq
 import json
@@ -164,11 +165,23 @@ def is_stored_run(spec: str) -> bool:
 
 def load_stored_baseline(svc: Any, spec: str, name: str | None = None) -> Baseline:
     """A run stored with ``--store`` as a baseline: ``run:ID``, or ``run:latest`` (the newest
-    stored run called ``name``; with none yet, an empty baseline: every case is new)."""
+    stored run called ``name``). With no run stored at all, an empty baseline: every case is
+    new (the first run of a gate). With runs stored but none called ``name``, the baseline
+    would compare nothing, and a gate on it would pass whatever the run does: refused
+    (``InvalidInput``), naming the closest stored names."""
     what = spec[len(STORED_RUN_PREFIX) :].strip()
     if what == "latest":
         run = _latest_run(svc, name)
         if run is None:
+            names = _stored_run_names(svc)
+            if names:
+                close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.3)
+                hint = ", ".join(repr(n) for n in close or names[:3])
+                raise InvalidInput(
+                    f"--baseline {spec}: no stored run named {name!r}, so nothing would be "
+                    f"compared; stored runs are named {hint}: give that name with --run-name, "
+                    "or the baseline as run:ID"
+                )
             return Baseline(f"{spec} (no stored run named {name!r} yet)", {}, set(), 0)
     elif what.isdigit():
         run = svc.get_run(int(what))
@@ -190,6 +203,19 @@ def load_stored_baseline(svc: Any, spec: str, name: str | None = None) -> Baseli
             fps.add(fp)
     source = f"stored run {run.id} ({run.name}, {run.created_at:%Y-%m-%d %H:%M})"
     return Baseline(source, cases, fps, n + 1)
+
+
+def _stored_run_names(svc: Any, most: int = 1000) -> list[str]:
+    """The names of the newest ``most`` stored runs, each once, newest first."""
+    names: dict[str, None] = {}
+    offset = 0
+    while offset < most:
+        page = svc.list_runs(limit=100, offset=offset)
+        names.update((r.name, None) for r in page)
+        if len(page) < 100:
+            break
+        offset += 100
+    return list(names)
 
 
 def _latest_run(svc: Any, name: str | None) -> Any:

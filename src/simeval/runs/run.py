@@ -96,6 +96,11 @@ class RunOptions:
     # called once the run has succeeded with the rows to store (lists of STORE_COLUMNS tuples)
     # and the summary to keep, returning the stored run's id (see ``store_run``)
     store: RunStore | Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
+    # how the input is named in messages, JUnit and the summary (default: its path): an
+    # engine run scores a file of answers made from the named input
+    label: str | None = None
+    # kept in the stored summary too (an engine run's engine and numbers)
+    extra: dict[str, Any] | None = None
 
 
 def run_file(path: str, opts: RunOptions, progress: Progress | None = None) -> RunSummary:
@@ -119,7 +124,7 @@ def run_file(path: str, opts: RunOptions, progress: Progress | None = None) -> R
     storing = _Storing(opts.store)
     files = _Files()
     try:
-        files.open(results_path, cfg, opts.junit, path)
+        files.open(results_path, cfg, opts.junit, opts.label or path)
         storing.start(scorer, opts, threshold, fmt)
         chunks = read_chunks(path, fmt, opts.chunk_rows, opts.quoting)
         summary = _consume(cfg, chunks, opts, files, progress, total, storing.keep)
@@ -179,7 +184,7 @@ def _config(
             raise InvalidInput(f"the results file would overwrite the input: {results_path}")
     result_names = set(RESULT_FIELDS + EVAL_FIELDS)
     cfg = RunConfig(
-        source=path,
+        source=opts.label or path,
         fmt=fmt,
         out_fmt=out_fmt,
         columns=cols,
@@ -212,7 +217,8 @@ def _describe(
     threshold: float,
 ) -> None:
     """What the summary says of the run beyond its numbers: its files, time and scorer."""
-    summary.file, summary.format = path, fmt
+    summary.file, summary.format = opts.label or path, fmt
+    summary.extra = opts.extra
     summary.results_file, summary.junit_file = results_path, opts.junit
     summary.elapsed_s = elapsed
     summary.rows_per_s = summary.rows / elapsed if elapsed > 0 else None

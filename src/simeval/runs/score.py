@@ -218,6 +218,9 @@ class _Emit:
 
 def _cells(row: dict[str, Any], cols: Columns, collect: str | None) -> tuple[Any, ...]:
     """The output, input, case id and label (the ``collect`` column) of a row."""
+    if row.get(cols.output) is None and isinstance(row.get("engine_error"), str):
+        # an engine run's case that its engine could not answer (simeval.runs.answering)
+        raise BadRow(row["engine_error"])
     output = text_cell(row, cols.output, True)
     assert output is not None
     text_in = text_cell(row, cols.input, cols.input_required)

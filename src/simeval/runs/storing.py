@@ -15,7 +15,7 @@ import json
 import os
 import pickle
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simeval.runs.config import EvalDef
@@ -66,13 +66,15 @@ class RunStore:
     inserts them through ``Service.add_run_rows`` while the next chunks are scored), then
     ``finish`` with the summary to keep (returns the run's id) or, if the run fails,
     ``abort`` (the run and the rows written so far are deleted). ``name`` is the stored run's
-    (the summary says it as ``run_name``).
+    (the summary says it as ``run_name``); ``labels`` are ``create_run``'s keywords
+    ``engine``, ``group``, ``dataset`` and ``dataset_version`` (an engine's run of a group).
 
     ``simeval run --store`` uses ``RunStoreProcess`` instead: a writer process of its own.
     """
 
-    def __init__(self, svc: Any, name: str, source: str):
+    def __init__(self, svc: Any, name: str, source: str, labels: Mapping[str, Any] | None = None):
         self.svc, self.name, self.source = svc, name, source
+        self.labels = dict(labels or {})
         self.run_id: int | None = None
         self.error: BaseException | None = None
         self.queue: Any = None
@@ -84,7 +86,7 @@ class RunStore:
         import threading
 
         self.run_id = self.svc.create_run(
-            self.name, self.source, options=options, summary={"status": "storing"}
+            self.name, self.source, options=options, summary={"status": "storing"}, **self.labels
         )
         self.queue = queue.Queue(STORE_QUEUE)
         self.thread = threading.Thread(target=self._write, name="simeval-run-store", daemon=True)
@@ -149,8 +151,10 @@ class RunStoreProcess(RunStore):
     end of its input and stops: the run shows as interrupted.
     """
 
-    def __init__(self, db: str | None, name: str, source: str):
-        super().__init__(None, name, source)
+    def __init__(
+        self, db: str | None, name: str, source: str, labels: Mapping[str, Any] | None = None
+    ):
+        super().__init__(None, name, source, labels)
         self.db = db
         self.proc: Any = None
         # the writer's one answer, read by a thread of this process
@@ -173,7 +177,9 @@ class RunStoreProcess(RunStore):
             stdout=subprocess.PIPE,
             env=env,
         )
-        start = ("start", self.db, self.name, self.source, options, ROWS_PER_TRANSACTION)
+        start = (
+            "start", self.db, self.name, self.source, options, ROWS_PER_TRANSACTION, self.labels
+        )  # fmt: skip
         send_frame(self.proc.stdin, start)
         self.answered = threading.Event()
         threading.Thread(target=self._read, name="simeval-run-answer", daemon=True).start()
@@ -256,6 +262,7 @@ def store_run(
     summary: dict[str, Any],
     scorer_options: dict[str, Any] | None = None,
     evals: Sequence[EvalDef] = (),
+    labels: Mapping[str, Any] | None = None,
 ) -> int:
     """Store a finished run in ``svc``'s database; returns its id.
 
@@ -264,7 +271,8 @@ def store_run(
     then its summary: a run whose summary still says ``storing`` was interrupted and is no
     baseline. ``scorer_options`` (a plain run's) or ``evals`` (an eval-file run's) are kept
     with the run: a row's explanation is computed from them when it is shown (without them,
-    from the summary's ``options``).
+    from the summary's ``options``). ``labels``: ``create_run``'s keywords ``engine``,
+    ``group``, ``dataset``, ``dataset_version``.
     """
     from simeval.service.runs import STORE_COLUMNS
 
@@ -279,6 +287,7 @@ def store_run(
         source,
         options=_json_safe(options),
         summary={"status": "storing"},
+        **dict(labels or {}),
     )
     add_rows = getattr(svc, "add_run_rows", None)
     if add_rows is not None:

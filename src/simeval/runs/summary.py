@@ -104,6 +104,8 @@ class RunSummary:
     run_name: str | None = None
     run_id: int | None = None
     gates: list[Gate] | None = None
+    # more for the stored summary: an engine run's engine, its numbers (simeval.runs.engine_run)
+    extra: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -161,6 +163,8 @@ class RunSummary:
             out["run_name"] = self.run_name
         if self.gates is not None:
             out["gates"] = [g.to_dict() for g in self.gates]
+        if self.extra:
+            out.update(self.extra)
         return out
 
 

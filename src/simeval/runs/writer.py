@@ -84,10 +84,12 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
             yield payload
 
     try:
-        _, db, name, source, options, per_transaction = read_frame(inbox)
+        _, db, name, source, options, per_transaction, labels = read_frame(inbox)
         service, columns = storage()
         svc = service(db)
-        run_id = svc.create_run(name, source, options=options, summary={"status": "storing"})
+        run_id = svc.create_run(
+            name, source, options=options, summary={"status": "storing"}, **labels
+        )
         svc.add_run_rows(run_id, columns, unpickled(batches()), per_transaction)
         kind, summary = end[0]
         if kind != "finish":

@@ -16,6 +16,8 @@ The statistics, stated so they can be checked by hand (``tests/scoring/test_comp
   ``numpy.percentile(stats, [2.5, 97.5])`` (linear interpolation).
 - McNemar (paired only): ``f`` = pass→fail flips, ``g`` = fail→pass flips; exact two-sided
   binomial p-value ``min(1, 2·Σ_{k≤min(f,g)} C(f+g, k) / 2^(f+g))``.
+- Listed cases: the paired cases B scored lower (or flipped pass→fail), flips first then the
+  largest drops ("regressed"); and the other way round ("improved").
 - Verdict: "B worse" when the score interval or the pass-rate interval lies wholly below 0, or
   McNemar has p < 0.05 with more pass→fail flips; "B better" the other way round; "mixed" when
   signs disagree; otherwise "no clear difference". Fewer than 2 cases on a side: "not enough
@@ -97,6 +99,41 @@ def bootstrap_unpaired(
 def interval(stats: np.ndarray) -> tuple[float, float]:
     lo, hi = np.percentile(stats, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)], axis=0)
     return float(lo), float(hi)
+
+
+def wilson(passes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``passes / n`` (95% by default).
+
+    >>> [round(x, 4) for x in wilson(8, 10)]
+    [0.4902, 0.9433]
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    p = passes / n
+    scale = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / scale
+    half = z / scale * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def pass_rate_diff_interval(
+    passes_a: int, n_a: int, passes_b: int, n_b: int
+) -> tuple[float, float, float]:
+    """B − A of two pass rates known only by their counts, with its 95% interval:
+    Newcombe's hybrid score interval (his method 10, from the two Wilson intervals; his
+    example 56/70 against 48/80 gives [0.0524, 0.3339]), for
+    sums without their cases (the trend rollup), where the bootstrap has nothing to resample.
+
+    >>> [round(x, 4) for x in pass_rate_diff_interval(56, 70, 48, 80)]
+    [-0.2, -0.3339, -0.0524]
+    """
+    pa, pb = passes_a / n_a, passes_b / n_b
+    la, ua = wilson(passes_a, n_a)
+    lb, ub = wilson(passes_b, n_b)
+    d = pb - pa
+    lo = d - math.sqrt((pb - lb) ** 2 + (ua - pa) ** 2)
+    hi = d + math.sqrt((ub - pb) ** 2 + (pa - la) ** 2)
+    return d, lo, hi
 
 
 def _pairs(a: list[Case], b: list[Case]) -> list[tuple[Case, Case]]:
@@ -214,6 +251,7 @@ def compare_eval(
             mcnemar_p=None,
             verdict="not enough data",
             regressed=[],
+            improved=[],
         )
         return out
     score_ci = interval(stats[:, 0])
@@ -233,6 +271,13 @@ def compare_eval(
     )
     out["regressed_count"] = len(worst)
     out["regressed"] = [_case_out(x, y) for x, y in worst[:keep]]
+    # and the other way round: most improved first (a fail→pass flip before a mere gain)
+    best = sorted(
+        (p for p in pairs if p[1].score > p[0].score or (p[1].passed and not p[0].passed)),
+        key=lambda p: (not (p[1].passed and not p[0].passed), p[0].score - p[1].score),
+    )
+    out["improved_count"] = len(best)
+    out["improved"] = [_case_out(x, y) for x, y in best[:keep]]
     return out
 
 

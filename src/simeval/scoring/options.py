@@ -101,6 +101,8 @@ def _as_bool(name: str, value: Any) -> bool:
 
 
 def _as_int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 34.0: an integer to JSON (and JSON Schema), as 34
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise InvalidOption(f"option {name!r} must be an integer in [{low}, {high}], not {value!r}")
     try:

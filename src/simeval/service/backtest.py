@@ -31,7 +31,7 @@ from sqlalchemy import Table, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from simeval.checks import parse_time, utc_now
-from simeval.errors import InvalidInput
+from simeval.errors import Conflict, InvalidInput
 from simeval.scoring.analyzer import scope_key
 from simeval.scoring.compare import Case, histogram
 from simeval.scoring.evalset import EvalSet, EvalSpec
@@ -46,6 +46,7 @@ BACKTEST_DEFAULT = 500
 BACKTEST_MAX = 10_000
 BACKTEST_DAYS = 30
 _RESCORE_CHUNK = 500
+UNSCORED_MAX = 100_000  # captures counted for the Rescore button at most
 
 
 def _spec(ev: Eval) -> EvalSpec:
@@ -62,6 +63,26 @@ def _spec(ev: Eval) -> EvalSpec:
 
 def _cut(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _borderline(scored: list[tuple[Any, ...]], threshold: float, n: int) -> list[tuple[Any, ...]]:
+    """The ``n`` distinct cases (input and output) closest to the threshold, taken from both
+    sides in turn (failing and passing) while both have some, closest first: the same text
+    captured many times is one case, and a side of only 1.000 scores cannot fill the list."""
+    seen: set[tuple[Any, Any]] = set()
+    sides: dict[bool, list[tuple[Any, ...]]] = {True: [], False: []}
+    for x in sorted(scored, key=lambda x: (abs(x[0] - threshold), x[2])):
+        if (x[3], x[4]) not in seen:
+            seen.add((x[3], x[4]))
+            sides[bool(x[1])].append(x)
+    picked: list[tuple[Any, ...]] = []
+    below, above = iter(sides[False]), iter(sides[True])
+    while len(picked) < n:
+        got = [x for x in (next(below, None), next(above, None)) if x is not None]
+        if not got:
+            break
+        picked.extend(got)
+    return sorted(picked[:n], key=lambda x: (abs(x[0] - threshold), x[2]))
 
 
 class BacktestMixin(EvalsMixin):
@@ -123,7 +144,7 @@ class BacktestMixin(EvalsMixin):
             )
 
         worst = sorted(scored, key=lambda x: (x[0], x[2]))[:5]
-        border = sorted(scored, key=lambda x: (abs(x[0] - spec.threshold), x[2]))[:5]
+        border = _borderline(scored, spec.threshold, 5)
         cases = [Case(None, "", x[0], x[1]) for x in scored]
         return BacktestReport(
             eval=spec.name,
@@ -143,6 +164,29 @@ class BacktestMixin(EvalsMixin):
             seconds=time.perf_counter() - started,
         )
 
+    def count_unscored(self, name: str | int, since: Any = "7d", limit: int = UNSCORED_MAX) -> int:
+        """How many captures since ``since`` ``rescore`` would store a result of this eval
+        for: in the scope of its version in force, with no entry of it yet (at most
+        ``limit``: the count stops there). A page shows it on the Rescore button."""
+        start = parse_time(since, "since")
+        if start is None:
+            raise InvalidInput("count_unscored needs since (an ISO time or an age like 7d)")
+        with self.store.read() as s:
+            ev = self._find_eval(s, name)
+            (used,) = in_force(s, [ev])
+            eval_id, scope = ev.id, used.input_scope
+            key = scope_key(scope) if scope is not None else None
+            q = select(Capture.input, Capture.scores).where(Capture.captured_at >= start)
+            count = 0
+            for text_in, blob in s.execute(q.execution_options(yield_per=2000)):
+                if key is not None and scope_key(text_in) != key:
+                    continue  # outside the scope: rescore would store nothing for it
+                if unpack_results(blob).position(eval_id) < 0:
+                    count += 1
+                    if count >= limit:
+                        break
+            return count
+
     def rescore(
         self, name: str | int, since: Any = "7d", until: Any = None, refresh: bool = False
     ) -> RescoreReport:
@@ -158,7 +202,8 @@ class BacktestMixin(EvalsMixin):
         with self.store.read() as s:
             ev = self._find_eval(s, name)
             if ev.status == "archived":
-                raise InvalidInput(f"eval {ev.name!r} is archived: restore it before rescoring")
+                # a state the eval is in, not a bad request: 409, as for an activation
+                raise Conflict(f"eval {ev.name!r} is archived: restore it before rescoring")
             (used,) = in_force(s, [ev])
             spec = _spec(used)
             eval_id = ev.id

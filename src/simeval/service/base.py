@@ -25,6 +25,8 @@ class ServiceBase:
         self.url = resolve_db_url(db)
         self.store = Store(self.url)
         self._lock = threading.Lock()
+        # called with each committed batch of captures (``CaptureMixin.on_captured``)
+        self.capture_listeners: list[Callable[[list[Any]], None]] = []
 
     def close(self) -> None:
         """Close the database connections."""

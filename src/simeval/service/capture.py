@@ -9,7 +9,7 @@ import logging
 import math
 import operator
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
@@ -55,6 +55,7 @@ from simeval.store import (
     le_bytes,
     pick_entries,
 )
+from simeval.vocabulary import normal_meta
 
 log = logging.getLogger("simeval.service")
 
@@ -260,10 +261,12 @@ class CaptureMixin(ServiceBase):
         *,
         explain: bool = False,
         lock_wait: float | None = None,
+        score: bool = True,
     ) -> list[CaptureOut]:
         """Store captures already checked by ``check_capture``, in one transaction (all or
         none): what ``capture`` does for one, for a server that gathers the captures arriving
-        together into one commit.
+        together into one commit. ``score=False`` stores them unscored (``evaluated`` False,
+        no results), e.g. texts that arrived cut.
 
         An item may carry a capture key last (``KeyedCapture``, checked by
         ``check_capture_key``): an item whose key is stored already, or repeats the key of an
@@ -280,7 +283,9 @@ class CaptureMixin(ServiceBase):
         races = 0
         for _ in range(_KEY_RACE_RETRIES + 10):
             try:
-                return self._capture_batch(items, explain, lock_wait)
+                done = self._capture_batch(items, explain, lock_wait, score)
+                self._announce(done)
+                return done
             except _Unprepared as missing:
                 self._prepared(missing.revision)  # then again, the revision ready
             except Exception as exc:
@@ -290,18 +295,33 @@ class CaptureMixin(ServiceBase):
                     raise
         raise RuntimeError("the active evals kept changing while capturing; nothing stored")
 
+    def on_captured(self, listener: Callable[[list[CaptureOut]], None]) -> None:
+        """Call ``listener`` with each batch of captures once committed (stored ones first
+        time and replayed ones alike: ``replayed`` tells them apart), on the storing thread:
+        it must return at once (queue them; ``simeval.web.otlp_export`` does)."""
+        self.capture_listeners.append(listener)
+
+    def _announce(self, done: list[CaptureOut]) -> None:
+        # committed already: a listener's failure must not fail the capture
+        for listener in list(self.capture_listeners):
+            try:
+                listener(done)
+            except Exception:
+                log.exception("a capture listener failed; the captures are stored")
+
     def _capture_batch(
         self,
         items: Sequence[CheckedCapture | KeyedCapture],
         explain: bool,
         lock_wait: float | None,
+        score: bool = True,
     ) -> list[CaptureOut]:
         keys: list[str | None] = [item[5] if len(item) > 5 else None for item in items]
         outs: list[CaptureOut | int] = []
         with self.store.raw_write(lock_wait) as cur:
             cur.execute(_FLAGS_SQL)
             flags: dict[str, Any] = dict(cur.fetchall())
-            auto = _json_flag(flags.get(AUTO_EVALUATE_KEY), True) is not False
+            auto = score and _json_flag(flags.get(AUTO_EVALUATE_KEY), True) is not False
             revision = int(_json_flag(flags.get(REVISION_KEY), 0) or 0)
             cached = self._active
             if auto and (cached is None or cached[0] != revision):
@@ -371,6 +391,8 @@ class CaptureMixin(ServiceBase):
         key: str | None,
         explain: bool,
     ) -> CaptureOut:
+        # one metadata vocabulary (``simeval.vocabulary``) whichever path the capture came by
+        metadata = normal_meta(metadata)
         now = when or utc_now()
         auto = active is not None
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []

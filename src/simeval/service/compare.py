@@ -22,14 +22,30 @@ from sqlalchemy import select
 
 from simeval.errors import InvalidInput, NotFound
 from simeval.scoring.compare import DEFAULT_RESAMPLES, DEFAULT_SEED, Case, Side, compare_sides
-from simeval.service.filters import ResultFilter, parse_meta
+from simeval.service.filters import ResultFilter, meta_text, parse_meta
 from simeval.service.models import CompareReport
 from simeval.service.queries import iter_rows, version_refs
-from simeval.service.results import ResultsMixin
-from simeval.store import Eval, Result, Run
+from simeval.service.results import ResultsMixin, run_row_missing
+from simeval.store import Capture, Eval, Result, Run
 
 MAX_SIDE = 100_000  # results read per side: beyond that a comparison is a job for `run`
+# the metadata a side picker offers: read from this many of the newest captures, at most so
+# many keys and values per key (a bounded read, whatever the number of captures)
+META_RECENT, META_KEYS, META_VALUES, META_CHARS = 2000, 30, 50, 100
 _RESERVED = ("eval", "since", "until")
+_NOT_SIDES = ("case_id", *_RESERVED)  # metadata keys a side picker leaves out
+
+
+def _unspeakable(key: str, value: str) -> bool:
+    return (
+        "," in key + value
+        or "=" in key
+        or ":" in key
+        or key != key.strip()
+        or value != value.strip()
+        or not key
+        or not value
+    )
 
 
 def _short(text: str | None, n: int = 80) -> str:
@@ -89,7 +105,8 @@ class CompareMixin(ResultsMixin):
     ) -> CompareReport:
         """Compare side ``b`` with side ``a``, per eval (see ``scoring.compare``): n, pass rate
         and mean score of each side, B − A with 95% bootstrap intervals, McNemar on paired
-        flips, a verdict, and the paired cases that regressed most with their missing terms.
+        flips, a verdict, and the paired cases that regressed most with their missing terms (and
+        those that improved most).
         ``eval_name`` keeps one eval only. ``read_file`` reads a side given as a results file
         (``simeval.runs.iter_results_file``; the CLI passes it): without it a file side is
         refused, so a server never opens a path taken from a request.
@@ -113,6 +130,40 @@ class CompareMixin(ResultsMixin):
         if not report["evals"]:
             raise NotFound("neither side has any results to compare")
         return CompareReport.model_validate(report)
+
+    def metadata_values(
+        self, recent: int = META_RECENT, keys: int = META_KEYS, values: int = META_VALUES
+    ) -> dict[str, list[str]]:
+        """The capture metadata keys and their values seen in the ``recent`` newest captures
+        (the commonest keys first, at most ``keys`` keys and the ``values`` commonest values
+        of each, among equals the most recently seen, sorted; values as a filter compares
+        them, ``meta_text``; none that a side spec could not carry, nor ``case_id``, which
+        names cases, not sides). What the Compare page offers as side pickers."""
+        seen: dict[str, dict[str, int]] = {}
+        with self.store.read() as s:
+            q = (
+                select(Capture.meta)
+                .where(Capture.meta.is_not(None))
+                .order_by(Capture.id.desc())
+                .limit(recent)
+            )
+            for (meta,) in s.execute(q):
+                if not isinstance(meta, dict):
+                    continue
+                for key, value in meta.items():
+                    if key in _NOT_SIDES or isinstance(value, dict | list) or value is None:
+                        continue
+                    text = meta_text(value)
+                    # a side spec is KEY=VALUE,...: a comma or an "=" would not survive it
+                    if len(text) > META_CHARS or len(key) > META_CHARS or _unspeakable(key, text):
+                        continue
+                    counts = seen.setdefault(str(key), {})
+                    counts[text] = counts.get(text, 0) + 1
+        top = sorted(seen.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))[:keys]
+        return {
+            key: sorted(v for v, _ in sorted(counts.items(), key=lambda x: -x[1])[:values])
+            for key, counts in top
+        }
 
     # -- sides ------------------------------------------------------------------------------
     def _side(
@@ -161,10 +212,6 @@ class CompareMixin(ResultsMixin):
                 cid = case.get("id")
                 key = str(cid) if cid is not None else (r.input or None)
                 name = str(cid) if cid is not None else (_short(r.input) or f"row {n + 1}")
-                missing = [
-                    m.get("term") if isinstance(m, dict) else str(m)
-                    for m in exp.get("missing") or []
-                ]
                 side.add(
                     r.eval_name or "(no eval)",
                     Case(
@@ -173,11 +220,21 @@ class CompareMixin(ResultsMixin):
                         score=r.score,
                         passed=r.passed,
                         output=r.output,
-                        missing=[m for m in missing if m],
+                        # rows are stored without their explanation: explained only for the
+                        # cases a report lists
+                        explain=self._run_row_missing(r.id, run.options or {}),
                         ref=f"r{r.id}",
                     ),
                 )
             return side
+
+    def _run_row_missing(self, result_id: int, options: dict[str, Any]) -> Callable[[], list[str]]:
+        def missing() -> list[str]:
+            with self.store.read() as s:
+                row = s.get(Result, result_id)
+                return [] if row is None else run_row_missing(row, options)
+
+        return missing
 
     def _captures_side(self, label: str, sel: dict[str, Any]) -> Side:
         side = Side(label)

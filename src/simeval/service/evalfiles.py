@@ -14,6 +14,11 @@ from simeval.checks import check_name, check_scope, check_storable_all, load_jso
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scoring.scorer import check_references, read_text_file
+from simeval.service.alert_rules import (
+    export_alert_rules,
+    store_alert_rules,
+    validate_alert_rules,
+)
 from simeval.service.checks import check_options
 from simeval.service.evals import EvalsMixin, is_pending
 from simeval.service.models import ImportReport
@@ -139,7 +144,7 @@ def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
         fmt = doc.get("simeval", EVALS_FORMAT)
         if fmt != EVALS_FORMAT:
             raise InvalidInput(f"{source}: unknown eval file format {fmt!r} (this simeval reads 1)")
-        extra = set(doc) - {"simeval", "evals", "synonyms"}
+        extra = set(doc) - {"simeval", "evals", "synonyms", "alerts"}
         if extra:
             raise InvalidInput(f"{source}: unknown top-level key {sorted(extra)[0]!r}")
         items = doc.get("evals")
@@ -233,7 +238,11 @@ class EvalFilesMixin(EvalsMixin):
                 if test is not None:
                     item["test"] = {"input": test.input, "output": test.output}
                 items.append(item)
-        return {"simeval": EVALS_FORMAT, "evals": items}
+            alerts = export_alert_rules(s)
+        doc: dict[str, Any] = {"simeval": EVALS_FORMAT, "evals": items}
+        if alerts:
+            doc["alerts"] = alerts
+        return doc
 
     def import_evals(
         self, doc_or_path: Any, progress: Callable[[int, int], None] | None = None
@@ -256,6 +265,7 @@ class EvalFilesMixin(EvalsMixin):
         else:
             raise InvalidType("import_evals takes a document (dict or list) or a file path")
         entries = validate_evals_document(doc, source)
+        rules = validate_alert_rules(doc.get("alerts") if isinstance(doc, dict) else None, source)
 
         def work(s: Session) -> ImportReport:
             report = ImportReport()  # made in the transaction: a retried one starts again
@@ -263,6 +273,7 @@ class EvalFilesMixin(EvalsMixin):
                 self._import_one(s, e, report)
                 if progress:
                     progress(i + 1, len(entries))
+            store_alert_rules(s, rules)  # the file's alert rules, replaced by name
             return report
 
         done: ImportReport = self._write(work)

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import os
 
+from simeval.service.alerts import AlertsMixin
 from simeval.service.backtest import BacktestMixin
 from simeval.service.base import shared_service
 from simeval.service.batch import BatchMixin
 from simeval.service.calibration import CalibrationMixin
 from simeval.service.compare import CompareMixin
 from simeval.service.conversations import ConversationsMixin
+from simeval.service.datasets import DatasetsMixin
 from simeval.service.evalfiles import EvalFilesMixin
 from simeval.service.export import ExportMixin
+from simeval.service.overview import OverviewMixin
+from simeval.service.review_queue import ReviewQueueMixin
+from simeval.service.run_groups import RunGroupsMixin
 from simeval.service.runs import RunsMixin
 from simeval.service.settings import SettingsMixin
 from simeval.service.synonyms import SynonymsMixin
@@ -21,6 +26,7 @@ from simeval.store import resolve_db_url
 
 
 class Service(
+    RunGroupsMixin,
     CompareMixin,
     ConversationsMixin,
     BacktestMixin,
@@ -32,13 +38,18 @@ class Service(
     CalibrationMixin,
     RunsMixin,
     SynonymsMixin,
+    DatasetsMixin,
+    ReviewQueueMixin,
+    OverviewMixin,
+    AlertsMixin,
 ):
     """One database's evals, captures and results. Thread-safe; one per process is enough
     (``open_service``).
 
     A thin façade: each concern lives in its own module of this package (``evals``,
     ``capture``, ``batch``, ``results``, ``trends``, ``settings``, ``export``, ``evalfiles``,
-    ``calibration``, ``runs``), as a mixin over ``base.ServiceBase``.
+    ``calibration``, ``runs``, ``datasets``, ``run_groups``, ``review_queue``), as a mixin
+    over ``base.ServiceBase``.
     """
 
 

@@ -26,6 +26,7 @@ class ReviewOut(_Model):
     score: float
     note: str
     created_at: datetime
+    reviewer: str | None = None  # who reviewed; None for reviews stored before it was kept
 
 
 class TestOut(_Model):
@@ -303,6 +304,9 @@ class SettingsOut(_Model):
 
     auto_evaluate: bool
     retention_days: int | None = Field(description="None keeps everything; else 7, 30, 90, 180")
+    otlp_export: str | None = Field(
+        None, description="OTLP/HTTP URL `simeval serve` sends each result to (None: none)"
+    )
 
 
 class CleanupOut(_Model):
@@ -345,6 +349,12 @@ class RunOut(_Model):
     passed: int = 0
     pass_rate: float | None = None
     mean_score: float | None = None
+    engine: str | None = Field(default=None, description="The engine that answered its cases")
+    group: str | None = Field(
+        default=None, description="The group of runs made together (one per engine)"
+    )
+    dataset_name: str | None = Field(default=None, description="The stored data set it ran on")
+    dataset_version: int | None = Field(default=None, description="That data set's version")
 
 
 # -- reports: answers that were plain dicts before they were typed ------------------------------
@@ -398,7 +408,8 @@ class SideStats(_Report):
 
 
 class RegressedCase(_Report):
-    """A case on both sides that B scored lower than A (or flipped from pass to fail)."""
+    """A case on both sides that B scored lower than A (or flipped from pass to fail); the
+    same shape lists the improved cases."""
 
     case: str
     score_a: float
@@ -432,6 +443,10 @@ class EvalComparison(_Report):
     verdict: Verdict
     regressed_count: int | None = Field(None, exclude_if=_absent_when_none)
     regressed: list[RegressedCase]
+    improved_count: int | None = Field(None, exclude_if=_absent_when_none)
+    improved: list[RegressedCase] = Field(
+        default_factory=list, description="cases B scored higher (or flipped fail→pass)"
+    )
 
 
 class CompareReport(_Report):

@@ -104,7 +104,12 @@ def review_out(review: Review | None) -> ReviewOut | None:
     """A stored review as the service answers it (None without one)."""
     if review is None:
         return None
-    return ReviewOut(score=review.score, note=review.note, created_at=as_utc(review.created_at))
+    return ReviewOut(
+        score=review.score,
+        note=review.note,
+        created_at=as_utc(review.created_at),
+        reviewer=review.reviewer,
+    )
 
 
 def version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, int], list[str]]:

@@ -77,6 +77,33 @@ def _explain_run_row(row: Result, run_options: dict[str, Any]) -> dict[str, Any]
     return data
 
 
+MAX_REVIEWER_CHARS = 200  # the width of reviews.reviewer
+
+
+def check_reviewer(reviewer: Any) -> str | None:
+    """A reviewer's name as stored: stripped, None when empty or not given; ``InvalidInput``
+    for one that is too long or not storable, ``InvalidType`` for a non-string."""
+    if reviewer is None:
+        return None
+    if not isinstance(reviewer, str):
+        raise InvalidType(f"reviewer must be a string, not {type(reviewer).__name__}")
+    name = reviewer.strip()
+    if len(name) > MAX_REVIEWER_CHARS:
+        raise InvalidInput(f"reviewer name is longer than {MAX_REVIEWER_CHARS} characters")
+    check_storable(name, "reviewer")
+    return name or None
+
+
+def run_row_missing(row: Result, run_options: dict[str, Any]) -> list[str]:
+    """The missing terms of a stored run row: from its explanation, else explained now as
+    ``_explain_run_row`` does (rows are stored without one)."""
+    exp = row.explanation if not _unexplained(row.explanation) else None
+    if exp is None:
+        exp = _explain_run_row(row, run_options)
+    terms = [m.get("term") if isinstance(m, dict) else m for m in exp.get("missing") or []]
+    return [str(t) for t in terms if t]
+
+
 class ResultsMixin(QueriesMixin):
     """Results: list, count, show, review, labelled examples."""
 
@@ -207,8 +234,9 @@ class ResultsMixin(QueriesMixin):
         with self.store.read() as s:
             return count_rows(s, f, self._eval_id(s, f))
 
-    def run_worst(self, run_id: int, limit: int = 10) -> list[ResultOut]:
-        """A stored run's lowest-scoring rows (automated scores), worst first."""
+    def run_worst(self, run_id: int, limit: int = 10, explain: bool = True) -> list[ResultOut]:
+        """A stored run's lowest-scoring rows (automated scores), worst first; ``explain``:
+        with their explanations (missing terms), computed for rows stored without one."""
         limit, _ = check_page(limit, 0)
         with self.store.read() as s:
             q = (
@@ -219,7 +247,7 @@ class ResultsMixin(QueriesMixin):
                 .limit(limit)
             )
             rows = [run_row(r, review) for r, review in s.execute(q)]
-            return self._results_out(s, rows, False)
+            return self._results_out(s, rows, explain)
 
     def _row(self, s: Session, result_id: Any) -> Row:
         where = parse_result_id(result_id)
@@ -246,15 +274,19 @@ class ResultsMixin(QueriesMixin):
             row = self._row(s, result_id)
             return self._results_out(s, [row], True)[0]
 
-    def review_result(self, result_id: str, score: float | str, note: str = "") -> ResultOut:
+    def review_result(
+        self, result_id: str, score: float | str, note: str = "", reviewer: str | None = None
+    ) -> ResultOut:
         """Override a result's score (in [0, 1]) with a note; it decides pass/fail from now on.
-        A second review replaces the first."""
+        ``reviewer``: who reviewed (up to 200 characters; empty or None: not recorded). A
+        second review replaces the first, reviewer included."""
         value = check_unit(score, "review score")
         if not isinstance(note, str):
             raise InvalidType(f"review note must be a string, not {type(note).__name__}")
         if len(note) > 10_000:
             raise InvalidInput("review note is longer than 10,000 characters")
         check_storable(note, "review note")
+        who = check_reviewer(reviewer)
 
         def work(s: Session) -> str:
             row = self._row(s, result_id)
@@ -269,10 +301,12 @@ class ResultsMixin(QueriesMixin):
                         score=value,
                         note=note,
                         created_at=utc_now(),
+                        reviewer=who,
                     )
                 )
             else:
                 existing.score, existing.note, existing.created_at = value, note, utc_now()
+                existing.reviewer = who
             return row.id
 
         key: str = self._write(work)

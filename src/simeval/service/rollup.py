@@ -385,6 +385,24 @@ def _apply_reviews(
     start: datetime | None,
     end: datetime | None,
 ) -> None:
+    for key, d_total, d_passes, ok in review_changes(s, wanted, start, end):
+        slot = out.get(key)
+        if slot is None:
+            continue
+        slot.total += d_total
+        slot.passes += d_passes
+        slot.reviewed += 1
+        slot.reviewed_passes += int(ok)
+
+
+def review_changes(
+    s: Session,
+    wanted: Iterable[int] | None,
+    start: datetime | None,
+    end: datetime | None,
+) -> Iterator[tuple[Key, float, int, bool]]:
+    """What each review of a captured result in [start, end) changes in its key's sums:
+    (key, change of the total, change of the passes, whether the reviewed result passes)."""
     q = (
         select(Review.eval_id, Review.score, Capture.captured_at, Capture.scores)
         .join(Capture, Capture.id == Review.capture_id)
@@ -404,11 +422,5 @@ def _apply_reviews(
         if i < 0:
             continue
         key = (hour_of(when), eval_id, packed.versions[i], packed.fingerprints[packed.fp_index[i]])
-        slot = out.get(key)
-        if slot is None:
-            continue
         ok = reviewed >= packed.thresholds[i]
-        slot.total += reviewed - packed.scores[i]
-        slot.passes += int(ok) - packed.passed[i]
-        slot.reviewed += 1
-        slot.reviewed_passes += int(ok)
+        yield key, reviewed - packed.scores[i], int(ok) - packed.passed[i], ok

@@ -11,7 +11,15 @@ from sqlalchemy import case, delete, func, select, true, update
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
-from simeval.checks import as_utc, check_id, check_page, utc_now
+from simeval.checks import (
+    MAX_NAME_CHARS,
+    as_utc,
+    check_id,
+    check_page,
+    check_storable,
+    check_text,
+    utc_now,
+)
 from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.base import ServiceBase
@@ -116,6 +124,29 @@ def _beat(s: Session, run_id: int, rows: Sequence[Sequence[Any]] = (), at: int =
     s.execute(update(Run).where(Run.id == run_id).values(**values))
 
 
+def check_run_labels(engine: Any, group: Any, dataset: Any, dataset_version: Any) -> dict[str, Any]:
+    """A run's engine, group and data set as ``Run`` columns: each name None or 1-200
+    characters (stripped), the version None or a positive integer; else ``InvalidInput``."""
+    out: dict[str, Any] = {}
+    for column, what, value in (
+        ("engine", "run engine", engine),
+        ("group_name", "run group", group),
+        ("dataset_name", "run data set", dataset),
+    ):
+        if value is not None:
+            text = check_text(value, what).strip()
+            if not text or len(text) > MAX_NAME_CHARS:
+                raise InvalidInput(f"{what} must have 1 to {MAX_NAME_CHARS} characters")
+            check_storable(text, what)
+            value = text
+        out[column] = value
+    if dataset_version is not None:
+        out["dataset_version"] = check_id(dataset_version, "data set version")
+    else:
+        out["dataset_version"] = None
+    return out
+
+
 class RunsMixin(ServiceBase):
     """Stored data-set runs."""
 
@@ -125,14 +156,23 @@ class RunsMixin(ServiceBase):
         source: str,
         options: dict[str, Any] | None = None,
         summary: dict[str, Any] | None = None,
+        *,
+        engine: str | None = None,
+        group: str | None = None,
+        dataset: str | None = None,
+        dataset_version: int | None = None,
     ) -> int:
         """Record a data-set run; its rows follow with ``add_run_results``. Returns its id.
 
         The run is ``running`` (with this process's pid and host, and a heartbeat) until a
         summary with ``"status": "complete"`` is written (``update_run_summary``); runs of
-        processes that are gone are marked ``interrupted`` first."""
+        processes that are gone are marked ``interrupted`` first. ``engine`` names what
+        answered its cases, ``group`` the runs made together (one per engine: the studio
+        shows a group side by side), ``dataset`` and ``dataset_version`` the stored data set
+        it ran on (see ``check_run_labels``)."""
         if not isinstance(name, str) or not name.strip():
             raise InvalidInput("run name is empty")
+        labels = check_run_labels(engine, group, dataset, dataset_version)
         for what, value in (("options", options), ("summary", summary)):
             if value is not None and not isinstance(value, dict):
                 raise InvalidType(f"run {what} must be a mapping")
@@ -155,6 +195,7 @@ class RunsMixin(ServiceBase):
                 results_count=0,
                 passed_count=0,
                 score_sum=0.0,
+                **labels,
             )
             s.add(run)
             s.flush()
@@ -378,6 +419,10 @@ class RunsMixin(ServiceBase):
             passed=passed,
             pass_rate=passed / n if n else None,
             mean_score=float(mean) if mean is not None else None,
+            engine=run.engine,
+            group=run.group_name,
+            dataset_name=run.dataset_name,
+            dataset_version=run.dataset_version,
         )
 
     def get_run(self, run_id: int) -> RunOut:

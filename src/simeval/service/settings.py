@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from sqlalchemy import delete, select
 from sqlalchemy.engine import CursorResult
@@ -20,6 +21,27 @@ from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting, TrendRo
 # the keys of the settings table: the evals revision (bumped by every change to an eval, so
 # each process knows when to prepare the active evals again), and the two user settings
 REVISION_KEY, AUTO_EVALUATE_KEY, RETENTION_KEY = "evals_revision", "auto_evaluate", "retention_days"
+# where `simeval serve` sends each result as an OTLP event (simeval.web.otlp_export)
+OTLP_EXPORT_KEY = "otlp_export"
+
+
+def check_otlp_url(url: Any) -> str:
+    """An OTLP/HTTP URL (http or https, with a host), stripped; else ``InvalidInput``."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput("the OTLP export URL must be an http(s) URL, e.g. http://127.0.0.1:4318")
+    text = url.strip()
+    parts = urlsplit(text)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a port that is not a number in [0, 65535]
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise InvalidInput(
+            f"the OTLP export URL must be http(s)://host[:port][/path], not {text!r}"
+        )
+    if len(text) > 2000 or any(c.isspace() or not c.isprintable() for c in text):
+        raise InvalidInput("the OTLP export URL is too long or holds spaces or control characters")
+    return text
 
 
 def _deleted(s: Session, stmt: Any) -> int:
@@ -36,16 +58,23 @@ class SettingsMixin(ServiceBase):
             values: dict[str, Any] = dict(s.execute(select(Setting.key, Setting.value)).all())
         auto = values.get(AUTO_EVALUATE_KEY, True)
         retention = values.get(RETENTION_KEY)
+        export = values.get(OTLP_EXPORT_KEY)
         return SettingsOut(
             auto_evaluate=auto is not False,
             retention_days=int(retention) if retention is not None else None,
+            otlp_export=export if isinstance(export, str) and export else None,
         )
 
     def update_settings(
-        self, auto_evaluate: bool | None = None, retention_days: Any = UNSET
+        self,
+        auto_evaluate: bool | None = None,
+        retention_days: Any = UNSET,
+        otlp_export: Any = UNSET,
     ) -> SettingsOut:
         """Change settings; ``retention_days`` is one of ``scoring.options.RETENTION_CHOICES``
-        or None (keep forever)."""
+        or None (keep forever); ``otlp_export`` an OTLP/HTTP URL for `simeval serve` to send
+        results to (from its next start; at once when changed through the server), or None
+        or "" (send nothing)."""
         updates: dict[str, Any] = {}
         if auto_evaluate is not None:
             if not isinstance(auto_evaluate, bool):
@@ -59,6 +88,11 @@ class SettingsMixin(ServiceBase):
                     f"retention must be {RETENTION_TEXT} (None), not {retention_days!r}"
                 )
             updates[RETENTION_KEY] = int(retention_days) if retention_days is not None else None
+        if not isinstance(otlp_export, Unset):
+            blank = otlp_export is None or (
+                isinstance(otlp_export, str) and not otlp_export.strip()
+            )
+            updates[OTLP_EXPORT_KEY] = None if blank else check_otlp_url(otlp_export)
 
         def work(s: Session) -> None:
             for key, value in updates.items():

@@ -226,6 +226,8 @@ class Review(Base):
     score: Mapped[float] = mapped_column(Float)
     note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # who reviewed (migration 0008); null for reviews stored before it
+    reviewer: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 Index("ix_reviews_capture_id", Review.__table__.c.capture_id)
@@ -257,3 +259,140 @@ class Setting(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+
+class Dataset(Base):
+    """A named set of cases; ``version`` is its newest version (migration 0007).
+
+    Every change is a new version. A case's states are ``DatasetCase`` rows valid over a
+    range of versions, so an edit writes one case, and every past version stays readable.
+    """
+
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class DatasetVersion(Base):
+    """One version of a dataset: when, what changed (``note``), its case and draft counts."""
+
+    __tablename__ = "dataset_versions"
+    __table_args__ = (UniqueConstraint("dataset_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    note: Mapped[str] = mapped_column(Text)
+    cases: Mapped[int] = mapped_column(Integer)
+    drafts: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class DatasetCase(Base):
+    """One state of one case, valid in versions ``version_from`` up to (not including)
+    ``version_to`` (null: the current state). ``draft``: the reference was taken from a
+    captured output (``capture_id``) and no person has edited or accepted it yet."""
+
+    __tablename__ = "dataset_cases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"))
+    case_id: Mapped[str] = mapped_column(String(200))
+    # the case's place in the dataset (kept by an edit, so a version reads in a stable order)
+    position: Mapped[int] = mapped_column(Integer)
+    version_from: Mapped[int] = mapped_column(Integer)
+    version_to: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    input: Mapped[str] = mapped_column(Text)
+    references: Mapped[list[str]] = mapped_column("reference_answers", JSON)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
+    draft: Mapped[bool] = mapped_column(Boolean)
+    capture_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+_cases = cast(Table, DatasetCase.__table__).c
+Index("ix_dataset_cases_dataset_id_version_from", _cases.dataset_id, _cases.version_from)
+# a case id is unique among a dataset's current cases (older states share it)
+Index(
+    "ix_dataset_cases_current",
+    _cases.dataset_id,
+    _cases.case_id,
+    unique=True,
+    sqlite_where=_cases.version_to.is_(None),
+    postgresql_where=_cases.version_to.is_(None),
+)
+
+
+class AlertRule(Base):
+    """A rule watched by the server (migration 0009): an eval's (or every active eval's, with
+    ``eval_name`` "*") pass rate or mean score below ``threshold``, a significant pass-rate
+    ``drop`` against the previous window, or ``silence`` (no result for the window). The window
+    is ``window_results`` results or ``window_seconds`` seconds. Kept in the evals YAML too."""
+
+    __tablename__ = "alert_rules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    eval_name: Mapped[str] = mapped_column(String(200))
+    condition: Mapped[str] = mapped_column(String(16))
+    threshold: Mapped[float | None] = mapped_column(Float, nullable=True)
+    window_results: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    window_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    webhook: Mapped[str | None] = mapped_column(Text, nullable=True)
+    secret_env: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    format: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Alert(Base):
+    """One firing of a rule for one eval: open until the rule holds again. At most one open
+    alert per rule and eval (a partial unique index), so one drop never fires twice."""
+
+    __tablename__ = "alerts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rules.id", ondelete="CASCADE"))
+    eval_name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    opened_at: Mapped[datetime] = mapped_column(DateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # the value that fired (pass rate, mean score, pass-rate change, seconds of silence)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # what the value was measured on (counts, the baseline a drop is measured against)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class AlertDelivery(Base):
+    """One attempt to deliver an alert (or a rule's test sample: ``alert_id`` null) to a
+    webhook: when, which attempt, the HTTP status and the error, if any."""
+
+    __tablename__ = "alert_deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rules.id", ondelete="CASCADE"))
+    alert_id: Mapped[int | None] = mapped_column(
+        ForeignKey("alerts.id", ondelete="CASCADE"), nullable=True
+    )
+    event: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(DateTime)
+    status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+_alerts = cast(Table, Alert.__table__).c
+Index("ix_alerts_status", _alerts.status)
+Index(
+    "ix_alerts_open",
+    _alerts.rule_id,
+    _alerts.eval_name,
+    unique=True,
+    sqlite_where=_alerts.status == "open",
+    postgresql_where=_alerts.status == "open",
+)
+Index("ix_alert_deliveries_alert_id", cast(Table, AlertDelivery.__table__).c.alert_id)

@@ -44,7 +44,10 @@ from simeval.service.models import (
     TestOut,
     TrendOut,
 )
+from simeval.web import schema as declared
+from simeval.web.api_review import ReviewIn
 from simeval.web.idf_files import idf_option, shown_idf
+from simeval.web.otlp_export import follow_setting
 from simeval.web.schema import (
     ERRORS,
     LONG,
@@ -56,7 +59,6 @@ from simeval.web.schema import (
     StrictBool,
     StrictFloat,
     as_list,
-    bounds,
 )
 
 router = APIRouter(prefix="/api", responses=ERRORS)
@@ -114,13 +116,13 @@ class EvalIn(Body):
         description="Score only captures whose input is this text (case and spacing aside).",
         json_schema_extra=LONG,
     )
-    options: dict[str, Any] = Field(default_factory=dict, description="Scorer options.")
-    required: list[str] | None = Field(
+    options: declared.ScorerOptions = Field(default_factory=dict)
+    required: declared.Terms = Field(
         None,
         description="Terms an output must contain to pass (options.required).",
         examples=[["paris"]],
     )
-    synonyms: list[list[str]] | None = Field(
+    synonyms: declared.Groups = Field(
         None,
         description="Groups of words counted as one term (options.synonyms).",
         examples=[[["begin", "commence", "start"]]],
@@ -139,9 +141,9 @@ class EvalPatch(Body):
     input_scope: str | None = Field(
         None, description="null removes the scope.", json_schema_extra=LONG
     )
-    options: dict[str, Any] | None = None
-    required: list[str] | None = Field(None, description="New required terms ([] = none).")
-    synonyms: list[list[str]] | None = Field(None, description="New synonym groups ([] = none).")
+    options: declared.ScorerOptions | None = None
+    required: declared.Terms = Field(None, description="New required terms ([] = none).")
+    synonyms: declared.Groups = Field(None, description="New synonym groups ([] = none).")
 
     _refs = field_validator("references", mode="before")(as_list)
 
@@ -172,17 +174,17 @@ class CaptureIn(Body):
         description="The prompt or request the engine answered.", json_schema_extra=LONG
     )
     output: str = Field(description="The engine's output.", json_schema_extra=LONG)
-    conversation_id: str | None = Field(None, json_schema_extra=bounds(maxLength=200))
-    metadata: dict[str, Any] | None = None
-    captured_at: datetime | None = Field(
+    conversation_id: str | None = Field(None, json_schema_extra=declared.SHORT)
+    metadata: declared.Metadata | None = None
+    captured_at: declared.Timestamp | None = Field(
         None,
         description="When the engine answered (ISO 8601, between the years 1000 and 8999; "
         "default: now).",
     )
     capture_key: str | None = Field(
         None,
-        min_length=1,
         max_length=MAX_KEY_CHARS,
+        json_schema_extra=declared.KEY,
         description="Makes the capture idempotent: when a capture with this key is stored "
         "already, nothing new is stored and the stored one is answered (200 instead of 201). "
         "A retry after a timeout is then safe. E.g. the engine's response id.",
@@ -230,13 +232,6 @@ class CaptureBatchOut(BaseModel):
     captures: list[CaptureBatchItem]
 
 
-class ReviewIn(Body):
-    """A human override of a result's score; it decides pass/fail from now on."""
-
-    score: StrictFloat = Field(description="The reviewed score, in [0, 1].", json_schema_extra=UNIT)
-    note: str = Field("", json_schema_extra=bounds(maxLength=10_000))
-
-
 class SettingsIn(Body):
     """Settings to change; fields left out stay as they are."""
 
@@ -246,6 +241,7 @@ class SettingsIn(Body):
         description=f"Days to keep: {RETENTION_TEXT} (null).",
         json_schema_extra={"enum": [*RETENTION_CHOICES, None]},
     )
+    otlp_export: str | None = Field(None, max_length=2000, description="Scores-out OTLP URL.")
 
 
 class ResultPage(BaseModel):
@@ -277,20 +273,19 @@ class Health(BaseModel):
     status: str = Field(description="ok, or degraded while the proxy fails to capture")
     version: str
     proxy: ProxyHealth | None = None
+    otlp_export: dict[str, Any] | None = Field(None, description="scores-out counters")
 
 
 def result_filter(
     eval: Annotated[str | None, Query(description="Eval name or id.")] = None,
     passed: Annotated[bool | None, Query(description="true = passed, false = failed.")] = None,
-    since: Annotated[
-        str | None, Query(description="ISO time or an age like 30d, inclusive.")
-    ] = None,
-    until: Annotated[str | None, Query(description="ISO time or an age, exclusive.")] = None,
+    since: Annotated[str | None, declared.when("ISO time or an age like 30d, inclusive.")] = None,
+    until: Annotated[str | None, declared.when("ISO time or an age, exclusive.")] = None,
     reviewed: Annotated[bool | None, Query()] = None,
-    run_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    run_id: Annotated[int | None, Query(ge=1, le=MAX_ID), declared.DIGITS] = None,
     meta: Annotated[
         list[str] | None,
-        Query(description="Capture metadata KEY:VALUE (or KEY=VALUE); repeat for more."),
+        declared.meta("Capture metadata KEY:VALUE (or KEY=VALUE); repeat for more."),
     ] = None,
 ) -> ResultFilter:
     """The service's ``ResultFilter`` from the query string shared by listing, counting and
@@ -444,6 +439,8 @@ async def health(request: Request) -> dict[str, Any]:
         out["proxy"] = proxy.stats()
         if out["proxy"]["problem"]:
             out["status"] = "degraded"
+    if (exporter := getattr(request.app.state, "otlp_export", None)) is not None:
+        out["otlp_export"] = exporter.stats()  # its troubles never degrade the captures
     return out
 
 
@@ -544,8 +541,8 @@ def eval_trend(
     name: str,
     service: ServiceDep,
     bucket: Literal["hour", "day", "week"] = "day",
-    since: Annotated[str | None, Query(description="ISO time or an age like 30d.")] = None,
-    until: Annotated[str | None, Query(description="ISO time or an age.")] = None,
+    since: Annotated[str | None, declared.when("ISO time or an age like 30d.")] = None,
+    until: Annotated[str | None, declared.when("ISO time or an age.")] = None,
 ) -> JSONResponse:
     """Mean score and pass rate per time bucket, with version and scorer changes marked."""
     _live(service, name)
@@ -566,8 +563,8 @@ def get_eval(name: str, service: ServiceDep) -> JSONResponse:
 def list_results(
     service: ServiceDep,
     where: FilterDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
 ) -> JSONResponse:
     """Results, newest first, filtered by eval, pass/fail, time range, review or run."""
     items = service.list_results(where, limit=limit, offset=offset)
@@ -611,11 +608,11 @@ def get_result(result_id: ResultId, service: ServiceDep) -> JSONResponse:
 @router.post("/results/{result_id}/review", response_model=ResultOut, tags=["results"])
 def review_result(result_id: ResultId, body: ReviewIn, service: ServiceDep) -> JSONResponse:
     """Override a result's score; the review decides pass/fail from now on."""
-    return _json(service.review_result(result_id, body.score, body.note))
+    return _json(service.review_result(result_id, body.score, body.note, body.reviewer))
 
 
 # -- settings ------------------------------------------------------------------------------
-RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run's id")]
+RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run's id"), declared.DIGITS]
 
 
 @router.delete("/runs/{run_id}", response_model=RunOut, tags=["runs"])
@@ -631,12 +628,14 @@ def get_settings(service: ServiceDep) -> JSONResponse:
 
 
 @router.patch("/settings", response_model=SettingsOut, tags=["settings"])
-def update_settings(body: SettingsIn, service: ServiceDep) -> JSONResponse:
+def update_settings(body: SettingsIn, service: ServiceDep, request: Request) -> JSONResponse:
     """Change settings; ``retention_days: null`` keeps everything forever."""
     kwargs: dict[str, Any] = {"auto_evaluate": body.auto_evaluate}
-    if "retention_days" in body.model_fields_set:
-        kwargs["retention_days"] = body.retention_days
-    return _json(service.update_settings(**kwargs))
+    for name in {"retention_days", "otlp_export"} & body.model_fields_set:
+        kwargs[name] = getattr(body, name)
+    out = service.update_settings(**kwargs)
+    follow_setting(request.app.state, service)  # the exporter follows the setting now
+    return _json(out)
 
 
 @router.post("/cleanup", response_model=CleanupOut, tags=["settings"])
@@ -658,8 +657,10 @@ class RescoreIn(Body):
     """Which past captures to score with an eval."""
 
     eval: str = Field(description="Eval name or id.")
-    since: str = Field("7d", description="ISO time or an age like 7d.")
-    until: str | None = None
+    since: str = Field(
+        "7d", description="ISO time or an age like 7d.", json_schema_extra=declared.WHEN
+    )
+    until: str | None = Field(None, json_schema_extra=declared.WHEN_OR_NULL)
     refresh: bool = Field(
         False, description="Also replace its stored results of another scorer fingerprint."
     )
@@ -685,12 +686,12 @@ def rescore(body: RescoreIn, service: ServiceDep) -> JSONResponse:
 @router.get("/compare", response_model=CompareReport, tags=["results"])
 def compare(
     service: ServiceDep,
-    a: Annotated[str, Query(description="run:ID, run:latest or captures:KEY=VALUE,...")],
-    b: Annotated[str, Query(description="The side compared with A (same forms).")],
+    a: Annotated[str, declared.side("run:ID, run:latest or captures:KEY=VALUE,...")],
+    b: Annotated[str, declared.side("The side compared with A (same forms).")],
     eval: Annotated[str | None, Query(description="Only this eval.")] = None,
-    seed: Annotated[int, Query(ge=0)] = 0,
-    resamples: Annotated[int, Query(ge=100, le=20_000)] = 2000,
-    top: Annotated[int, Query(ge=0, le=1000)] = 20,
+    seed: Annotated[int, Query(ge=0), declared.DIGITS] = 0,
+    resamples: Annotated[int, Query(ge=100, le=20_000), declared.DIGITS] = 2000,
+    top: Annotated[int, Query(ge=0, le=1000), declared.DIGITS] = 20,
 ) -> JSONResponse:
     """Compare side B with side A per eval: n, pass rate and mean score, B − A with 95%
     bootstrap intervals (paired on case id or input, McNemar on flips), a verdict, and the
@@ -701,12 +702,12 @@ def compare(
 @router.get("/captures", tags=["captures"])
 def list_captures(
     service: ServiceDep,
-    meta: Annotated[list[str] | None, Query(description="Metadata KEY:VALUE; repeatable.")] = None,
+    meta: Annotated[list[str] | None, declared.meta("Metadata KEY:VALUE; repeatable.")] = None,
     conversation_id: str | None = None,
-    since: Annotated[str | None, Query(description="ISO time or an age like 7d.")] = None,
-    until: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    since: Annotated[str | None, declared.when("ISO time or an age like 7d.")] = None,
+    until: Annotated[str | None, declared.when("ISO time or an age.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
 ) -> JSONResponse:
     """Captures, newest first, with their metadata and results."""
     filters: dict[str, Any] = {
@@ -728,7 +729,9 @@ def list_captures(
 
 @router.get("/captures/{capture_id}", response_model=CaptureOut, tags=["captures"])
 def get_capture(
-    capture_id: Annotated[int, Path(ge=1, le=MAX_ID, description="A capture's id")],
+    capture_id: Annotated[
+        int, Path(ge=1, le=MAX_ID, description="A capture's id"), declared.DIGITS
+    ],
     service: ServiceDep,
 ) -> JSONResponse:
     """One capture with its metadata and results."""
@@ -738,8 +741,8 @@ def get_capture(
 @router.get("/conversations", tags=["captures"])
 def list_conversations(
     service: ServiceDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
 ) -> JSONResponse:
     """Conversations, most recently active first: turns, pass rate, last activity."""
     items = service.list_conversations(limit=limit, offset=offset)
@@ -764,8 +767,8 @@ def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
 @router.get("/runs", tags=["runs"])
 def list_runs(
     service: ServiceDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
 ) -> JSONResponse:
     """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status."""
     items = service.list_runs(limit=limit, offset=offset)

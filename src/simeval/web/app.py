@@ -29,9 +29,15 @@ from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.service import Service
 from simeval.service.database import DatabaseBusyError, database_problem
-from simeval.web import api, otlp, pages
+from simeval.web import api, otlp, pages, schema
+from simeval.web.api_alerts import ALERT_INTERVAL_S, start_alerts, stop_alerts
+from simeval.web.api_alerts import router as alerts_api
+from simeval.web.api_datasets import router as datasets_api
+from simeval.web.api_overview import router as overview_api
+from simeval.web.api_run_groups import router as run_groups_api
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.methods import MethodMiddleware
+from simeval.web.otlp_export import close_exporter, open_exporter
 from simeval.web.security import (
     BodyLimitMiddleware,
     DocsHeadersMiddleware,
@@ -78,6 +84,8 @@ def create_app(
     proxy_queue: int = 10_000,
     lock_wait: float = LOCK_WAIT_S,
     idf_dir: str | os.PathLike[str] | None = None,
+    otlp_export: str | None = None,
+    alert_interval: float | None = ALERT_INTERVAL_S,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -92,6 +100,11 @@ def create_app(
     loopback names; ``["*"]`` turns the check off). ``upstream``: an OpenAI-compatible base
     URL; requests under ``/v1`` are then proxied to it and its replies captured
     (``simeval.web.proxy``; ``proxy_queue`` replies wait for the store at most).
+    ``otlp_export``: an OTLP/HTTP URL the results of every stored capture are sent to as
+    ``gen_ai.evaluation.result`` events (``simeval.web.otlp_export``; default: the stored
+    setting ``otlp_export``, else none). ``alert_interval``: seconds between evaluations of
+    the alert rules on a timer (they also run as results arrive; None: the server watches no
+    rules, ``simeval.web.api_alerts``).
 
     Example::
 
@@ -101,7 +114,7 @@ def create_app(
     """
     own = service is None
     svc = Service(db) if service is None else service
-    proxy = _open_proxy(svc, upstream, proxy_queue)
+    proxy = _open_proxy(svc, upstream, proxy_queue, token)
     app = FastAPIOffline(
         title="simeval",
         version=__version__,
@@ -120,20 +133,26 @@ def create_app(
     app.state.token = token or None
     app.state.sessions = SessionStore()  # the studio's logins (simeval.web.security)
     app.state.proxy = proxy.captures if proxy is not None else None
+    open_exporter(app.state, svc, otlp_export)  # app.state.otlp_export
+    app.state.alert_interval = alert_interval
     _add_error_handlers(app, lock_wait)
     _add_routes(app, proxy)
+    app.openapi = schema.with_links(app)  # type: ignore[method-assign]
     _add_middleware(app, token, allowed_hosts, max_body)
     return app
 
 
-def _open_proxy(svc: Service, upstream: str | None, proxy_queue: int) -> Proxy | None:
-    """The ``/v1`` proxy to ``upstream`` with its capture queue (None without an upstream)."""
+def _open_proxy(
+    svc: Service, upstream: str | None, proxy_queue: int, token: str | None = None
+) -> Proxy | None:
+    """The ``/v1`` proxy to ``upstream`` with its capture queue (None without an upstream);
+    ``token``, simeval's own, is never forwarded."""
     if not upstream:
         return None
     # imported only when proxying: most servers never need it
     from simeval.web.proxy import CaptureQueue, Proxy
 
-    return Proxy(upstream, CaptureQueue(svc.capture_checked, proxy_queue, upstream))
+    return Proxy(upstream, CaptureQueue(svc.capture_checked, proxy_queue, upstream), token=token)
 
 
 def _lifespan(
@@ -144,11 +163,15 @@ def _lifespan(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        start_alerts(app)  # the alert watcher's threads (off the capture path)
         yield
+        stop_alerts(app)
         if proxy is not None:
             await proxy.aclose()
             proxy.captures.close()
+        await otlp.close(app)  # the log records' joins still waiting, settled and stored
         app.state.writer.close()
+        close_exporter(app.state, app.state.service)
         if close_service:
             app.state.service.close()
 
@@ -223,11 +246,16 @@ def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
     app.add_api_route("/vendor/plotly.min.js", _plotly_js, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(api.router)
+    app.include_router(datasets_api)
+    app.include_router(alerts_api)
+    app.include_router(run_groups_api)
+    app.include_router(overview_api)
     # the capture hot path, matched before every other route (see api.capture_fast)
     app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
     app.include_router(otlp.router)
     if proxy is not None:
-        # after /v1/traces: every other path under /v1 goes to the upstream, any method
+        # after the OTLP routes (never forwarded): the OpenAI API's paths under /v1 go to
+        # the upstream, any method; the proxy answers 404 for the rest (web.proxy.PROXIED)
         app.router.routes.append(Route("/v1/{path:path}", proxy, include_in_schema=False))
     for router in pages.ROUTERS:
         app.include_router(router)
@@ -239,7 +267,15 @@ def _add_middleware(
     # Added last = runs first: the size limit, then host/origin/token checks, then the
     # API's 405s (simeval.web.methods) right before the routes.
     # the API router's own routes: the app lists an included router as one opaque entry
-    app.add_middleware(MethodMiddleware, routes=lambda: [*app.routes, *api.router.routes])
+    app.add_middleware(
+        MethodMiddleware,
+        routes=lambda: [
+            *app.routes,
+            *api.router.routes,
+            *datasets_api.routes,
+            *run_groups_api.routes,
+        ],
+    )
     app.add_middleware(DocsHeadersMiddleware, page_csp=pages.CSP)
     app.add_middleware(
         GuardMiddleware,

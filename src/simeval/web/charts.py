@@ -152,8 +152,13 @@ def _time_axis(x: Sequence[datetime], bucket: str) -> dict[str, Any]:
     return axis
 
 
-def histogram_figure(scores: Sequence[float], threshold: float) -> Any:
-    """Distribution of the raw scores, passing and failing bars apart, the threshold marked."""
+def histogram_figure(
+    scores: Sequence[float], threshold: float, passed: Sequence[bool] | None = None
+) -> Any:
+    """Distribution of the raw scores, passing and failing bars apart, the threshold marked.
+
+    ``passed``: each score's verdict as it was scored (against the threshold of its time);
+    without it a score passes at ``threshold``, the threshold in force, which is marked."""
     import plotly.graph_objects as go
 
     # Binned here, 20 bins over [0, 1] with 1.0 in the last one: plotly's own bins put a
@@ -161,9 +166,10 @@ def histogram_figure(scores: Sequence[float], threshold: float) -> Any:
     size = 0.05
     n_bins = 20
     fails, passes = [0] * n_bins, [0] * n_bins
-    for score in scores:
+    verdicts = passed if passed is not None else [score >= threshold for score in scores]
+    for score, ok in zip(scores, verdicts, strict=True):
         k = min(n_bins - 1, max(0, int(score * n_bins)))
-        (passes if score >= threshold else fails)[k] += 1
+        (passes if ok else fails)[k] += 1
     centers = [round((k + 0.5) * size, 4) for k in range(n_bins)]
     fig = go.Figure()
     for name, counts, color in (("fail", fails, FAIL_COLOR), ("pass", passes, PASS_COLOR)):

@@ -1,9 +1,17 @@
 """The OpenAI-compatible proxy: ``simeval proxy --upstream URL`` and ``serve --upstream URL``.
 
-Every request under ``/v1`` goes to the upstream unchanged (method, path, query, body and
-headers, ``Authorization`` included) and its response comes back unchanged, chunk by chunk as
-the upstream sends it (server-sent events are never buffered). The proxy's own headers
-(``X-Simeval-*``, e.g. the studio's token) are not forwarded, and hop-by-hop headers are the
+A request to one of the OpenAI API's paths under ``/v1`` (``PROXIED``: chat/completions,
+completions, responses, conversations, embeddings, models, moderations, audio, images, videos,
+files, uploads, batches, fine_tuning, vector_stores, assistants, threads, containers, evals,
+realtime; each with ``/{id}/...`` after it) goes to the upstream unchanged (method, path,
+query, body and headers, the provider's ``Authorization`` included) and its response comes
+back unchanged, chunk by chunk as the upstream sends it (server-sent events are never
+buffered), with one ``Date`` header (the server's own; the upstream's is dropped). Any other
+path is answered 404 and never leaves the machine: OTLP's ``/v1/traces``, ``/v1/logs`` and
+``/v1/metrics`` are captured by ``simeval.web.otlp``'s routes (in ``serve`` and ``proxy``
+alike), whose exporters carry simeval's token. simeval's credentials are never forwarded: its
+headers (``X-Simeval-*``), ``Authorization: Bearer <SIMEVAL_TOKEN>``, a ``token=`` query
+parameter holding it and the studio's cookies are taken out. Hop-by-hop headers are the
 connection's own, as HTTP requires. A client that hangs up closes the upstream request
 (nobody pays for tokens nobody reads); of a stream, what was delivered is still captured,
 marked ``client_disconnected`` in its metadata.
@@ -11,13 +19,17 @@ marked ``client_disconnected`` in its metadata.
 Once a reply to ``POST /v1/chat/completions``, ``/v1/completions`` or ``/v1/responses`` is
 complete, streamed or not, a copy of it goes to a bounded queue (``CaptureQueue``) and a
 thread turns it into a capture there (``simeval.web.replies``): input = the last user
-message, output = the assistant's text, the response id as the capture key (a replayed
-response is stored once). The client's response never waits for that: when the store is slow
+message (a chained Responses turn: its tool outputs), output = the assistant's text, the
+response id as the capture key (``simeval.vocabulary.call_key``: a replayed response is
+stored once, and an OTLP span of the same call too); ``n > 1`` gives one capture per
+choice. A reply compressed with gzip, deflate, ``br`` or ``zstd`` is inflated (bounded)
+to be read. The client's response never waits for that: when the store is slow
 or down the queue holds the replies, retrying, and when it is full new replies are dropped,
 logged, and counted on ``/api/health``. Upstream errors, and replies with no text (only tool
 calls, say), are passed through and not captured. A reply that cannot be read (malformed,
 nested too deep, too large inflated, not storable), from either side, is passed through too,
-logged with its id and counted ``failed``; no message stops the thread, and a watchdog
+logged with its id and counted ``failed`` (so is one the upstream broke off: none is
+lost silently); no message stops the thread, and a watchdog
 restarts it should it ever end. No header is ever stored or logged.
 """
 
@@ -27,10 +39,12 @@ import contextlib
 import json
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
@@ -41,15 +55,17 @@ from simeval.service.database import database_problem
 from simeval.web.replies import (
     MAX_CAPTURED_BYTES,
     Reply,
-    reply_capture,
+    reply_captures,
     reply_id,
     reply_output,
     request_input,
 )
+from simeval.web.security import CSRF_COOKIE, SESSION_COOKIE, secret_matches
 
 __all__ = [
     "CAPTURED",
     "MAX_CAPTURED_BYTES",
+    "PROXIED",
     "CaptureQueue",
     "Proxy",
     "Reply",
@@ -77,6 +93,31 @@ _HOP = frozenset(
     }
 )
 CAPTURED = ("/chat/completions", "/completions", "/responses")
+# The OpenAI API's paths under /v1 the proxy forwards (each also with /{id}/... after it);
+# any other path is answered 404 here and never leaves: /v1/traces, /v1/logs, /v1/metrics
+# above all, whose exporters carry simeval's own token
+PROXIED = (
+    "/chat/completions",
+    "/completions",
+    "/responses",
+    "/conversations",
+    "/embeddings",
+    "/models",
+    "/moderations",
+    "/audio",
+    "/images",
+    "/videos",
+    "/files",
+    "/uploads",
+    "/batches",
+    "/fine_tuning",
+    "/vector_stores",
+    "/assistants",
+    "/threads",
+    "/containers",
+    "/evals",
+    "/realtime",
+)
 DEGRADED_FOR_S = 300.0  # /api/health says "degraded" this long after a reply failed
 WATCH_EVERY_S = 1.0  # how often the watchdog looks at the capture thread
 
@@ -228,7 +269,7 @@ class CaptureQueue:
             replies = [r for r in batch if r is not None]
             self._open = len(replies)
             try:
-                pairs = [(r, c) for r in replies if (c := self._convert(r)) is not None]
+                pairs = [(r, c) for r in replies for c in self._convert(r)]
                 if pairs:
                     self._store_all(pairs)
             except BaseException:
@@ -245,15 +286,28 @@ class CaptureQueue:
             if batch[-1] is None:
                 return
 
-    def _convert(self, reply: Reply) -> KeyedCapture | None:
+    def _convert(self, reply: Reply) -> list[KeyedCapture]:
         try:
-            item = reply_capture(reply)
+            items = reply_captures(reply)
         except Exception as exc:
             self._failed_reply(reply, exc)
-            return None
-        if item is None:
-            self._open -= 1
-        return item
+            return []
+        self._open += len(items) - 1  # counted in captures from here (n > 1: several)
+        return items
+
+    def lost(self, endpoint: str, why: str) -> None:
+        """A reply that never reached the queue (the upstream broke it off): counted
+        ``failed`` and logged, never silent."""
+        self._numbered += 1
+        self.failed += 1
+        self._last_failure = time.monotonic()
+        log.warning(
+            "reply #%d to /v1%s was not captured: %s (%d failed)",
+            self._numbered,
+            endpoint,
+            why,
+            self.failed,
+        )
 
     def _fail(self, count: int) -> None:
         self.failed += count
@@ -329,9 +383,16 @@ class Proxy:
     that does not end in ``/v1`` gets the request's whole path appended.
     """
 
-    def __init__(self, upstream: str, captures: CaptureQueue, timeout: float = 600.0):
+    def __init__(
+        self,
+        upstream: str,
+        captures: CaptureQueue,
+        timeout: float = 600.0,
+        token: str | None = None,
+    ):
         import httpx  # the `proxy` extra
 
+        self._token = token or None  # simeval's own: never sent upstream
         base = upstream.rstrip("/")
         self.upstream = base
         self._prefix = base.removesuffix("/v1") if base.endswith("/v1") else base
@@ -358,6 +419,10 @@ class Proxy:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
+        refused = _refused_path(scope.get("raw_path", scope["path"].encode()).decode("latin-1"))
+        if refused:
+            await _send_error(send, 404, refused)
+            return
         body = bytearray()
         while True:
             message = await receive()
@@ -397,8 +462,8 @@ class Proxy:
         """The upstream request: the client's, with exactly its headers (none of the HTTP
         client's defaults such as User-Agent) but the proxy's own and hop-by-hop ones."""
         scope = exchange.scope
-        query: bytes = scope.get("query_string", b"")
-        url = self._prefix + exchange.path + ("?" + query.decode("latin-1") if query else "")
+        query = self._query(scope.get("query_string", b"").decode("latin-1"))
+        url = self._prefix + exchange.path + ("?" + query if query else "")
         headers = []
         for key, value in scope["headers"]:
             if key in _HOP:
@@ -407,6 +472,12 @@ class Proxy:
                 if key == b"x-simeval-conversation":
                     exchange.conversation = value.decode("utf-8", "replace")
                 continue
+            if key == b"authorization" and self._is_token(value.decode("latin-1")):
+                continue  # simeval's token, there for the guard: not the provider's key
+            if key == b"cookie":
+                value = _without_own_cookies(value)
+                if not value:
+                    continue
             headers.append((key, value))
         body = exchange.body
         request = self._http().build_request(scope["method"], url, content=body)
@@ -415,6 +486,18 @@ class Proxy:
             + ([(b"content-length", str(len(body)).encode())] if body else [])
         )
         return request
+
+    def _is_token(self, authorization: str) -> bool:
+        scheme, _, secret = authorization.strip().partition(" ")
+        return scheme.lower() == "bearer" and secret_matches(secret.strip(), self._token)
+
+    def _query(self, query: str) -> str:
+        """The query string without a ``token=`` parameter holding simeval's token."""
+        if not query or self._token is None or "token=" not in query:
+            return query
+        pairs = parse_qsl(query, keep_blank_values=True)
+        kept = [(k, v) for k, v in pairs if not (k == "token" and secret_matches(v, self._token))]
+        return query if len(kept) == len(pairs) else urlencode(kept)
 
     async def _forward(self, exchange: _Exchange, send: Send) -> None:
         """Send the request upstream and its response to the client as it comes, keeping a
@@ -443,7 +526,11 @@ class Proxy:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP]
+                    "headers": [
+                        (k, v)
+                        for k, v in response.headers.raw
+                        if k.lower() not in _HOP and k.lower() != b"date"
+                    ]
                     + (
                         [(b"content-length", response.headers["content-length"].encode())]
                         if "content-length" in response.headers
@@ -460,7 +547,9 @@ class Proxy:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except self._httpx.HTTPError as exc:
             log.warning("upstream %s broke off a reply: %s", self.upstream, type(exc).__name__)
-            exchange.reply = None  # the client sees the reply cut short, as it was
+            if exchange.reply is not None:  # the client sees the reply cut short, as it was
+                self.captures.lost(endpoint, f"the upstream broke it off ({type(exc).__name__})")
+            exchange.reply = None
         finally:
             with anyio.CancelScope(shield=True):  # closed even when the client hung up
                 await response.aclose()
@@ -492,6 +581,30 @@ class _Exchange:
         reply.times.append(time.perf_counter() - self.started)
 
 
+def _refused_path(path: str) -> str | None:
+    """Why ``path`` (as sent, under ``/v1``) is not forwarded, or None: it must be one of
+    the OpenAI API's (``PROXIED``), with no ``.``/``..`` segment (encoded or not) that an
+    upstream could resolve to another path."""
+    rest = path.split("?", 1)[0].removeprefix("/v1")
+    decoded = unquote(rest)  # a model id may hold an encoded slash (meta-llama%2FLlama-3)
+    if any(part in (".", "..") for part in re.split(r"[/\\]", decoded)):
+        return f"not proxied: {path.split('?', 1)[0][:200]} has a relative segment"
+    # as sent and as an upstream may decode it, the path must be one of the API's
+    if all(any(p == x or p.startswith(x + "/") for x in PROXIED) for p in (rest, decoded)):
+        return None
+    return (
+        f"not found: {rest[:200] or '/'} under /v1 is not an OpenAI API path "
+        "(the proxy forwards /v1/chat/completions, /v1/responses, /v1/models, ...)"
+    )
+
+
+def _without_own_cookies(header: bytes) -> bytes:
+    """A ``Cookie`` header without simeval's own cookies (the studio's session and CSRF)."""
+    own = (SESSION_COOKIE.encode(), CSRF_COOKIE.encode())
+    parts = [p.strip() for p in header.split(b";")]
+    return b"; ".join(p for p in parts if p and p.split(b"=", 1)[0].strip() not in own)
+
+
 async def _send_error(send: Send, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode()
     start: Message = {
@@ -513,11 +626,14 @@ def create_proxy_app(
     max_body: int = 32 * 1024 * 1024,
     allowed_hosts: Iterable[str] | None = None,
 ) -> Any:
-    """The app behind ``simeval proxy``: the proxy under ``/v1`` and ``/api/health`` (with the
-    capture queue's counters), storing captures in ``db`` (or ``service``).
+    """The app behind ``simeval proxy``: the proxy under ``/v1``, OTLP ingest
+    (``simeval.web.otlp``'s routes: ``/v1/traces`` and what else it serves, captured here,
+    never forwarded) and ``/api/health`` (with the capture queue's counters), storing
+    captures in ``db`` (or ``service``).
 
-    ``token``: when set, every request must carry it in ``X-Simeval-Token`` (the
-    ``Authorization`` header belongs to the upstream), and any host name is served.
+    ``token``: when set, every request must carry it (``X-Simeval-Token``, or
+    ``Authorization: Bearer`` when the upstream needs no key of its own: that header is then
+    not forwarded), and any host name is served.
 
     Example::
 
@@ -525,19 +641,22 @@ def create_proxy_app(
         from simeval.web.proxy import create_proxy_app
         uvicorn.run(create_proxy_app("http://127.0.0.1:8080/v1", "evals.db"), port=8001)
     """
-    from starlette.applications import Starlette
+    from fastapi import FastAPI
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     from simeval import __version__
     from simeval.service import Service
+    from simeval.web import otlp
     from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
+    from simeval.web.writer import CaptureWriter
 
     own = service is None
     svc = Service(db) if service is None else service
     captures = CaptureQueue(svc.capture_checked, queue_size, upstream)
-    proxy = Proxy(upstream, captures)
+    proxy = Proxy(upstream, captures, token=token)
+    writer = CaptureWriter(svc)  # what the OTLP routes store through, as in `serve`
 
     async def health(request: Request) -> JSONResponse:
         stats = captures.stats()
@@ -554,19 +673,21 @@ def create_proxy_app(
         yield
         await proxy.aclose()
         captures.close()
+        await otlp.close(app)  # the OTLP halves still waiting, stored
+        writer.close()
         if own:
             svc.close()
 
-    app = Starlette(
-        routes=[
-            Route("/api/health", health, methods=["GET"]),
-            Route("/v1/{path:path}", proxy),
-            Route("/{path:path}", elsewhere, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
-        ],
-        lifespan=lifespan,
-    )
+    # FastAPI (no docs) for the OTLP router's routes, matched before the proxy's /v1
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.router.routes.append(Route("/api/health", health, methods=["GET"]))
+    app.include_router(otlp.router)
+    app.router.routes.append(Route("/v1/{path:path}", proxy))
+    every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    app.router.routes.append(Route("/{path:path}", elsewhere, methods=every))
     app.state.proxy = captures
     app.state.service = svc
+    app.state.writer = writer
     app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
     return app

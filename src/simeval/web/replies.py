@@ -1,8 +1,11 @@
 """A proxied OpenAI reply turned into a capture (``simeval.web.proxy`` does the forwarding).
 
-Input = the last user message of the client's request, output = the assistant's text of the
-upstream's reply (``/chat/completions``, ``/completions``, ``/responses``; streamed or not),
-the response id as the capture key. Both sides are untrusted: the client's request and the
+Input = the last user message of the client's request (a chained Responses turn with no user
+message: its ``function_call_output`` items' text), output = the assistant's text of the
+upstream's reply (``/chat/completions``, ``/completions``, ``/responses``; streamed or not,
+gzip/deflate/br/zstd encoded or not), one capture per choice (``n > 1``), keyed by
+``simeval.vocabulary.call_key(response id, choice)``, metadata in the vocabulary's names
+(``simeval.vocabulary.normal_meta``). Both sides are untrusted: the client's request and the
 upstream's reply are read with bounds (``simeval.checks.load_json``, ``inflate``), and a
 value of the wrong shape where the reply's structure is (``"choices": 1``, ``"output": 5``) is
 an ``InvalidInput`` naming it, never a ``TypeError``. A reply that simply has no text (only
@@ -12,9 +15,9 @@ tool calls, say) is not a capture (``None``), and not an error.
 from __future__ import annotations
 
 import codecs
-import hashlib
+import importlib
+import io
 import json
-import unicodedata
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,13 +26,14 @@ from typing import Any
 from simeval.checks import (
     KeyedCapture,
     check_capture,
-    check_capture_key,
     inflate,
     load_json,
 )
 from simeval.errors import InvalidInput, SimevalError, TooLarge
+from simeval.vocabulary import call_key, normal_meta
 
 MAX_CAPTURED_BYTES = 16 * 1024 * 1024  # a longer reply (sent or inflated) is not captured
+MAX_CHOICES = 128  # the most choices (``n``) OpenAI serves; a higher index is malformed
 
 
 @dataclass
@@ -111,6 +115,9 @@ def _text_parts(
 
 def request_input(endpoint: str, body: dict[str, Any]) -> str:
     """The prompt of a request: the last user message's text (or the completion prompt);
+    a Responses request with no user message (a turn chained by ``previous_response_id``
+    carrying ``function_call_output`` items) gives its tool outputs' text, joined by new
+    lines (the proxy keeps no history: the previous turn is not looked up);
     ``InvalidInput`` when the messages are not a list of objects.
 
     >>> request_input("/chat/completions", {"messages": [
@@ -127,10 +134,18 @@ def request_input(endpoint: str, body: dict[str, Any]) -> str:
     messages = body.get(name)
     if isinstance(messages, str):  # the Responses API's input may be plain text
         return messages
-    for message in reversed(_list(messages, f"request: {name}")):
-        if _obj(message, f"request: {name} item").get("role") == "user":
+    items = [_obj(m, f"request: {name} item") for m in _list(messages, f"request: {name}")]
+    for message in reversed(items):
+        if message.get("role") == "user":
             return _text_parts(message.get("content"))
-    return ""
+    # a chained Responses request (previous_response_id) sends only what is new, often the
+    # tool's answers: the model answers from them, so they are the input
+    tools = [
+        _text_parts(item.get("output"), ("text", "input_text", "output_text"))
+        for item in items
+        if item.get("type") == "function_call_output"
+    ]
+    return "\n".join(t for t in tools if t)
 
 
 def decoded(reply: Reply) -> bytes:
@@ -165,12 +180,12 @@ def _events(reply: Reply) -> Iterable[tuple[float, dict[str, Any]]]:
 
 
 def _chat_text(choice: dict[str, Any], streamed: bool) -> str:
-    if streamed:
-        return _text_parts(_obj(choice.get("delta"), "reply: choices[0].delta").get("content"))
-    if "text" in choice:  # /completions
+    if "text" in choice:  # /completions, streamed or not: each event's choices[].text
         text = choice.get("text")
         return text if isinstance(text, str) else ""
-    message = _obj(choice.get("message"), "reply: choices[0].message")
+    if streamed:
+        return _text_parts(_obj(choice.get("delta"), "reply: choices[].delta").get("content"))
+    message = _obj(choice.get("message"), "reply: choices[].message")
     return _text_parts(message.get("content"))
 
 
@@ -182,10 +197,33 @@ def _response_text(response: dict[str, Any]) -> str:
     return "".join(texts)
 
 
+# a Responses reply's end said in the chat words (the vocabulary's ``finish_reason``)
+_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+def _response_finish(response: dict[str, Any]) -> Any:
+    """A Responses reply's finish reason as Chat Completions says it: ``completed`` is
+    ``stop``, ``incomplete`` for lack of tokens ``length``; another status as it is."""
+    status = response.get("status")
+    if status == "completed":
+        return "stop"
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    if status == "incomplete" and isinstance(reason, str):
+        return _INCOMPLETE.get(reason, reason)
+    return status
+
+
 def _response_event(
-    event: dict[str, Any], at: float, streamed: bool, text: list[str], info: dict[str, Any]
+    event: dict[str, Any],
+    at: float,
+    streamed: bool,
+    texts: dict[int, list[str]],
+    info: dict[str, Any],
 ) -> None:
-    """One event of a Responses stream (or the whole reply) added to ``text`` and ``info``."""
+    """One event of a Responses stream (or the whole reply) added to ``texts`` (one choice,
+    0) and ``info``."""
+    text = texts.setdefault(0, [])
     kind = event.get("type", "")
     response = event.get("response") if streamed else event
     delta = event.get("delta")
@@ -201,108 +239,112 @@ def _response_event(
         info["id"] = response.get("id")
         info["model"] = response.get("model")
         info["usage"] = response.get("usage")
-        info["finish_reason"] = response.get("status")
+        info["finish_reasons"] = {0: _response_finish(response)}
 
 
 def _chat_event(
-    event: dict[str, Any], at: float, streamed: bool, text: list[str], info: dict[str, Any]
+    event: dict[str, Any],
+    at: float,
+    streamed: bool,
+    texts: dict[int, list[str]],
+    info: dict[str, Any],
 ) -> None:
-    """One chat or completion event (or the whole reply) added to ``text`` and ``info``."""
+    """One chat or completion event (or the whole reply) added to ``texts`` (by choice
+    index) and ``info``."""
     info.setdefault("id", event.get("id"))
     info["model"] = event.get("model") or info.get("model")
     if event.get("usage"):
         info["usage"] = event["usage"]
-    for choice in _list(event.get("choices"), "reply: choices"):
-        if _obj(choice, "reply: choice").get("index", 0) != 0:
-            continue
+    finish = info.setdefault("finish_reasons", {})
+    for position, choice in enumerate(_list(event.get("choices"), "reply: choices")):
+        index = _obj(choice, "reply: choice").get("index", position)
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_CHOICES:
+            raise _malformed("reply: choices[].index", index, f"an integer below {MAX_CHOICES}")
         piece = _chat_text(choice, streamed)
+        text = texts.setdefault(index, [])
         if piece:
             if streamed and "first_token" not in info:
                 info["first_token"] = at
             text.append(piece)
         if choice.get("finish_reason"):
-            info["finish_reason"] = choice["finish_reason"]
+            finish[index] = choice["finish_reason"]
 
 
-def reply_output(reply: Reply) -> tuple[str, dict[str, Any]]:
-    """The assistant's text of a completed reply, and what it says about itself: its id,
-    model, token usage, finish reason and (streams) when the first text arrived.
-    ``InvalidInput`` for a reply that is not what its endpoint sends."""
+def reply_outputs(reply: Reply) -> tuple[dict[int, str], dict[str, Any]]:
+    """The assistant's text of each choice of a completed reply (by index: one, 0, unless
+    the request asked ``n > 1``), and what the reply says about itself: its id, model,
+    token usage, finish reason per choice (``finish_reasons``) and (streams) when the first
+    text arrived. ``InvalidInput`` for a reply that is not what its endpoint sends."""
     info: dict[str, Any] = {}
     streamed = reply.streamed
     if streamed:
         events: Iterable[tuple[float, dict[str, Any]]] = _events(reply)
     else:
         events = [(reply.latency, _obj(_parse(decoded(reply), "the reply"), "reply"))]
-    text: list[str] = []
+    texts: dict[int, list[str]] = {}
     read = _response_event if reply.endpoint == "/responses" else _chat_event
     for at, event in events:
-        read(event, at, streamed, text, info)
-    return "".join(text), info
+        read(event, at, streamed, texts, info)
+    return {i: "".join(parts) for i, parts in sorted(texts.items())}, info
 
 
-def reply_key(response_id: Any) -> str | None:
-    """The capture key of a reply: its id as is when it is a valid key. An id longer than
-    200 characters (``simeval.checks.MAX_KEY_CHARS``) or with a control character is hashed:
-    its first 120 printable characters, ``~sha256:`` and the SHA-256 of the whole id, so the
-    same id always gives the same key (a replayed reply is still stored once) and two ids
-    never share one. Not a string: no key.
-
-    >>> reply_key("chatcmpl-1")
-    'chatcmpl-1'
-    >>> len(reply_key("r" * 500))
-    192
-    """
-    if not isinstance(response_id, str) or not response_id:
-        return None
-    try:
-        return check_capture_key(response_id)
-    except SimevalError:
-        pass
-    head = "".join(c for c in response_id[:120] if unicodedata.category(c) not in ("Cc", "Cs"))
-    digest = hashlib.sha256(response_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{head}~sha256:{digest}"  # at most 192 characters, under MAX_KEY_CHARS
+def reply_output(reply: Reply) -> tuple[str, dict[str, Any]]:
+    """The text of the reply's first choice and what the reply says about itself (see
+    ``reply_outputs``; ``finish_reason`` is the first choice's)."""
+    texts, info = reply_outputs(reply)
+    finish = info.get("finish_reasons", {}).get(0)
+    if finish:
+        info["finish_reason"] = finish
+    return texts.get(0, ""), info
 
 
-def reply_capture(reply: Reply) -> KeyedCapture | None:
-    """A reply as a checked capture with its key; None when there is nothing to capture (an
-    upstream error, no text). ``InvalidInput`` (or another ``SimevalError``) when the reply or
-    the client's request cannot be read (not JSON, the wrong shape, nested too deep, too
-    long, not storable): the caller counts and logs it."""
+def reply_captures(reply: Reply) -> list[KeyedCapture]:
+    """A reply as checked captures with their keys: one per choice with text (one, unless
+    the request asked ``n > 1``: then each carries its ``choice`` index in its metadata and
+    its own key, ``call_key(id, index)``; the call's token usage goes with choice 0 only, so
+    summed counts stay right). None of them when there is nothing to capture (an upstream
+    error, no text). ``InvalidInput`` (or another ``SimevalError``) when the reply or the
+    client's request cannot be read (not JSON, the wrong shape, nested too deep, too long,
+    not storable): the caller counts and logs it."""
     if not 200 <= reply.status < 300:
-        return None
+        return []
     if reply.truncated:
         raise TooLarge(f"the reply is larger than {MAX_CAPTURED_BYTES:,} bytes")
     if reply.client_disconnected and not reply.streamed:
-        return None  # a JSON reply cut short: nothing was delivered that could be read
+        return []  # a JSON reply cut short: nothing was delivered that could be read
     request = _obj(_parse(reply.request, "the request") if reply.request else {}, "request")
-    output, info = reply_output(reply)
-    if not output.strip():
-        return None  # tool calls only, or an empty reply: nothing to score
-    metadata: dict[str, Any] = {
-        "source": "proxy",
-        "endpoint": "/v1" + reply.endpoint,
-        "model": info.get("model") or request.get("model"),
-        "latency_ms": round(reply.latency * 1000, 3),
-        "upstream_status": reply.status,
-    }
-    if "first_token" in info:
-        metadata["first_token_ms"] = round(info["first_token"] * 1000, 3)
-    if isinstance(info.get("usage"), dict):
-        metadata["usage"] = info["usage"]
-    if info.get("finish_reason"):
-        metadata["finish_reason"] = info["finish_reason"]
-    if reply.client_disconnected:
-        metadata["client_disconnected"] = True
+    outputs, info = reply_outputs(reply)
+    several = len(outputs) > 1
     user = request.get("user")
     conversation = reply.conversation or (user if isinstance(user, str) and user else None)
-    checked = check_capture(
-        request_input(reply.endpoint, request),
-        output,
-        conversation[:200] if conversation else None,
-        metadata,
-    )
-    return (*checked, reply_key(info.get("id")))
+    prompt = request_input(reply.endpoint, request)
+    captures: list[KeyedCapture] = []
+    for index, output in outputs.items():
+        if not output.strip():
+            continue  # tool calls only, or an empty reply: nothing to score
+        metadata: dict[str, Any] = {
+            "source": "proxy",
+            "endpoint": "/v1" + reply.endpoint,
+            "model": info.get("model") or request.get("model"),
+            "latency_ms": round(reply.latency * 1000, 3),
+            "upstream_status": reply.status,
+        }
+        if several:
+            metadata["choice"] = index
+        if "first_token" in info:
+            metadata["first_token_ms"] = round(info["first_token"] * 1000, 3)
+        if isinstance(info.get("usage"), dict) and index == 0:
+            metadata["usage"] = info["usage"]
+        finish = info.get("finish_reasons", {}).get(index)
+        if finish:
+            metadata["finish_reason"] = finish
+        if reply.client_disconnected:
+            metadata["client_disconnected"] = True
+        checked = check_capture(
+            prompt, output, conversation[:200] if conversation else None, normal_meta(metadata)
+        )
+        captures.append((*checked, call_key(info.get("id"), index)))
+    return captures
 
 
 def reply_id(reply: Reply) -> str:
@@ -314,12 +356,11 @@ def reply_id(reply: Reply) -> str:
         if len(start) >= 65536:
             break
     head = bytes(start[:65536])
-    if reply.encoding.strip().lower() not in ("", "identity"):
+    coding = reply.encoding.strip().lower()
+    if coding not in ("", "identity"):
         try:  # the start of the stream only: a truncated one is no error here
-            head = zlib.decompressobj(47 if "gzip" in reply.encoding else 15).decompress(
-                head, 65536
-            )
-        except zlib.error:
+            head = _head_inflated(head, coding)
+        except Exception:  # zlib.error, brotli.error, zstandard.ZstdError, not installed
             return "?"
     marker = head.find(b'"id"')
     if marker < 0:
@@ -331,3 +372,17 @@ def reply_id(reply: Reply) -> str:
     found = rest[1:end] if end > 0 else rest[1:200]
     shown = found[:200].decode("utf-8", "replace")
     return "".join(c if c.isprintable() else "?" for c in shown) or "?"
+
+
+def _head_inflated(head: bytes, coding: str) -> bytes:
+    """The first 64 KB of a compressed reply's start, inflated (a log line's id only)."""
+    if coding == "br":
+        return bytes(
+            importlib.import_module("brotli")
+            .Decompressor()
+            .process(head, output_buffer_limit=65536)
+        )
+    if coding == "zstd":
+        zstd = importlib.import_module("zstandard").ZstdDecompressor()
+        return bytes(zstd.stream_reader(io.BytesIO(head)).read(65536))
+    return zlib.decompressobj(47 if "gzip" in coding else 15).decompress(head, 65536)

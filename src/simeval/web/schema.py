@@ -1,5 +1,7 @@
-"""What the API's request bodies declare in the OpenAPI schema: the base of every body, the
-strict number and boolean types, and the bounds the service checks itself.
+"""What the API declares in the OpenAPI schema: the base of every body, the strict number and
+boolean types, the bounds and patterns of what the service checks itself (so that what the
+schema calls valid is accepted, and what it calls invalid refused), integers in query and path
+values as digits, and the links from an answer's ids to the operations taking them.
 
 The service is the one place that checks a value (``simeval.checks``); these declarations
 say the same limits in the schema, so that a client (or a fuzzer) reading it knows what is
@@ -9,11 +11,19 @@ differ from the service's.
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from fastapi import Query
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
+from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
+from typing_extensions import TypeAliasType
 
-from simeval.checks import MAX_NAME_CHARS, MAX_TEXT_CHARS
+from simeval.checks import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS
+from simeval.scoring.analyzer import LANGUAGES, TOKENIZERS
+from simeval.scoring.options import SCALES
 
 
 class Body(BaseModel):
@@ -28,14 +38,39 @@ StrictFloat = Annotated[float, Field(strict=True)]
 StrictBool = Annotated[bool, Field(strict=True)]
 
 
-def _not_a_boolean(value: Any) -> Any:
+def _a_json_integer(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("Input should be a valid integer, not a boolean")
+    if isinstance(value, str):  # pydantic would read "42" (and " 42", "4_2") as 42
+        raise ValueError("Input should be a valid integer, not a string")
     return value
 
 
-Integer = Annotated[int, BeforeValidator(_not_a_boolean)]
-"""An integer as JSON Schema's: 42 or 42.0, not ``true`` (which pydantic would take as 1)."""
+Integer = Annotated[int, BeforeValidator(_a_json_integer)]
+"""An integer in a JSON body as JSON Schema's: 42 or 42.0, not ``true`` (which pydantic would
+take as 1) nor ``"42"``."""
+
+_DIGITS = re.compile(r"-?[0-9]+")
+
+
+def _digits(value: Any) -> Any:
+    # pydantic's int parsing of text also takes surrounding whitespace (Unicode's too: NEL,
+    # U+3000), "+2", "2_0" and "2.0": a query or path integer is decimal digits as written
+    if isinstance(value, str) and not _DIGITS.fullmatch(value):
+        # pydantic's own error for text that is no integer (no "Value error, " before it)
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+        )
+    return value
+
+
+DIGITS = BeforeValidator(_digits)
+"""For an integer in a query or a path (the API's and the studio's): digits, an optional minus
+and nothing else, so ``run_id=2%C2%85`` is a 422 as the schema's ``integer`` says. After the
+``Query``/``Path`` in ``Annotated`` (before it, FastAPI writes its bounds as ``ge``/``le``
+instead of ``minimum``/``maximum``): ``Annotated[int, Query(ge=1), DIGITS]``."""
+IntParam = Annotated[int, DIGITS]
+"""``DIGITS`` on an integer without bounds (a studio page number)."""
 
 
 def as_list(value: Any) -> Any:
@@ -49,20 +84,250 @@ def bounds(**limits: Any) -> Any:
     return {key: value for key, value in limits.items() if value is not None}
 
 
-_TEXT = {"type": "string", "maxLength": MAX_TEXT_CHARS}
+# PostgreSQL's text holds no NUL: every text the store keeps declares so (lone surrogates, not
+# Unicode text, are refused too; JSON Schema's strings are Unicode text already)
+NO_NUL = "^[^\\x00]*$"
+# a reference answer: not blank either ("\x1c"-"\x1f" are whitespace to Python's strip)
+_ANSWER = {
+    "type": "string",
+    "maxLength": MAX_TEXT_CHARS,
+    "pattern": "^[^\\x00]*[^\\s\\x00\\x1c-\\x1f][^\\x00]*$",
+}
 # references: a list of answers, or one answer as a string (declared: the schema says so)
 References = Annotated[
     list[str],
     WithJsonSchema(
         {
-            "anyOf": [{"type": "array", "items": _TEXT, "minItems": 1}, _TEXT],
+            "anyOf": [{"type": "array", "items": _ANSWER, "minItems": 1}, _ANSWER],
             "description": "One or more reference answers (a single string is one answer).",
         }
     ),
 ]
 UNIT = bounds(minimum=0, maximum=1)  # a score or a threshold
-NAME = bounds(minLength=1, maxLength=MAX_NAME_CHARS)  # an eval's name
-LONG = bounds(maxLength=MAX_TEXT_CHARS)  # an input, an output, a reference, a scope
+# an eval's name (``check_name``): letters, digits, '-', '_', '.' and spaces once the
+# whitespace around it is stripped, not only dots (a space between dots is not only dots)
+_NAME_CHAR = r"[\p{L}\p{N}_. -]"
+NAME = bounds(
+    minLength=1,
+    maxLength=MAX_NAME_CHARS,
+    pattern=rf"^\s*(?:{_NAME_CHAR}*[\p{{L}}\p{{N}}_-]{_NAME_CHAR}*|\.[. ]* [. ]*\.)\s*$",
+)
+LONG = bounds(maxLength=MAX_TEXT_CHARS, pattern=NO_NUL)  # an input, an output, a scope
+SHORT = bounds(maxLength=200, pattern=NO_NUL)  # a conversation id
+NOTE = bounds(maxLength=10_000, pattern=NO_NUL)  # a reviewer's note
+# a capture key (``check_capture_key``): 1-200 characters, no control character, not blank
+_KEY_CHAR = r"[^\x00-\x1f\x7f-\x9f]"
+KEY = bounds(
+    minLength=1,
+    maxLength=MAX_KEY_CHARS,
+    pattern=rf"^{_KEY_CHAR}*[^\s\x00-\x1f\x7f-\x9f]{_KEY_CHAR}*$",
+)
+
+
+# -- times: ``simeval.checks.parse_time`` ---------------------------------------------------------
+# a time is taken with its year as written between 1000 and 8999 (``TIME_RANGE``)
+_YEAR = "^[1-8][0-9]{3}-"
+DATE_TIME = {"type": "string", "format": "date-time", "pattern": _YEAR}
+# an age back from now, within the same calendar: up to 9,999,999 minutes (19 years), 999,999
+# hours, 99,999 days or 9,999 weeks
+_AGE = "^({})$".format(
+    "|".join(
+        f"[0-9]{{1,{n}}}(\\.[0-9]+)?[{unit}]"
+        for n, unit in ((7, "mM"), (6, "hH"), (5, "dD"), (4, "wW"))
+    )
+)
+_WHEN: list[dict[str, Any]] = [
+    DATE_TIME,
+    {"type": "string", "format": "date", "pattern": _YEAR},
+    {"type": "string", "pattern": _AGE},
+    {"type": "string", "maxLength": 0},  # empty: no bound, as left out
+]
+WHEN: Any = {"anyOf": _WHEN}
+"""A time filter: an RFC 3339 time, a date or an age such as ``7d``."""
+WHEN_OR_NULL: Any = {"anyOf": [*_WHEN, {"type": "null"}]}
+
+# -- query filters: ``simeval.service.filters.parse_meta``, ``compare.parse_side`` -----------------
+# KEY=VALUE or KEY:VALUE, split at the first '=' or ':' after the first character; a key not blank
+META = {
+    "anyOf": [
+        {
+            "type": "array",
+            "items": {"type": "string", "pattern": "^([^=:]*[^=:\\s][^=:]*[=:]|=[^:]*:|:[^=]*=)"},
+        },
+        {"type": "null"},
+    ]
+}
+# run:ID, run:latest, captures or captures:KEY=VALUE,... (eval=, since=, until= among them)
+_PART = "\\s*[^,=\\s][^,=]*=[^,]*"
+SIDE = {
+    "type": "string",
+    "pattern": (
+        "^\\s*([Rr][Uu][Nn]:\\s*([0-9]+|latest)|[Cc][Aa][Pp][Tt][Uu][Rr][Ee][Ss]"
+        f"(:(\\s*|{_PART})(,(\\s*|{_PART}))*)?)\\s*$"
+    ),
+}
+
+# -- JSON values: ``simeval.checks.check_json_value`` ---------------------------------------------
+_Text = Annotated[str, WithJsonSchema({"type": "string", "pattern": NO_NUL})]
+# mypy cannot follow a recursive TypeAliasType made at run time; pydantic can
+JsonValue = TypeAliasType(  # type: ignore[misc]
+    "JsonValue",
+    _Text | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None,  # type: ignore[misc]
+)
+"""A JSON value as the schema declares it (for ``Metadata``'s schema, not to validate)."""
+_JSON_CORE = TypeAdapter[Any](JsonValue).core_schema
+
+
+class _JsonObject:
+    """The JSON Schema of a JSON object the store keeps (metadata): texts without NUL, keys
+    too (at most 32 levels deep: the service's own check, which JSON Schema cannot say)."""
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        value = handler(_JSON_CORE)  # a reference to the JsonValue component
+        for alternative in handler.resolve_ref_schema(value).get("anyOf", []):
+            if alternative.get("type") == "object":
+                alternative["propertyNames"] = {"pattern": NO_NUL}
+        return {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": value,
+            "description": "Any JSON object: texts and keys without NUL, nested at most 32 levels.",
+        }
+
+
+Metadata = Annotated[dict[str, Any], _JsonObject()]
+
+# -- scorer options: ``simeval.scoring.options.resolve_options`` ---------------------------------
+# a term holds a scorable word (a letter or a digit). A synonym must be one word that is not a
+# stop word, which depends on the options (the tokenizer, ``stop_words``): declared is a form
+# always one word and never among a language's frequent words: a lowercase ASCII letter then
+# at least five letters or digits (words are compared lowercased). The service takes more.
+TERM = {"type": "string", "pattern": "^([\\s\\x1c-\\x1f]*|[^\\x00]*[\\p{L}\\p{N}][^\\x00]*)$"}
+TERMS = {"anyOf": [{"type": "array", "items": TERM}, {"type": "null"}]}
+_SYNONYM = {"type": "string", "pattern": "^[a-z][a-z0-9]{5,}$"}
+_GROUP = {"type": "array", "items": _SYNONYM, "minItems": 2, "uniqueItems": True}
+GROUPS = {"anyOf": [{"type": "array", "items": _GROUP}, {"type": "null"}]}
+
+
+def _maybe(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}  # null: the default
+
+
+OPTIONS = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": 'Scorer options (README "Scorer options"); null or left out: the default.',
+    "properties": {
+        "language": _maybe({"enum": sorted(LANGUAGES)}),
+        "stemming": _maybe({"type": "boolean"}),
+        "prefix": _maybe({"type": "integer", "minimum": 0, "maximum": 64}),
+        "stop_words": _maybe(
+            {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 5000}, {"type": "boolean"}]}
+        ),
+        "ngram": _maybe({"type": "integer", "minimum": 1, "maximum": 3}),
+        "sublinear_tf": _maybe({"type": "boolean"}),
+        # or the name of a corpus table in the server's IDF directory
+        "idf": _maybe({"enum": ["background", "pair"]}),
+        "tokenizer": _maybe({"enum": list(TOKENIZERS)}),
+        "input_weight": _maybe({"type": "number", "minimum": 0, "maximum": 1}),
+        "negation": _maybe({"type": "number", "minimum": 0, "maximum": 1}),
+        "scale": _maybe({"enum": list(SCALES)}),
+        "synonyms": GROUPS,
+        "required": TERMS,
+    },
+}
+
+ScorerOptions = Annotated[dict[str, Any], WithJsonSchema(OPTIONS)]
+Terms = Annotated[list[str] | None, WithJsonSchema(TERMS)]
+Groups = Annotated[list[list[str]] | None, WithJsonSchema(GROUPS)]
+Timestamp = Annotated[datetime, WithJsonSchema(DATE_TIME)]
+
+
+def when(description: str) -> Any:
+    """A query parameter holding a time filter (``WHEN``)."""
+    return Query(description=description, json_schema_extra=WHEN_OR_NULL)
+
+
+def meta(description: str) -> Any:
+    """A query parameter holding metadata filters (``META``)."""
+    return Query(description=description, json_schema_extra=META)
+
+
+def side(description: str) -> Any:
+    """A query parameter holding a compare side (``SIDE``)."""
+    return Query(description=description, json_schema_extra=SIDE)
+
+
+# -- links: how one answer's ids reach the next request (OpenAPI links, for a client or a
+# stateful fuzzer: the ids are declared, not guessed from field names) -----------------------
+_EVAL_OPS = (
+    ("get", "/api/evals/{name}"),
+    ("patch", "/api/evals/{name}"),
+    ("delete", "/api/evals/{name}"),
+    ("get", "/api/evals/{name}/versions"),
+    ("post", "/api/evals/{name}/test"),
+    ("post", "/api/evals/{name}/activate"),
+    ("post", "/api/evals/{name}/deactivate"),
+    ("post", "/api/evals/{name}/archive"),
+    ("get", "/api/evals/{name}/trend"),
+    ("post", "/api/evals/{name}/backtest"),
+)
+_CAPTURE = (("get", "/api/captures/{capture_id}"),)
+_RESULT = (("get", "/api/results/{result_id}"), ("post", "/api/results/{result_id}/review"))
+_RUN = (("get", "/api/runs/{run_id}"), ("delete", "/api/runs/{run_id}"))
+_CONVERSATION = (("get", "/api/conversations/{conversation_id}"),)
+# (method, path) answering with an id -> (the operations taking it, parameter, where it is)
+LINKS: dict[tuple[str, str], tuple[tuple[tuple[str, str], ...], str, str]] = {
+    ("post", "/api/capture"): (_CAPTURE, "capture_id", "$response.body#/id"),
+    ("post", "/api/captures/batch"): (_CAPTURE, "capture_id", "$response.body#/captures/0/id"),
+    ("get", "/api/captures"): (_CAPTURE, "capture_id", "$response.body#/captures/0/id"),
+    ("post", "/api/evals"): (_EVAL_OPS, "name", "$response.body#/name"),
+    ("get", "/api/evals"): (_EVAL_OPS, "name", "$response.body#/0/name"),
+    ("get", "/api/results"): (_RESULT, "result_id", "$response.body#/results/0/id"),
+    ("get", "/api/runs"): (_RUN, "run_id", "$response.body#/runs/0/id"),
+    ("get", "/api/conversations"): (
+        _CONVERSATION,
+        "conversation_id",
+        "$response.body#/conversations/0/id",
+    ),
+}
+
+
+def add_links(doc: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document ``doc`` with ``LINKS`` on the success answers of its operations
+    (an operation it does not hold is left out)."""
+    paths = doc.get("paths", {})
+    for (method, path), (targets, parameter, where) in LINKS.items():
+        source = paths.get(path, {}).get(method)
+        if source is None:
+            continue
+        links = {
+            op["operationId"]: {
+                "operationId": op["operationId"],
+                "parameters": {parameter: where},
+            }
+            for op in (paths.get(p, {}).get(m) for m, p in targets)
+            if op is not None and "operationId" in op
+        }
+        for status, answer in source["responses"].items():
+            if status.startswith("2"):
+                answer["links"] = links
+    return doc
+
+
+def with_links(app: Any) -> Any:
+    """``app.openapi`` (FastAPI's, cached) with ``add_links`` applied once."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            add_links(generate())
+        schema: dict[str, Any] = app.openapi_schema
+        return schema
+
+    return openapi
 
 
 class ErrorOut(BaseModel):

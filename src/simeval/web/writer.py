@@ -117,23 +117,31 @@ class CaptureWriter:
             )
         return [entry for entry in batch if entry[1] - now >= MIN_LOCK_WAIT_S]
 
-    async def capture_batch(self, items: list[KeyedCapture]) -> list[CaptureOut]:
+    async def capture_batch(
+        self, items: list[KeyedCapture], *, score: bool = True
+    ) -> list[CaptureOut]:
         """Store a client's batch in one transaction on the writer thread (between the
-        gathered single captures, never beside them): all of it or, on an error, none."""
+        gathered single captures, never beside them): all of it or, on an error, none.
+        ``score=False``: stored unscored (texts that arrived cut)."""
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self.lock_wait
         outs: list[CaptureOut] = await loop.run_in_executor(
-            self._executor(), self._store_by, items, deadline
+            self._executor(), self._store_by, items, deadline, score
         )
         return outs
 
     def _store(
-        self, items: Sequence[CheckedCapture | KeyedCapture], left: float | None
+        self,
+        items: Sequence[CheckedCapture | KeyedCapture],
+        left: float | None,
+        score: bool = True,
     ) -> list[CaptureOut]:
         wait = self.lock_wait if left is None else max(MIN_LOCK_WAIT_S, left)
-        return self.service.capture_checked(items, lock_wait=wait)
+        return self.service.capture_checked(items, lock_wait=wait, score=score)
 
-    def _store_by(self, items: Sequence[KeyedCapture], deadline: float) -> list[CaptureOut]:
+    def _store_by(
+        self, items: Sequence[KeyedCapture], deadline: float, score: bool = True
+    ) -> list[CaptureOut]:
         """A client's batch, run on the writer thread once the captures before it are done:
         it waits for the lock only what is left of its ``lock_wait``."""
         left = deadline - time.monotonic()
@@ -142,7 +150,7 @@ class CaptureWriter:
                 f"the database stayed locked by other writes for more than "
                 f"{self.lock_wait:g} s; nothing was written"
             )
-        return self._store(items, left)
+        return self._store(items, left, score)
 
     def close(self) -> None:
         """Finish what was handed over and stop the thread."""

@@ -6,26 +6,34 @@ one module per resource over one ``render`` (``_render``).
 """
 
 from simeval.web.pages import (
+    alerts,
     auth,
     compare,
     conversations,
     dashboard,
+    datasets,
     evals,
     results,
+    review,
     runs,
     settings,
 )
 from simeval.web.pages._render import CSP, error_page
+from simeval.web.pages.run_groups import router as run_groups_router
 
 ROUTERS = (
     evals.router,
     dashboard.router,
+    review.router,
     results.router,
     settings.router,
     auth.router,
     compare.router,
     conversations.router,
     runs.router,
+    run_groups_router,
+    datasets.router,
+    alerts.router,
 )
 
 __all__ = ["CSP", "ROUTERS", "error_page"]

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader
 from starlette.datastructures import FormData
 
 from simeval import __version__
+from simeval.errors import SimevalError
 from simeval.scoring.options import STRICTNESS_BANDS, band
 from simeval.service import Service
 from simeval.web.security import CSRF_FIELD, csrf_token, set_csrf_cookie
@@ -34,18 +35,34 @@ NOTICES = {
     "saved": "Saved. A changed eval gets a new version, which needs a passing test "
     "(an active eval keeps scoring with its active version until you activate the new one).",
     "unchanged": "Nothing changed.",
-    "tested": "Test recorded.",
+    "tested": "Test recorded: it passed.",
+    "tested-fail": "Test recorded: it failed. Activate needs a passing test of this version.",
     "activated": "Activated: every matching capture is now scored by this version.",
     "deactivated": "Deactivated: the eval is a draft again and scores nothing.",
     "archived": "Archived: hidden and not scoring; its results are kept.",
     "reviewed": "Review saved: it now decides pass/fail for this result.",
+    "review-pass": "Reviewed as a pass.",
+    "review-fail": "Reviewed as a fail.",
+    "reviewer": "Name saved: it is kept with each review you make in the studio.",
+    "calibrated": "Threshold calibrated from the reviews and saved as a new version (an active "
+    "eval keeps scoring with its active version until the new one passes a test and is "
+    "activated).",
     "settings": "Settings saved.",
     "cleanup": "Cleanup done.",
     "example": "Example eval created and tested: click Activate, then post a capture.",
     "rescored": "Rescore done: past captures of the last 7 days without this eval's result "
     "are scored now.",
     "switched": "Switched over: the new version scores every matching capture from now on.",
+    "dataset-edit": "Case saved: the dataset has a new version (older versions are unchanged).",
+    "dataset-accept": "Draft accepted: the dataset has a new version.",
+    "dataset-delete": "Case deleted: the dataset has a new version (older versions keep it).",
+    "dataset-add": "Case added: the dataset has a new version.",
+    "dataset-captures": "Captures added as draft cases: check each draft reference, then edit "
+    "or accept it.",
 }
+
+# Notices that report something that did not go well: shown in the failure colour.
+FAILED_NOTICES = frozenset({"tested-fail"})
 
 
 # -- filters -------------------------------------------------------------------------------
@@ -125,13 +142,24 @@ CSP = (
 
 
 # -- responses -----------------------------------------------------------------------------
+def open_alert_count(request: Request) -> int:
+    """How many alerts are open (every page's banner); 0 when the store cannot say."""
+    try:
+        return len(service_of(request).open_alerts())
+    except SimevalError:  # the store down: the page itself says so, not its banner
+        return 0
+
+
 def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
     """A page from a template, with the CSRF token, the notice and the security headers."""
     context = dict(context)
-    context.setdefault("notice", NOTICES.get(request.query_params.get("done", "")))
+    done = request.query_params.get("done", "")
+    context.setdefault("notice", NOTICES.get(done))
+    context.setdefault("notice_tone", "err" if done in FAILED_NOTICES else "ok")
     context["csrf"] = csrf_token(request)
     context["auth"] = bool(request.app.state.token)
     context["path"] = request.url.path
+    context.setdefault("open_alert_count", open_alert_count(request))
     response = templates.TemplateResponse(request, name, context, status_code=status)
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"

@@ -6,12 +6,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from simeval.web.pages._render import PER_PAGE, page_count, render, service_of
+from simeval.web.pages.datasets import dataset_names
+from simeval.web.schema import IntParam
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/conversations")
-def conversations_page(request: Request, page: int = 1) -> Response:
+def conversations_page(request: Request, page: IntParam = 1) -> Response:
     """Conversations, most recently active first."""
     service = service_of(request)
     page = max(page, 1)
@@ -28,4 +30,6 @@ def conversations_page(request: Request, page: int = 1) -> Response:
 def conversation_page(request: Request, conversation_id: str) -> Response:
     """A conversation's turns in order with each eval's verdict."""
     conv = service_of(request).get_conversation(conversation_id)
-    return render(request, "conversation.html", {"conv": conv})
+    return render(
+        request, "conversation.html", {"conv": conv, "dataset_names": dataset_names(request)}
+    )

@@ -17,6 +17,7 @@ from starlette.datastructures import FormData
 from simeval.errors import Conflict, InvalidInput, NotFound, SimevalError
 from simeval.scoring.options import band
 from simeval.scoring.scorer import resolve_options
+from simeval.service import Service
 from simeval.service.models import BacktestReport, EvalOut
 from simeval.web.idf_files import idf_option
 from simeval.web.pages._render import eval_url, form_text, redirect, render, service_of
@@ -140,12 +141,22 @@ def _eval_page(
         backtest=backtest,
         backtest_error=backtest_error,
         synonym_suggestions=service.synonym_suggestions(ev.id),
-        unscored=service.count_captures(since="7d")
-        - service.count_results(eval_name=ev.name, since="7d")
-        if ev.status == "active"
-        else 0,
+        reviews=service.count_results(eval_name=ev.name, reviewed=True),
+        unscored=_unscored(service, ev),
     )
     return render(request, "eval.html", ctx, status=status)
+
+
+def _unscored(service: Service, ev: EvalOut) -> int:
+    """What the Rescore button offers: the captures of the last 7 days rescore would store a
+    result for. Without a scope (and no pending version, whose scope may differ) that is
+    every capture less those scored, two counts; else the captures in scope are read."""
+    if ev.status != "active":
+        return 0
+    if ev.input_scope is None and ev.pending_version is None:
+        captures = service.count_captures(since="7d")
+        return max(0, captures - service.count_results(eval_name=ev.name, since="7d"))
+    return service.count_unscored(ev.name, since="7d")
 
 
 @router.get("/evals/{name:path}")
@@ -213,13 +224,19 @@ async def test_eval(request: Request, name: str) -> Response:
     service = service_of(request)
     sample = {"input": form_text(form, "input"), "output": form_text(form, "output")}
     try:
-        service.test_eval(name, sample["input"], sample["output"])
+        scope = service.get_eval(name).input_scope
+        if scope is not None and not sample["input"].strip():
+            # as `simeval evals test` does: a scoped eval is tried on an input of its scope
+            raise InvalidInput(
+                f"this eval scores only the input {scope!r}: give it as the sample input"
+            )
+        test = service.test_eval(name, sample["input"], sample["output"])
     except NotFound:
         raise
     except SimevalError as exc:
         ev = service.get_eval(name)
         return _eval_page(request, ev, test_error=str(exc), sample=sample, status=exc.status_code)
-    return redirect(eval_url(name), "tested", "#tester")
+    return redirect(eval_url(name), "tested" if test.passed else "tested-fail", "#tester")
 
 
 async def _status_action(request: Request, name: str, action: str) -> Response:

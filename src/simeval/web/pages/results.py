@@ -22,7 +22,10 @@ from simeval.web.pages._render import (
     render,
     service_of,
 )
+from simeval.web.pages.datasets import dataset_names
 from simeval.web.pages.highlight import explained
+from simeval.web.pages.review import reviewer_of
+from simeval.web.schema import IntParam
 from simeval.web.security import checked_form
 
 router = APIRouter(include_in_schema=False)
@@ -41,24 +44,32 @@ def results_page(
     since: str | None = None,
     until: str | None = None,
     meta: str | None = None,
-    page: int = 1,
+    page: IntParam = 1,
 ) -> Response:
     """Results with filters (metadata too: ``engine=v2``, several separated by commas),
     pages of 50, and the export buttons."""
     service = service_of(request)
     metas = [m for m in (meta or "").split(",") if m.strip()] or None
-    where = ResultFilter.parse(
-        eval_name=eval or None,
-        passed=_bool_param(outcome),
-        reviewed=_bool_param(reviewed),
-        # ISO times or ages like 7d, read (and refused with a 400) by the filter
-        since=since or None,
-        until=until or None,
-        meta=metas,
-    )
     page = max(page, 1)
-    items = service.list_results(where, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, explain=False)
-    total = service.count_results(where)
+    error, status = None, 200
+    try:
+        where = ResultFilter.parse(
+            eval_name=eval or None,
+            passed=_bool_param(outcome),
+            reviewed=_bool_param(reviewed),
+            # ISO times or ages like 7d, read (and refused with a 400) by the filter
+            since=since or None,
+            until=until or None,
+            meta=metas,
+        )
+        items = service.list_results(
+            where, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, explain=False
+        )
+        total = service.count_results(where)
+    except SimevalError as exc:
+        # shown above the filters as typed, to correct them (as Compare shows its errors)
+        error, status = str(exc), exc.status_code
+        where, items, total = ResultFilter.parse(), [], 0
     given = {
         "eval": eval or "",
         "outcome": outcome or "",
@@ -83,7 +94,10 @@ def results_page(
             "export_json": "/api/results/export?"
             + urlencode({**export_query, "format": "json"}, doseq=True),
             "page_query": urlencode({k: v for k, v in given.items() if v}),
+            "dataset_names": dataset_names(request),
+            "error": error,
         },
+        status=status,
     )
 
 
@@ -150,7 +164,12 @@ async def review_result(request: Request, result_id: str) -> Response:
     service = service_of(request)
     raw = form_text(form, "score").strip()
     try:
-        service.review_result(result_id, check_unit(raw, "review score"), form_text(form, "note"))
+        service.review_result(
+            result_id,
+            check_unit(raw, "review score"),
+            form_text(form, "note"),
+            reviewer_of(request),
+        )
     except NotFound:
         raise
     except SimevalError as exc:
@@ -159,7 +178,7 @@ async def review_result(request: Request, result_id: str) -> Response:
 
 
 @router.get("/captures/{capture_id}")
-def capture_page(request: Request, capture_id: int) -> Response:
+def capture_page(request: Request, capture_id: IntParam) -> Response:
     """One capture: its input, output, conversation, metadata and results."""
     cap = service_of(request).get_capture(capture_id)
     return render(request, "capture.html", {"cap": cap})

@@ -7,12 +7,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from simeval.web.pages._render import PER_PAGE, page_count, render, service_of
+from simeval.web.schema import IntParam
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/runs")
-def runs_page(request: Request, page: int = 1) -> Response:
+def runs_page(request: Request, page: IntParam = 1) -> Response:
     """Stored data-set runs, newest first."""
     service = service_of(request)
     page = max(page, 1)
@@ -26,7 +27,7 @@ def runs_page(request: Request, page: int = 1) -> Response:
 
 
 @router.get("/runs/{run_id}")
-def run_page(request: Request, run_id: int, page: int = 1) -> Response:
+def run_page(request: Request, run_id: IntParam, page: IntParam = 1) -> Response:
     """A stored run: summary, worst cases, its results, and "compare with…" another run."""
     service = service_of(request)
     run = service.get_run(run_id)

@@ -6,10 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import RETENTION_CHOICES
 from simeval.service.database import describe_url
+from simeval.web.otlp_export import follow_setting
 from simeval.web.pages._render import form_text, redirect, render, service_of
 from simeval.web.security import checked_form
 
@@ -34,6 +36,8 @@ def _settings_page(
             # where engines connect: this server's address as the browser reached it
             "server_url": str(request.base_url).rstrip("/"),
             "upstream": getattr(getattr(request.app.state, "proxy", None), "upstream", None),
+            # the scores-out exporter this server runs (the setting is taken at start)
+            "exporter": getattr(request.app.state, "otlp_export", None),
         },
         status=status,
     )
@@ -56,10 +60,14 @@ async def save_settings(request: Request) -> Response:
         except ValueError:
             raise InvalidInput(f"retention must be a number of days, not {raw!r}") from None
         service_of(request).update_settings(
-            auto_evaluate=form.get("auto_evaluate") is not None, retention_days=retention
+            auto_evaluate=form.get("auto_evaluate") is not None,
+            retention_days=retention,
+            otlp_export=form_text(form, "otlp_export"),
         )
     except SimevalError as exc:
         return _settings_page(request, str(exc), exc.status_code)
+    # the exporter follows the setting (it may wait a moment for the old one: off the loop)
+    await run_in_threadpool(follow_setting, request.app.state, service_of(request))
     return redirect("/settings", "settings")
 
 

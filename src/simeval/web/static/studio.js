@@ -56,6 +56,38 @@
     select.addEventListener("change", function () { select.form.submit(); });
   });
 
+  // Copy buttons on code snippets (pre.copyable > code[id]). The clipboard API needs a
+  // secure context (https, or this machine's 127.0.0.1/localhost); elsewhere the text is
+  // selected so Ctrl+C copies it.
+  document.querySelectorAll("pre.copyable > code[id]").forEach(function (code) {
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "btn small copy";
+    button.id = code.id + "-copy";
+    button.setAttribute("data-copy", code.id);
+    button.textContent = "Copy";
+    function done(label) {
+      button.textContent = label;
+      window.setTimeout(function () { button.textContent = "Copy"; }, 2000);
+    }
+    function selectText() {
+      var range = document.createRange();
+      range.selectNodeContents(code);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      done("Press Ctrl+C");
+    }
+    button.addEventListener("click", function () {
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(code.innerText).then(function () { done("Copied"); }, selectText);
+      } else {
+        selectText();
+      }
+    });
+    code.parentNode.insertBefore(button, code);
+  });
+
   // Charts: figures built server-side (plotly's Python API), drawn by the bundled plotly.js.
   function drawCharts() {
     document.querySelectorAll("[data-chart]").forEach(function (el) {

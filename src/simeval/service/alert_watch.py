@@ -1,0 +1,125 @@
+"""The server's alert watcher: evaluates the rules off the capture path, as results arrive and
+on a timer, and delivers what opened or closed from a thread of its own.
+
+Captures only wake it: the listener it registers with ``Service.on_captured`` sets an event
+and returns (no database access, no network), so a slow evaluation or a receiver that is down
+or slow never delays a capture. A burst of captures makes one evaluation, not one each (at
+least ``min_gap`` seconds between evaluations). Deliveries queue (bounded) for a second
+thread, so a receiver retried with backoff does not hold up the next evaluation either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from typing import Any
+
+from simeval.service import alert_delivery
+from simeval.service.alert_models import AlertCheck
+
+log = logging.getLogger("simeval.alerts")
+
+INTERVAL_S = 30.0
+# at most one evaluation per this many seconds under a stream of captures: an evaluation is
+# Python work in the server's process, and a busy server should spend its time on captures
+MIN_GAP_S = 5.0
+QUEUE_SIZE = 1000
+
+
+class AlertWatcher:
+    """Evaluates ``service``'s alert rules in the background (``start``/``stop``)."""
+
+    def __init__(
+        self,
+        service: Any,
+        interval: float = INTERVAL_S,
+        min_gap: float = MIN_GAP_S,
+        attempts: int = alert_delivery.ATTEMPTS,
+        backoff: float = alert_delivery.BACKOFF_S,
+        timeout: float = alert_delivery.TIMEOUT_S,
+    ):
+        self.service = service
+        self.interval = interval
+        self.min_gap = min_gap
+        self.attempts, self.backoff, self.timeout = attempts, backoff, timeout
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._deliveries: queue.Queue[tuple[int, str] | None] = queue.Queue(QUEUE_SIZE)
+        self._threads: list[threading.Thread] = []
+        self.evaluations = 0  # how many evaluations ran (for tests and the log)
+
+    def wake(self, batch: Any = None) -> None:
+        """The capture listener: ask for an evaluation soon, and return at once."""
+        self._wake.set()
+
+    def start(self) -> None:
+        """Register the capture listener and start the two threads."""
+        self.service.on_captured(self.wake)
+        for target, name in ((self._evaluate_loop, "alerts"), (self._deliver_loop, "deliver")):
+            thread = threading.Thread(target=target, name=f"simeval-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self._wake.set()  # a first evaluation at start
+
+    def stop(self, wait: float = 5.0) -> None:
+        """Stop the threads (a delivery under way finishes its attempt) and unregister."""
+        self._stop.set()
+        self._wake.set()
+        with contextlib.suppress(ValueError):
+            self.service.capture_listeners.remove(self.wake)
+        with contextlib.suppress(queue.Full):
+            self._deliveries.put_nowait(None)
+        for thread in self._threads:
+            thread.join(wait)
+
+    def _evaluate_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            if self._stop.is_set():
+                return
+            self._wake.clear()
+            self.run_once()
+            # a burst of captures: at most one evaluation per ``min_gap``
+            self._stop.wait(self.min_gap)
+
+    def run_once(self) -> AlertCheck:
+        """One evaluation, its openings and closings queued for delivery; never raises (a
+        failed evaluation is logged and finds nothing)."""
+        try:
+            check: AlertCheck = self.service.evaluate_alerts()
+        except Exception:
+            log.exception("evaluating the alert rules failed; trying again on the next round")
+            return AlertCheck()
+        finally:
+            self.evaluations += 1
+        for alert in check.opened:
+            log.warning("alert opened: %s: %s", alert.rule, alert.message)
+            self._queue(alert.id, "open")
+        for alert in check.closed:
+            log.warning("alert closed: %s for %s", alert.rule, alert.eval_name)
+            self._queue(alert.id, "closed")
+        return check
+
+    def _queue(self, alert_id: int, event: str) -> None:
+        try:
+            self._deliveries.put_nowait((alert_id, event))
+        except queue.Full:
+            log.error("alert %s: delivery queue full, %s not delivered", alert_id, event)
+
+    def _deliver_loop(self) -> None:
+        while True:
+            item = self._deliveries.get()
+            if item is None or self._stop.is_set():
+                return
+            try:
+                self.service.deliver_alert(
+                    item[0],
+                    item[1],
+                    attempts=self.attempts,
+                    backoff=self.backoff,
+                    timeout=self.timeout,
+                )
+            except Exception:
+                log.exception("delivering alert %s failed", item[0])

@@ -1,0 +1,346 @@
+"""Every active eval at a glance: ``Service.overview``.
+
+Per active eval, over a window (the last 24 hours, 7 or 30 days, ending with the current
+hour): results, pass rate and mean score, a pass-rate sparkline, and the change of the pass
+rate against the window before with its 95% interval (``scoring.compare``'s
+``pass_rate_diff_interval``: the rollup holds counts, not cases, so there is nothing to
+bootstrap).
+
+It reads the trend rollup, never the results: one aggregate query sums the rollup's hourly
+rows of every eval into the sparkline's slots and the previous window in the database, so
+it returns about (evals × slots) rows whatever the number of results; the captures past the
+rollup's watermark (a few hundred at most) are added from their packed results, and reviews
+are applied as the rollup's other readers apply them (``rollup.review_changes``). Windows
+end on the hour, so no partial hour has to be summed from captures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import Integer, String, case, cast, extract, func, literal, select, type_coerce
+from sqlalchemy.orm import Session
+
+from simeval.checks import as_utc
+from simeval.errors import InvalidInput
+from simeval.scoring.compare import pass_rate_diff_interval
+from simeval.service.base import ServiceBase
+from simeval.service.rollup import HOUR, Tally, hour_of, review_changes, watermark
+from simeval.store import Capture, Eval, TrendRollup
+
+# window: (hours, hours per sparkline slot)
+WINDOWS: dict[str, tuple[int, int]] = {"24h": (24, 2), "7d": (168, 12), "30d": (720, 48)}
+SORTS = ("worst", "name", "pass_rate", "mean_score", "change", "results", "last")
+Trend = Literal["dropped", "rose", "no clear change", "not enough data"]
+_EPOCH = datetime(1970, 1, 1)
+
+
+class OverviewRow(BaseModel):
+    """One active eval over the window, and the change against the window before."""
+
+    eval_name: str
+    threshold: float
+    results: int
+    pass_rate: float | None
+    mean_score: float | None
+    previous_results: int
+    previous_pass_rate: float | None
+    previous_mean_score: float | None
+    change: float | None = Field(None, description="pass rate B − A: this window − the previous")
+    change_ci: list[float] | None = Field(None, description="95% interval of the change")
+    score_change: float | None = None
+    trend: Trend
+    last_hour: datetime | None = Field(
+        None, description="the hour of the newest result in the two windows (None: none)"
+    )
+    sparkline: list[float | None] = Field(
+        default_factory=list, description="pass rate per slot, oldest first (None: no results)"
+    )
+    open_alerts: int | None = None
+
+
+@dataclass
+class _Counts:
+    count: int = 0
+    total: float = 0.0
+    passes: int = 0
+
+
+class OverviewOut(BaseModel):
+    """Every active eval over a window (``Service.overview``)."""
+
+    window: str
+    start: datetime
+    end: datetime
+    slot_hours: int
+    sort: str
+    evals: list[OverviewRow]
+
+
+class _Board:
+    """Sums per eval and slot (``[count, total, passes]``; slot -1 is the previous window,
+    0… the current window's sparkline slots) and the newest hour with results per eval."""
+
+    def __init__(self) -> None:
+        self.slots: dict[int, dict[int, list[Any]]] = {}
+        self.last: dict[int, datetime] = {}
+
+    def add(self, eval_id: int, k: int, count: int, total: float, passes: int) -> None:
+        per = self.slots.get(eval_id)
+        if per is None:
+            per = self.slots[eval_id] = {}
+        acc = per.get(k)
+        if acc is None:
+            per[k] = [count, total, passes]
+        else:
+            acc[0] += count
+            acc[1] += total
+            acc[2] += passes
+
+    def seen(self, eval_id: int, hour: datetime) -> None:
+        old = self.last.get(eval_id)
+        if old is None or hour > old:
+            self.last[eval_id] = hour
+
+
+def _hour_index(dialect: str, start: datetime) -> Any:
+    """The rollup bucket as a whole number of hours after ``start``, in SQL; None when the
+    dialect has no date arithmetic this knows (the buckets are then slotted in Python)."""
+    bucket = TrendRollup.bucket
+    if dialect == "sqlite":
+        j0 = (start - _EPOCH).total_seconds() / 86400 + 2440587.5
+        return cast(func.round((func.julianday(bucket) - literal(j0)) * 24), Integer)
+    if dialect == "postgresql":
+        e0 = (start - _EPOCH).total_seconds()
+        return cast(func.round((extract("epoch", bucket) - literal(e0)) / 3600), Integer)
+    return None
+
+
+def _rollup_slots(
+    s: Session, board: _Board, prev: datetime, start: datetime, end: datetime, per: int
+) -> None:
+    """Add the rollup's sums in [prev, end) to ``board``: one grouped query, a row per eval
+    and slot, the slots worked out in the database."""
+    index = _hour_index(s.get_bind().dialect.name, start)
+    in_range = (TrendRollup.bucket >= prev) & (TrendRollup.bucket < end) & (TrendRollup.count > 0)
+    if index is None:  # no date arithmetic: hourly rows, slotted here
+        q = (
+            select(
+                TrendRollup.eval_id,
+                TrendRollup.bucket,
+                func.sum(TrendRollup.count),
+                func.sum(TrendRollup.total),
+                func.sum(TrendRollup.passes),
+            )
+            .where(in_range)
+            .group_by(TrendRollup.eval_id, TrendRollup.bucket)
+        )
+        for eval_id, bucket, c, t, p in s.execute(q):
+            hour = hour_of(bucket)
+            board.add(eval_id, _slot(hour, start, per), int(c), float(t or 0.0), int(p or 0))
+            board.seen(eval_id, hour)
+        return
+    slot = case((TrendRollup.bucket < start, -1), else_=index // per)
+    grouped = (
+        select(
+            TrendRollup.eval_id,
+            slot,
+            func.sum(TrendRollup.count),
+            func.sum(TrendRollup.total),
+            func.sum(TrendRollup.passes),
+            # as stored (SQLite's text sorts as its time): parsed once per eval, below
+            type_coerce(func.max(TrendRollup.bucket), String),
+        )
+        .where(in_range)
+        .group_by(TrendRollup.eval_id, slot)
+    )
+    newest: dict[int, Any] = {}
+    for eval_id, k, c, t, p, last in s.execute(grouped):
+        board.add(eval_id, int(k), int(c), float(t or 0.0), int(p or 0))
+        old = newest.get(eval_id)
+        if old is None or last > old:
+            newest[eval_id] = last
+    for eval_id, last in newest.items():
+        board.seen(eval_id, hour_of(last))
+
+
+def _slot(hour: datetime, start: datetime, per: int) -> int:
+    if hour < start:
+        return -1
+    return int((hour - start).total_seconds() // 3600) // per
+
+
+def _tail(
+    s: Session, board: _Board, prev: datetime, start: datetime, end: datetime, per: int
+) -> None:
+    """Add the captures past the rollup's watermark, and every review in the two windows."""
+    tally = Tally()
+    q = select(Capture.captured_at, Capture.scores).where(
+        Capture.id > watermark(s),
+        Capture.captured_at >= prev,
+        Capture.captured_at < end,
+        Capture.scores.is_not(None),
+    )
+    for when, blob in s.execute(q):
+        tally.add(when, blob)
+    for (hour, eval_id, _, _), sums in tally.sums().items():
+        board.add(eval_id, _slot(hour, start, per), sums.count, sums.total, sums.passes)
+        board.seen(eval_id, hour)
+    for (hour, eval_id, _, _), d_total, d_passes, _ok in review_changes(s, None, prev, end):
+        board.add(eval_id, _slot(hour, start, per), 0, d_total, d_passes)
+
+
+def _trend(change: tuple[float, float, float] | None) -> Trend:
+    if change is None:
+        return "not enough data"
+    _, lo, hi = change
+    if hi < 0:
+        return "dropped"
+    if lo > 0:
+        return "rose"
+    return "no clear change"
+
+
+def _row(
+    name: str,
+    threshold: float,
+    slots: dict[int, list[Any]],
+    last: datetime | None,
+    nslots: int,
+    alerts: int | None,
+) -> OverviewRow:
+    cur, prev = _Counts(), _Counts()  # this window, the one before
+    spark: list[float | None] = [None] * nslots
+    for k, (count, total, passes) in slots.items():
+        side = prev if k < 0 else cur
+        side.count += count
+        side.total += total
+        side.passes += passes
+        if 0 <= k < nslots and count:
+            spark[k] = passes / count
+    change = (
+        pass_rate_diff_interval(prev.passes, prev.count, cur.passes, cur.count)
+        if cur.count >= 2 and prev.count >= 2
+        else None
+    )
+    return OverviewRow(
+        eval_name=name,
+        threshold=threshold,
+        results=cur.count,
+        pass_rate=cur.passes / cur.count if cur.count else None,
+        mean_score=cur.total / cur.count if cur.count else None,
+        previous_results=prev.count,
+        previous_pass_rate=prev.passes / prev.count if prev.count else None,
+        previous_mean_score=prev.total / prev.count if prev.count else None,
+        change=None if change is None else change[0],
+        change_ci=None if change is None else [change[1], change[2]],
+        score_change=(cur.total / cur.count - prev.total / prev.count)
+        if cur.count and prev.count
+        else None,
+        trend=_trend(change),
+        last_hour=None if last is None else as_utc(last),
+        sparkline=spark,
+        open_alerts=alerts,
+    )
+
+
+def _none_last(value: float | None, reverse: bool) -> tuple[bool, float]:
+    """A sort key that keeps rows without a value at the end either way round."""
+    if value is None:
+        return (not reverse, 0.0)
+    return (reverse, -value if reverse else value)
+
+
+def _worst(r: OverviewRow) -> tuple[Any, ...]:
+    """Significant drops first (the most certain first), then the lowest pass rates; evals
+    without results in the window last."""
+    dropped = r.trend == "dropped"
+    return (
+        not dropped,
+        r.change_ci[1] if dropped and r.change_ci else 0.0,
+        r.pass_rate is None,
+        r.pass_rate if r.pass_rate is not None else 0.0,
+        r.eval_name,
+    )
+
+
+def sort_rows(rows: list[OverviewRow], sort: str) -> list[OverviewRow]:
+    """``rows`` in the order ``sort`` names (one of ``SORTS``, ``-`` first for descending)."""
+    reverse = sort.startswith("-")
+    key_name = sort[1:] if reverse else sort
+    if key_name not in SORTS:
+        raise InvalidInput(f"sort must be one of {', '.join(SORTS)} (or -NAME), not {sort!r}")
+    if key_name == "worst":
+        return sorted(rows, key=_worst, reverse=reverse)
+    if key_name == "name":
+        return sorted(rows, key=lambda r: r.eval_name, reverse=reverse)
+    values: dict[str, Callable[[OverviewRow], float | None]] = {
+        "pass_rate": lambda r: r.pass_rate,
+        "mean_score": lambda r: r.mean_score,
+        "change": lambda r: r.change,
+        "results": lambda r: float(r.results),
+        "last": lambda r: None if r.last_hour is None else r.last_hour.timestamp(),
+    }
+    get = values[key_name]
+    return sorted(
+        sorted(rows, key=lambda r: r.eval_name),
+        key=lambda r: _none_last(get(r), reverse),
+    )
+
+
+class OverviewMixin(ServiceBase):
+    """Every active eval at a glance."""
+
+    def overview(
+        self,
+        window: str = "24h",
+        sort: str = "worst",
+        now: datetime | None = None,
+        alerts: Callable[[], dict[str, int]] | None = None,
+    ) -> OverviewOut:
+        """Every active eval over ``window`` ("24h", "7d" or "30d", ending with the current
+        UTC hour): results, pass rate, mean score, a pass-rate sparkline, the change of the
+        pass rate against the window before with its 95% interval ("dropped" when it lies
+        wholly below 0), the hour of the newest result; sorted by ``sort`` (``SORTS``; worst
+        first by default). ``alerts`` returns the open alerts per eval name, when there is
+        such a thing to count. Reads the trend rollup, not the results."""
+        if window not in WINDOWS:
+            raise InvalidInput(f"window must be one of {', '.join(WINDOWS)}, not {window!r}")
+        if sort.lstrip("-") not in SORTS:
+            raise InvalidInput(f"sort must be one of {', '.join(SORTS)} (or -NAME), not {sort!r}")
+        hours, per = WINDOWS[window]
+        when = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
+        end = hour_of(when) + HOUR
+        start = end - timedelta(hours=hours)
+        prev = start - timedelta(hours=hours)
+        board = _Board()
+        with self.store.read() as s:
+            evals = s.execute(
+                select(Eval.id, Eval.name, Eval.threshold).where(Eval.status == "active")
+            ).all()
+            _rollup_slots(s, board, prev, start, end, per)
+            _tail(s, board, prev, start, end, per)
+        open_by_name = alerts() if alerts is not None else None
+        rows = [
+            _row(
+                name,
+                threshold,
+                board.slots.get(eval_id, {}),
+                board.last.get(eval_id),
+                hours // per,
+                None if open_by_name is None else open_by_name.get(name, 0),
+            )
+            for eval_id, name, threshold in evals
+        ]
+        return OverviewOut(
+            window=window,
+            start=as_utc(start),
+            end=as_utc(end),
+            slot_hours=per,
+            sort=sort,
+            evals=sort_rows(rows, sort),
+        )

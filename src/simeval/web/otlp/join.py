@@ -1,0 +1,268 @@
+"""Log records joined to their span: the halves of one model call that arrive apart.
+
+Some instrumentations put a call's content in log records and its model, usage and response
+id on its span (OpenTelemetry's openai-v2 on semantic conventions v1.28–1.36:
+``gen_ai.user.message`` … and ``gen_ai.choice`` records; v1.37+ with content in events only:
+one ``gen_ai.client.inference.operation.details`` record). The two come over two exporters
+(``/v1/logs``, ``/v1/traces``), in any order, in other batches, seconds apart: log records
+go out every second by default, spans every five, and a call's first records (its input) are
+emitted when it starts, its span when it ends.
+
+The join: a table in memory, keyed by (trace id, span id), of the halves still waiting.
+
+- A call is stored as soon as both halves are there: its span, and its ``gen_ai.choice``
+  (the first choice, index 0) or its ``operation.details`` record.
+- A half waits at most ``wait_s`` (default 60 s) after it arrived. Then what is there is
+  stored if it has an output (records without their span: no model or latency from it),
+  and dropped if not (a span without content: the instrumentation sends none).
+- Bounded: at most ``max_calls`` calls (10,000) and ``max_chars`` characters of text
+  (32 M) wait at once; past either, the oldest is settled early as if its wait had expired.
+  A call settled is remembered (the last ``max_calls`` of them), so a record arriving after
+  it is dropped instead of starting a second, partial capture.
+- In memory only: a server stopped settles what is waiting (``drain``); a server killed
+  loses at most ``wait_s`` of halves, which the exporters do not send again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any
+
+from simeval.web.otlp.genai import Call, genai_call, message_text
+
+log = logging.getLogger("simeval.otlp")
+WAIT_S = 60.0
+MAX_CALLS = 10_000
+MAX_CHARS = 32 * 1024 * 1024
+# the log events that carry a call's messages (semantic conventions v1.28 to v1.36)
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+CHOICE_EVENT = "gen_ai.choice"
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+
+
+@dataclass
+class _Halves:
+    """What has arrived of one call."""
+
+    born: float
+    span: Call | None = None
+    user: tuple[tuple[int, int], str] | None = None  # (time ns, arrival), text
+    choice: tuple[int, str, Any, dict[str, Any]] | None = None  # index, text, finish, attrs
+    details: Call | None = None
+    chars: int = 0
+
+    def complete(self) -> bool:
+        return self.span is not None and (self.choice is not None or self.details is not None)
+
+
+def body_text(body: Any) -> str:
+    """The text of a message event's body (a string, or a message with ``content``)."""
+    if isinstance(body, str):
+        return body
+    if isinstance(body, dict):
+        return message_text(body)
+    return ""
+
+
+def merge(halves: _Halves, key: tuple[str, str]) -> Call | None:
+    """The call the halves of ``key`` (trace id, span id) make, or None when they hold no
+    output text."""
+    span = halves.span
+    if halves.details is not None:
+        call = halves.details
+        if span is not None:
+            call = replace(
+                call,
+                name=span.name,
+                start=span.start,
+                end=span.end,
+                attrs={**span.attrs, **call.attrs},
+                response_id=call.response_id or span.response_id,
+                conversation=call.conversation
+                if call.conversation is not None
+                else span.conversation,
+            )
+        return call if call.output else None
+    if halves.choice is None:
+        return None
+    _, text, finish, attrs = halves.choice
+    base = span if span is not None else Call(trace_id=key[0], span_id=key[1], attrs=attrs)
+    user = halves.user[1] if halves.user is not None else ""
+    return replace(
+        base,
+        input=user or base.input,
+        output=text or None,
+        finish=finish or base.finish,
+        attrs={**attrs, **base.attrs},
+    )
+
+
+class Joiner:
+    """The table of waiting halves (see the module doc). Thread-safe: payloads are read on
+    worker threads, expired halves settled from the event loop."""
+
+    def __init__(
+        self, wait_s: float = WAIT_S, max_calls: int = MAX_CALLS, max_chars: int = MAX_CHARS
+    ):
+        self.wait_s = wait_s
+        self.max_calls = max_calls
+        self.max_chars = max_chars
+        self._waiting: OrderedDict[tuple[str, str], _Halves] = OrderedDict()
+        self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._chars = 0
+        self._seq = 0
+        self._lock = threading.Lock()
+        self.dropped = 0  # calls settled with no output (a span without content)
+        self.early = 0  # calls settled before their wait was over: the table was full
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def add_span(self, call: Call) -> list[Call]:
+        """A span's call without output: it waits for its records. The calls now settled."""
+        with self._lock:
+            halves = self._halves(call.trace_id, call.span_id)
+            if halves is None:
+                return []
+            halves.span = call
+            halves.chars += len(call.input)
+            self._chars += len(call.input)
+            return self._settle_ready(call.trace_id, call.span_id)
+
+    def add_record(self, record: dict[str, Any]) -> list[Call]:
+        """A log record: a message, a choice or an operation's details, kept with its call's
+        other halves (other records are ignored). The calls now settled, or ready at once (a
+        details record with no span to wait for)."""
+        event = record["event"]
+        if event not in MESSAGE_EVENTS and event not in (CHOICE_EVENT, DETAILS_EVENT):
+            return []
+        trace_id, span_id = record["trace_id"], record["span_id"]
+        if event == DETAILS_EVENT:
+            details = genai_call(record["attrs"], trace_id=trace_id, span_id=span_id)
+            if not span_id:  # outside any span: nothing to join
+                return [details] if details.output else []
+        elif not span_id:
+            return []  # a message outside any span cannot be told apart from others
+        with self._lock:
+            halves = self._halves(trace_id, span_id)
+            if halves is None:
+                return []
+            self._seq += 1
+            body = record["body"]
+            added = 0
+            if event == DETAILS_EVENT:
+                halves.details = details
+                added = len(details.input) + len(details.output or "")
+            elif event == CHOICE_EVENT:
+                body = body if isinstance(body, dict) else {}
+                index = body.get("index", 0)
+                index = index if isinstance(index, int) and not isinstance(index, bool) else 0
+                message = body.get("message")
+                text = body_text(message)
+                if halves.choice is None or index < halves.choice[0]:
+                    attrs = {k: v for k, v in record["attrs"].items() if k.startswith("gen_ai.")}
+                    halves.choice = (index, text, body.get("finish_reason"), attrs)
+                    added = len(text)
+            else:
+                role = MESSAGE_EVENTS[event]
+                if isinstance(body, dict) and isinstance(body.get("role"), str):
+                    role = body["role"]
+                order = (int(record["time"] or 0), self._seq)
+                if role == "user" and (halves.user is None or order >= halves.user[0]):
+                    text = body_text(body)
+                    halves.user = (order, text)
+                    added = len(text)
+            halves.chars += added
+            self._chars += added
+            return self._settle_ready(trace_id, span_id)
+
+    def _halves(self, trace_id: str, span_id: str) -> _Halves | None:
+        """The entry of a call (a new one when none waits); None when it was settled."""
+        key = (trace_id, span_id)
+        if key in self._settled:
+            return None
+        halves = self._waiting.get(key)
+        if halves is None:
+            halves = self._waiting[key] = _Halves(time.monotonic())
+        return halves
+
+    def _settle_ready(self, trace_id: str, span_id: str) -> list[Call]:
+        """The call if complete, and the oldest ones while the table is over its bounds."""
+        out: list[Call] = []
+        key = (trace_id, span_id)
+        halves = self._waiting.get(key)
+        if halves is not None and halves.complete():
+            self._settle(key, out)
+        while self._waiting and (
+            len(self._waiting) > self.max_calls or self._chars > self.max_chars
+        ):
+            if not self.early:
+                log.warning(
+                    "OTLP: more than %d calls (or %d characters) wait for their other half; "
+                    "the oldest are settled early",
+                    self.max_calls,
+                    self.max_chars,
+                )
+            self.early += 1
+            self._settle(next(iter(self._waiting)), out)
+        return out
+
+    def _settle(self, key: tuple[str, str], out: list[Call]) -> None:
+        halves = self._waiting.pop(key)
+        self._chars -= halves.chars
+        self._settled[key] = None
+        while len(self._settled) > self.max_calls:
+            self._settled.popitem(last=False)
+        call = merge(halves, key)
+        if call is None:
+            if not self.dropped and halves.span is not None:
+                # said once: the usual cause is an instrumentation sending no content
+                log.warning(
+                    "OTLP: a GenAI span (%r) came without its messages and no log record "
+                    "brought them: turn on the instrumentation's content capture (e.g. "
+                    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT) and export its logs",
+                    halves.span.name[:100],
+                )
+            self.dropped += 1
+        else:
+            out.append(call)
+
+    def settled(self, span: Call) -> None:
+        """Mark a span's call stored already (it came whole): its records are then dropped."""
+        with self._lock:
+            key = (span.trace_id, span.span_id)
+            halves = self._waiting.pop(key, None)
+            if halves is not None:
+                self._chars -= halves.chars
+            self._settled[key] = None
+            while len(self._settled) > self.max_calls:
+                self._settled.popitem(last=False)
+
+    def expired(self, now: float | None = None) -> list[Call]:
+        """The calls whose wait is over, settled (oldest first)."""
+        now = time.monotonic() if now is None else now
+        out: list[Call] = []
+        with self._lock:
+            while self._waiting:
+                key, halves = next(iter(self._waiting.items()))
+                if now - halves.born < self.wait_s:
+                    break
+                self._settle(key, out)
+        return out
+
+    def drain(self) -> list[Call]:
+        """Every waiting call settled now (the server is stopping)."""
+        with self._lock:
+            out: list[Call] = []
+            while self._waiting:
+                self._settle(next(iter(self._waiting)), out)
+            return out

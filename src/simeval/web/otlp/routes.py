@@ -1,0 +1,345 @@
+"""The OTLP/HTTP routes: ``POST /v1/traces``, ``/v1/logs`` (captures) and ``/v1/metrics``
+(answered, nothing stored), and the task that settles the log records' joins."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from simeval.checks import KeyedCapture, check_capture_key, check_texts
+from simeval.errors import SimevalError
+from simeval.service.database import DatabaseBusyError
+from simeval.web.otlp.decode import (
+    payload_media,
+    records_from_json,
+    records_from_protobuf,
+    spans_from_json,
+    spans_from_protobuf,
+)
+from simeval.web.otlp.genai import Call, call_capture, genai_call, span_call
+from simeval.web.otlp.join import CHOICE_EVENT, DETAILS_EVENT, MESSAGE_EVENTS, Joiner, body_text
+
+log = logging.getLogger("simeval.otlp")
+router = APIRouter()
+# One payload parsed at a time, whatever the event loop (a thread lock, not an anyio one):
+# parsing holds the GIL for stretches, and several parses at once would take turns with the
+# event loop for it.
+_PARSING = threading.Lock()
+STORE_TRIES = 5  # a joined call the database is too busy for is tried again this often
+
+
+class Batch:
+    """Captures to store: ``scored``, and ``unscored`` (those that look cut)."""
+
+    def __init__(self) -> None:
+        self.scored: list[KeyedCapture] = []
+        self.unscored: list[KeyedCapture] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.scored or self.unscored)
+
+    def add(self, call: Call, cut: list[str]) -> None:
+        """``call`` as a capture; why it looks cut, if it does, added to ``cut``."""
+        capture, reason = call_capture(call)
+        if reason is None:
+            self.scored.append(capture)
+        else:
+            self.unscored.append(capture)
+            cut.append(reason)
+
+
+class Parsed:
+    """What one payload gives: the captures to store with it (``now``), the calls its halves
+    completed (``joined``, made the captures ``later``: stored in the background, never
+    failing this request), and why those that look cut do."""
+
+    def __init__(self) -> None:
+        self.now = Batch()
+        self.later = Batch()
+        self.joined: list[Call] = []
+        self.cut: list[str] = []
+
+
+def joiner_of(app: FastAPI) -> Joiner:
+    """The app's table of waiting halves (made on first use)."""
+    joiner = getattr(app.state, "otlp_joiner", None)
+    if joiner is None:
+        joiner = app.state.otlp_joiner = Joiner()
+    return joiner
+
+
+def parse_traces(body: bytes, content_type: str, encoding: str, joiner: Joiner) -> Parsed:
+    """A traces payload read: its whole spans as captures, the others handed to ``joiner``.
+    ``InvalidInput`` when it is malformed (then nothing of it is stored or kept)."""
+    media, raw = payload_media(body, content_type, encoding)
+    spans = spans_from_protobuf(raw) if media == "protobuf" else spans_from_json(raw)
+    out = Parsed()
+    whole, halves = [], []
+    for i, span in enumerate(spans):
+        try:
+            call = span_call(span)
+            if call is None:
+                continue
+            if call.output is not None:
+                out.now.add(call, out.cut)
+                whole.append(call)
+            else:  # checked now: its other half may come in a request of its own
+                check_texts(call.input, "")
+                check_capture_key(call.span_id or None)
+                check_capture_key(call.trace_id or None)
+                halves.append(call)
+        except SimevalError as exc:
+            raise type(exc)(f"span {i} ({span['name'][:100]!r}): {exc}") from None
+    for call in whole:
+        joiner.settled(call)
+    for call in halves:
+        out.joined += joiner.add_span(call)
+    return out
+
+
+def _record_texts(record: dict[str, Any]) -> None:
+    """A record's texts and ids checked as a capture's are (size, NUL, ...), before any is
+    kept: the capture it makes may be stored after this request was answered."""
+    event = record["event"]
+    if event in (DETAILS_EVENT, CHOICE_EVENT) or event in MESSAGE_EVENTS:
+        check_capture_key(record["span_id"] or None)
+        check_capture_key(record["trace_id"] or None)
+    if event == DETAILS_EVENT:
+        call = genai_call(record["attrs"])
+        check_texts(call.input, call.output or "")
+    elif event in MESSAGE_EVENTS or event == CHOICE_EVENT:
+        body = record["body"]
+        if event == CHOICE_EVENT and isinstance(body, dict):
+            body = body.get("message")
+        check_texts(body_text(body), "")
+
+
+def parse_logs(body: bytes, content_type: str, encoding: str, joiner: Joiner) -> Parsed:
+    """A logs payload read: its GenAI records handed to ``joiner``, the calls they complete
+    returned. ``InvalidInput`` when it is malformed (then nothing of it is kept)."""
+    media, raw = payload_media(body, content_type, encoding)
+    records = records_from_protobuf(raw) if media == "protobuf" else records_from_json(raw)
+    for i, record in enumerate(records):
+        try:
+            _record_texts(record)
+        except SimevalError as exc:
+            raise type(exc)(f"log record {i} ({record['event'][:100]!r}): {exc}") from None
+    out = Parsed()
+    for record in records:
+        out.joined += joiner.add_record(record)
+    return out
+
+
+def _one_at_a_time(parse: Any, *args: Any) -> Parsed:
+    with _PARSING:
+        parsed: Parsed = parse(*args)
+        # the joined calls made captures here too, off the event loop
+        for call in parsed.joined:
+            try:
+                parsed.later.add(call, parsed.cut)
+            except SimevalError as exc:  # its other half was accepted already: said, dropped
+                log.warning("a joined GenAI call was not stored: %s", exc)
+        return parsed
+
+
+async def store(app: FastAPI, batch: Batch) -> None:
+    """The captures of ``batch``, scored or not, each group in one transaction."""
+    writer = app.state.writer
+    if batch.scored:
+        await writer.capture_batch(batch.scored)
+    if batch.unscored:
+        await writer.capture_batch(batch.unscored, score=False)
+
+
+async def _store_later(app: FastAPI, batch: Batch) -> None:
+    """Joined calls stored off the request: its answer never waits for, or fails with, a
+    call whose other half came in another request. A busy database is tried again."""
+    for attempt in range(STORE_TRIES):
+        try:
+            await store(app, batch)
+            return
+        except DatabaseBusyError:
+            await asyncio.sleep(0.5 * (attempt + 1))
+        except SimevalError as exc:
+            log.warning("joined GenAI calls were not stored: %s", exc)
+            return
+    log.warning("joined GenAI calls were not stored: the database stayed busy")
+
+
+def _background(app: FastAPI, coro: Any) -> None:
+    tasks: set[asyncio.Task[None]] = getattr(app.state, "otlp_tasks", None) or set()
+    app.state.otlp_tasks = tasks
+    task = asyncio.get_running_loop().create_task(coro)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
+async def _sweep(app: FastAPI, joiner: Joiner) -> None:
+    """Settle the halves whose wait is over, while any wait."""
+    while len(joiner):
+        await asyncio.sleep(max(0.05, min(1.0, joiner.wait_s / 4)))
+        calls = joiner.expired()
+        if calls:
+            await _store_later(app, _batch(calls))
+
+
+def _batch(calls: list[Call]) -> Batch:
+    batch, cut = Batch(), list[str]()
+    for call in calls:
+        try:
+            batch.add(call, cut)
+        except SimevalError as exc:  # its halves were accepted already: said, dropped
+            log.warning("a GenAI call was not stored: %s", exc)
+    return batch
+
+
+def _watch(app: FastAPI, joiner: Joiner) -> None:
+    task = getattr(app.state, "otlp_sweeper", None)
+    if len(joiner) and (task is None or task.done()):
+        app.state.otlp_sweeper = asyncio.get_running_loop().create_task(_sweep(app, joiner))
+
+
+async def close(app: FastAPI) -> None:
+    """On shutdown: the halves still waiting settled and stored, the background work done."""
+    task = getattr(app.state, "otlp_sweeper", None)
+    if task is not None:
+        task.cancel()
+    joiner = getattr(app.state, "otlp_joiner", None)
+    if joiner is not None and len(joiner):
+        await _store_later(app, _batch(joiner.drain()))
+    for pending in list(getattr(app.state, "otlp_tasks", None) or ()):
+        await asyncio.wait([pending], timeout=10)
+
+
+def _reply(content_type: str, kind: str, cut: list[str]) -> Response:
+    """An empty export response, or one whose partial success names the captures that look
+    cut (accepted, all of it: ``rejected_*`` 0, as OTLP says a warning is sent)."""
+    message = ""
+    if cut:
+        message = (
+            f"{len(cut)} GenAI call(s) look cut and were stored unscored: {cut[0]}"
+            + (f" (and {len(cut) - 1} more)" if len(cut) > 1 else "")
+        )[:1000]
+    rejected = {"traces": "rejectedSpans", "logs": "rejectedLogRecords"}.get(kind)
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        if message and rejected:
+            return JSONResponse({"partialSuccess": {rejected: "0", "errorMessage": message}})
+        return JSONResponse({})
+    if kind == "traces":
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceResponse as Answer,
+        )
+    elif kind == "logs":
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+            ExportLogsServiceResponse as Answer,
+        )
+    else:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceResponse as Answer,
+        )
+    answer = Answer()
+    if message:
+        answer.partial_success.error_message = message
+    return Response(answer.SerializeToString(), media_type="application/x-protobuf")
+
+
+async def _ingest(request: Request, kind: str) -> Response:
+    app = request.app
+    body = await request.body()
+    content_type = request.headers.get("content-type", "")
+    encoding = request.headers.get("content-encoding", "")
+    joiner = joiner_of(app)
+    parse = parse_traces if kind == "traces" else parse_logs
+    try:
+        # inflating and parsing 64 MB takes a while: on a worker thread, not the event loop
+        parsed = await anyio.to_thread.run_sync(
+            _one_at_a_time, parse, body, content_type, encoding, joiner
+        )
+        await store(app, parsed.now)
+    except SimevalError as exc:
+        # busy or down: an exporter retries a 503, after Retry-After (OTLP/HTTP's rule)
+        retry = max(1, round(app.state.writer.lock_wait))
+        headers = {"Retry-After": str(retry)} if exc.status_code == 503 else None
+        return JSONResponse({"error": str(exc)}, status_code=exc.status_code, headers=headers)
+    finally:
+        _watch(app, joiner)
+    if parsed.later:
+        _background(app, _store_later(app, parsed.later))
+    return _reply(content_type, kind, parsed.cut)
+
+
+_BODY = {
+    "content": {
+        "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+        "application/json": {"schema": {"type": "object"}},
+    },
+    "required": True,
+}
+
+
+def _responses(what: str) -> dict[int | str, dict[str, Any]]:
+    return {
+        200: {
+            "description": f"Accepted (an Export{what}ServiceResponse; its partial success "
+            "names the GenAI calls that look cut, stored unscored)",
+            "content": {"application/x-protobuf": {}, "application/json": {}},
+        },
+        400: {"description": "A malformed payload: nothing stored"},
+        413: {"description": "A body (or its gzip inflated) over the limit: nothing stored"},
+        415: {"description": "Neither protobuf nor JSON"},
+        422: {"description": "Text the store cannot hold (a NUL, NaN, nested too deep)"},
+        503: {"description": "The database is busy or down: nothing stored, try again"},
+    }
+
+
+@router.post(
+    "/v1/traces",
+    tags=["captures"],
+    openapi_extra={"requestBody": _BODY},
+    responses=_responses("Trace"),
+)
+async def traces(request: Request) -> Response:
+    """OTLP/HTTP traces: spans of model calls become captures, one per call (keyed by the
+    response id, else the span id); a span whose content comes in log records waits for them.
+
+    Point an OpenTelemetry exporter at it, e.g.
+    ``OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:8000`` (traces, logs and metrics).
+    """
+    return await _ingest(request, "traces")
+
+
+@router.post(
+    "/v1/logs",
+    tags=["captures"],
+    openapi_extra={"requestBody": _BODY},
+    responses=_responses("Logs"),
+)
+async def logs(request: Request) -> Response:
+    """OTLP/HTTP logs: the GenAI message events (``gen_ai.user.message``, ``gen_ai.choice``
+    …) and ``gen_ai.client.inference.operation.details`` records, joined to their span by
+    trace and span id, become captures."""
+    return await _ingest(request, "logs")
+
+
+@router.post(
+    "/v1/metrics",
+    tags=["captures"],
+    openapi_extra={"requestBody": _BODY},
+    responses={
+        200: {
+            "description": "Accepted, nothing stored (an empty ExportMetricsServiceResponse)",
+            "content": {"application/x-protobuf": {}, "application/json": {}},
+        },
+        413: {"description": "A body over the limit"},
+    },
+)
+async def metrics(request: Request) -> Response:
+    """OTLP/HTTP metrics: answered, nothing stored (so that an exporter given one endpoint
+    for all its signals logs no errors)."""
+    return _reply(request.headers.get("content-type", ""), "metrics", [])

@@ -1,0 +1,204 @@
+"""Real instrumentations against a real ``simeval serve``: each mode's calls captured once,
+with the right input, output, model and conversation id.
+
+The instrumentations (``opentelemetry-instrumentation-openai-v2`` in its default mode,
+``span_only`` and ``event_only``; ``openinference-instrumentation-openai``) run in their own
+process (tests/instrumented_calls.py: they patch ``openai`` for the whole process) and send
+with the OpenTelemetry SDK's own OTLP/HTTP exporters (traces, logs and metrics); the calls
+go to a local OpenAI-compatible server (tests/openai_upstream.py), directly or through
+``simeval serve --upstream`` (the proxy), and the proxy and the instrumentation then see
+the same call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.servers import Proc
+
+from simeval.service import Service
+from simeval.web.server_process import running_server
+
+pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+pytest.importorskip("openinference.instrumentation.openai")
+
+TESTS = Path(__file__).parents[1]
+FRANCE = "Paris is the capital of France and its largest city."
+JAPAN = "Tokyo is the capital of Japan."
+LATEST = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+# the settings each mode needs (the README's table says the same)
+MODES: dict[str, tuple[str, dict[str, str]]] = {
+    # v1.30 conventions: the content in log records, joined to the span
+    "openai-v2 default": (
+        "openai-v2",
+        {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"},
+    ),
+    "openai-v2 span_only": (
+        "openai-v2",
+        {**LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
+    ),
+    "openai-v2 event_only": (
+        "openai-v2",
+        {**LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY"},
+    ),
+    "openinference": ("openinference", {}),
+}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    proc = Proc([sys.executable, str(TESTS / "openai_upstream.py")], r"upstream: (\S+)")
+    try:
+        yield proc.url
+    finally:
+        proc.stop()
+
+
+def _db(tmp_path: Path) -> Path:
+    db = tmp_path / "instrumented.db"
+    svc = Service(db)
+    svc.create_eval("capital", FRANCE)
+    svc.test_eval("capital", "Capital?", FRANCE)
+    svc.activate_eval("capital")
+    svc.close()
+    return db
+
+
+def instrumented(
+    mode: str, upstream: str, otlp: str, *args: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """tests/instrumented_calls.py run once; its JSON line."""
+    kind, settings = MODES[mode]
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "SIMEVAL_")) and k != "OPENAI_API_KEY"
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(TESTS / "instrumented_calls.py"),
+            kind,
+            "--upstream",
+            upstream,
+            "--otlp",
+            otlp,
+            *args,
+        ],
+        env={**clean, **settings, **(env or {}), "PYTHONPATH": str(TESTS.parent)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def captures(url: str, count: int) -> list[dict[str, Any]]:
+    """The server's captures once there are ``count`` (a call joined from two halves is
+    stored just after the request that completed it): at most 20 s of polling."""
+    found: list[dict[str, Any]] = []
+    for _ in range(200):
+        found = httpx.get(url + "/api/captures", params={"limit": 50}).json()["captures"]
+        if len(found) >= count:
+            break
+        time.sleep(0.1)
+    return found
+
+
+def by_input(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for cap in found:
+        assert cap["input"] not in out, f"stored twice: {cap['input']!r}"
+        out[cap["input"]] = cap
+    return out
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_each_call_captured_once(mode: str, upstream: str, tmp_path: Path) -> None:
+    questions = [
+        "--question",
+        "What is the capital of France?",
+        "--stream-question",
+        "And the capital of Japan?",
+    ]
+    session = ["--session", "conv-42"] if mode == "openinference" else []
+    orders = ["spans-first", "logs-first"] if mode == "openai-v2 default" else ["spans-first"]
+    with running_server(_db(tmp_path)) as (url, _proc):
+        ids: list[str] = []
+        for order in orders:  # the second run sends the same calls again: stored once
+            result = instrumented(mode, upstream, url, *questions, *session, "--order", order)
+            assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
+            assert result["exports"]["traces"] and result["exports"]["metrics"]
+            ids = result["ids"]
+        time.sleep(0.3)  # a second capture of either call would be stored by now
+        caps = by_input(captures(url, 2))
+    assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"]
+    france, japan = caps["What is the capital of France?"], caps["And the capital of Japan?"]
+    assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
+    # one key per model call: the response id, the key the proxy gives the same reply
+    assert [france["capture_key"], japan["capture_key"]] == ids
+    for cap in (france, japan):
+        meta = cap["metadata"]
+        assert meta["model"] == "gpt-test" and meta["finish_reason"] == "stop", meta
+        assert (meta["input_tokens"], meta["output_tokens"]) == (9, len(cap["output"].split()))
+        assert cap["conversation_id"] == ("conv-42" if mode == "openinference" else None)
+        assert "cut" not in meta and cap["evaluated"]
+    assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
+    # the span's times, joined to the records' content where they came apart
+    assert france["metadata"]["latency_ms"] >= 0 and japan["metadata"]["latency_ms"] >= 0
+
+
+def test_a_call_seen_by_the_proxy_and_an_instrumentation_is_stored_once(
+    upstream: str, tmp_path: Path
+) -> None:
+    with running_server(_db(tmp_path), "--upstream", upstream) as (url, _proc):
+        for mode in ("openai-v2 span_only", "openai-v2 default", "openinference"):
+            result = instrumented(
+                mode,
+                url + "/v1",  # the calls go through the proxy, the spans to the same server
+                url,
+                "--question",
+                f"Capital of France? ({mode})",
+                "--stream-question",
+                f"And the capital of Japan? ({mode})",
+            )
+            # the server took the spans (and records) of both calls, keyed as the proxy did
+            assert result["exports"]["traces"] == ["SUCCESS"], result
+        time.sleep(0.5)
+        found = captures(url, 6)
+    assert len(found) == 6, [(c["input"], c["capture_key"]) for c in found]
+    keys = [c["capture_key"] for c in found]
+    assert len(set(keys)) == 6 and all(k.startswith("chatcmpl-") for k in keys)
+
+
+def test_a_value_cut_by_the_sdk_length_limit_is_stored_unscored(
+    upstream: str, tmp_path: Path
+) -> None:
+    """``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` cuts ``gen_ai.output.messages`` mid-JSON: the
+    capture is kept (with why) and not scored, where it used to pass an eval as raw JSON."""
+    with running_server(_db(tmp_path)) as (url, _proc):
+        result = instrumented(
+            "openai-v2 span_only",
+            upstream,
+            url,
+            "--question",
+            "What is the capital of France?",
+            env={"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "100"},
+        )
+        (cap,) = captures(url, 1)
+    assert result["exports"]["traces"] == ["SUCCESS"]
+    assert cap["capture_key"] == result["ids"][0] and cap["metadata"]["model"] == "gpt-test"
+    assert "gen_ai.output.messages is not whole JSON (100 characters)" in cap["metadata"]["cut"]
+    assert cap["output"].startswith('[{"role":"assistant"') and len(cap["output"]) == 100
+    assert not cap["evaluated"] and cap["results"] == []
