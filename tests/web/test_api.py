@@ -119,6 +119,13 @@ COVERED: dict[tuple[str, str], str] = {
     ("DELETE", "/api/datasets/{name}/cases/{case_id}"): "test_api_datasets.py::test_create_*",
     ("POST", "/api/datasets/{name}/accept"): "test_api_datasets.py::test_captures_*",
     ("POST", "/api/datasets/{name}/captures"): "test_api_datasets.py::test_captures_*",
+    ("GET", "/api/alerts"): "test_alerts_web.py::test_the_api_and_the_page_show_an_alert_*",
+    ("GET", "/api/alerts/rules"): "test_alerts_web.py::test_the_api_and_the_page_show_an_alert_*",
+    ("POST", "/api/alerts/rules/{name}/test"): "test_alerts_web.py::test_the_test_route_*",
+    ("POST", "/api/alerts/evaluate"): "test_alerts_web.py::test_the_api_and_the_page_show_*",
+    ("GET", "/api/alerts/{alert_id}"): "test_alerts_web.py::test_mistakes_get_a_json_error",
+    ("GET", "/api/alerts/{alert_id}/deliveries"): "test_alerts_web.py::test_a_drop_fires_*",
+    ("GET", "/api/overview"): "test_overview_compare.py::test_overview_api",
 }
 
 

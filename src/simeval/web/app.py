@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from simeval.web.proxy import Proxy
 
 HERE = Path(__file__).parent
+# the JSON API's routers, by resource (each included, and each known to the 405 middleware)
+API_ROUTERS = (api.router, datasets_api, alerts_api, run_groups_api, overview_api)
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
 # Retry-After of a 503 for an outage (the database server restarting, the disk full): long
 # enough not to hammer it, short enough that a restart is noticed soon
@@ -245,11 +247,8 @@ def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
     """Static files, the API (the capture hot path first), OTLP, the proxy, then the pages."""
     app.add_api_route("/vendor/plotly.min.js", _plotly_js, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    app.include_router(api.router)
-    app.include_router(datasets_api)
-    app.include_router(alerts_api)
-    app.include_router(run_groups_api)
-    app.include_router(overview_api)
+    for router in API_ROUTERS:
+        app.include_router(router)
     # the capture hot path, matched before every other route (see api.capture_fast)
     app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
     app.include_router(otlp.router)
@@ -269,12 +268,7 @@ def _add_middleware(
     # the API router's own routes: the app lists an included router as one opaque entry
     app.add_middleware(
         MethodMiddleware,
-        routes=lambda: [
-            *app.routes,
-            *api.router.routes,
-            *datasets_api.routes,
-            *run_groups_api.routes,
-        ],
+        routes=lambda: [*app.routes, *(r for router in API_ROUTERS for r in router.routes)],
     )
     app.add_middleware(DocsHeadersMiddleware, page_csp=pages.CSP)
     app.add_middleware(
