@@ -14,7 +14,7 @@ import pytest
 from dbhelp import sql
 from simeval.runs import STORE_COLUMNS
 from simeval.service import Service
-from simeval.store import make_engine, resolve_db_url, upgrade
+from simeval.store import HEAD_REVISION, make_engine, resolve_db_url, upgrade
 
 REF = "The capital of France is Paris."
 
@@ -94,7 +94,7 @@ def test_migration_counts_the_runs_of_an_existing_database(tmp_path: Path) -> No
     con.commit()
     con.close()
     with Service(db) as svc:
-        assert svc.store.revision() == "0005"
+        assert svc.store.revision() == HEAD_REVISION
         runs = {r.id: r for r in svc.list_runs()}
         assert (runs[1].results, runs[1].passed) == (3, 2)
         assert runs[1].mean_score == pytest.approx(0.6)

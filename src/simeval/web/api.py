@@ -52,6 +52,7 @@ from simeval.web.schema import (
     ERRORS,
     LONG,
     NAME,
+    OTLP_URL,
     UNIT,
     Body,
     Integer,
@@ -241,7 +242,13 @@ class SettingsIn(Body):
         description=f"Days to keep: {RETENTION_TEXT} (null).",
         json_schema_extra={"enum": [*RETENTION_CHOICES, None]},
     )
-    otlp_export: str | None = Field(None, max_length=2000, description="Scores-out OTLP URL.")
+    otlp_export: str | None = Field(
+        None,
+        max_length=2000,
+        # declared only: the service's check names the problem (400)
+        json_schema_extra={"pattern": OTLP_URL},
+        description="Scores-out OTLP URL ('' for none).",
+    )
 
 
 class ResultPage(BaseModel):

@@ -114,6 +114,8 @@ NAME = bounds(
 )
 LONG = bounds(maxLength=MAX_TEXT_CHARS, pattern=NO_NUL)  # an input, an output, a scope
 SHORT = bounds(maxLength=200, pattern=NO_NUL)  # a conversation id
+# the scores-out URL (service.settings.check_otlp_url takes these and a few more: a subset), or ""
+OTLP_URL = r"^(https?://[A-Za-z0-9._~-]+(:([1-9][0-9]{0,3}|[1-5][0-9]{4}))?(/[!-~]*)?)?$"
 NOTE = bounds(maxLength=10_000, pattern=NO_NUL)  # a reviewer's note
 # a capture key (``check_capture_key``): 1-200 characters, no control character, not blank
 _KEY_CHAR = r"[^\x00-\x1f\x7f-\x9f]"

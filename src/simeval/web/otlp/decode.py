@@ -302,3 +302,19 @@ def records_from_json(body: bytes) -> list[Record]:
             raise
         raise InvalidInput(f"malformed OTLP JSON payload: {exc}") from None
     return records
+
+
+def check_metrics(body: bytes, content_type: str, content_encoding: str) -> None:
+    """Read an OTLP metrics payload only to refuse a malformed one (nothing of it is kept):
+    ``InvalidInput`` when it is not an ``ExportMetricsServiceRequest``, 415 for another type."""
+    media, raw = payload_media(body, content_type, content_encoding)
+    if media == "json":
+        _load(raw)
+        return
+    try:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+        )
+    except ImportError:  # pragma: no cover - the otel extra is missing
+        raise _no_protobuf() from None
+    _pb_parse(ExportMetricsServiceRequest(), raw)

@@ -16,6 +16,7 @@ from simeval.checks import KeyedCapture, check_capture_key, check_texts
 from simeval.errors import SimevalError
 from simeval.service.database import DatabaseBusyError
 from simeval.web.otlp.decode import (
+    check_metrics,
     payload_media,
     records_from_json,
     records_from_protobuf,
@@ -336,10 +337,22 @@ async def logs(request: Request) -> Response:
             "description": "Accepted, nothing stored (an empty ExportMetricsServiceResponse)",
             "content": {"application/x-protobuf": {}, "application/json": {}},
         },
+        400: {"description": "A malformed payload"},
         413: {"description": "A body over the limit"},
+        415: {"description": "Neither protobuf nor JSON"},
     },
 )
 async def metrics(request: Request) -> Response:
-    """OTLP/HTTP metrics: answered, nothing stored (so that an exporter given one endpoint
-    for all its signals logs no errors)."""
-    return _reply(request.headers.get("content-type", ""), "metrics", [])
+    """OTLP/HTTP metrics: read, answered, nothing stored (so that an exporter given one
+    endpoint for all its signals logs no errors); a malformed payload is still refused."""
+    content_type = request.headers.get("content-type", "")
+    try:
+        await anyio.to_thread.run_sync(
+            check_metrics,
+            await request.body(),
+            content_type,
+            request.headers.get("content-encoding", ""),
+        )
+    except SimevalError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
+    return _reply(content_type, "metrics", [])
