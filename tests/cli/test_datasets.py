@@ -124,13 +124,13 @@ def test_a_run_on_version_2_after_an_edit_says_so(
 ) -> None:
     """`simeval run dataset:NAME[@V]` reads the version's cases (``Service.dataset_cases``)
     and the stored run records the version it used."""
-    (tmp_path / "echo_engine.py").write_text(
+    (tmp_path / "paris_engine.py").write_text(
         "def answer(case):\n    return 'Paris is the capital of France.'\n", encoding="utf-8"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)  # a dataset run writes its results file here
     engines = tmp_path / "engines.yaml"
-    engines.write_text("engines:\n  - name: local\n    python: echo_engine:answer\n")
+    engines.write_text("engines:\n  - name: local\n    python: paris_engine:answer\n")
     db = tmp_path / "s.db"
     ok(db, "datasets", "import", str(golden), "--name", "golden")
     args = ("--engines", str(engines), "--store", "--no-cache")

@@ -306,6 +306,7 @@ def test_settings_page_shows_how_to_connect(tmp_path: Path) -> None:
     assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:8123/v1/traces" in page
     assert 'simeval.Client("http://127.0.0.1:8123")' in page
     assert "http://127.0.0.1:9/v1" in page
-    with TestClient(create_app(str(tmp_path / "t.db"), token="s3cret")) as c:
+    app = create_app(str(tmp_path / "t.db"), token="s3cret", upstream="http://127.0.0.1:9/v1")
+    with TestClient(app) as c:
         page = c.get("/settings?token=s3cret").text
     assert "X-Simeval-Token" in page and "s3cret" not in page

@@ -35,7 +35,8 @@ def check_options(options: Any) -> tuple[dict[str, Any], str]:
         opts["synonyms"] = [list(g) for g in synonym_groups(opts["synonyms"])]
     if "required" in opts:
         opts["required"] = list(required_words(opts["required"]))
-    opts = {k: v for k, v in opts.items() if v != []}
+    # an empty list of words is none; for another option it is no plain value (refused below)
+    opts = {k: v for k, v in opts.items() if not (k in ("synonyms", "required") and v == [])}
     for key, value in opts.items():
         if key in ("synonyms", "required"):
             continue

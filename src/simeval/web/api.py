@@ -710,7 +710,7 @@ def compare(
 def list_captures(
     service: ServiceDep,
     meta: Annotated[list[str] | None, declared.meta("Metadata KEY:VALUE; repeatable.")] = None,
-    conversation_id: str | None = None,
+    conversation_id: Annotated[str | None, declared.text()] = None,
     since: Annotated[str | None, declared.when("ISO time or an age like 7d.")] = None,
     until: Annotated[str | None, declared.when("ISO time or an age.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,

@@ -208,6 +208,9 @@ Metadata = Annotated[dict[str, Any], _JsonObject()]
 # at least five letters or digits (words are compared lowercased). The service takes more.
 TERM = {"type": "string", "pattern": "^([\\s\\x1c-\\x1f]*|[^\\x00]*[\\p{L}\\p{N}][^\\x00]*)$"}
 TERMS = {"anyOf": [{"type": "array", "items": TERM}, {"type": "null"}]}
+# in the options, the terms may also be one comma-separated string
+_TERM_TEXT = "(\\s*|[^,\\x00]*[\\p{L}\\p{N}][^,\\x00]*)"
+_TERMS_TEXT = {"type": "string", "pattern": f"^{_TERM_TEXT}(,{_TERM_TEXT})*$"}
 _SYNONYM = {"type": "string", "pattern": "^[a-z][a-z0-9]{5,}$"}
 _GROUP = {"type": "array", "items": _SYNONYM, "minItems": 2, "uniqueItems": True}
 GROUPS = {"anyOf": [{"type": "array", "items": _GROUP}, {"type": "null"}]}
@@ -237,7 +240,7 @@ OPTIONS = {
         "negation": _maybe({"type": "number", "minimum": 0, "maximum": 1}),
         "scale": _maybe({"enum": list(SCALES)}),
         "synonyms": GROUPS,
-        "required": TERMS,
+        "required": {"anyOf": [*TERMS["anyOf"], _TERMS_TEXT]},
     },
 }
 
@@ -250,6 +253,11 @@ Timestamp = Annotated[datetime, WithJsonSchema(DATE_TIME)]
 def when(description: str) -> Any:
     """A query parameter holding a time filter (``WHEN``)."""
     return Query(description=description, json_schema_extra=WHEN_OR_NULL)
+
+
+def text() -> Any:
+    """A query parameter holding text compared with stored text (no NUL: ``NO_NUL``)."""
+    return Query(json_schema_extra={"pattern": NO_NUL})
 
 
 def meta(description: str) -> Any:
