@@ -18,14 +18,12 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from browser import CHROMIUM_ARGS, need_browser
+from browser import CHROMIUM_ARGS, need_browser, shot
 from simeval.service import Service
 from simeval.web.app import create_app
 from simeval.web.server_process import running_server
 from webhook_receiver import Received, webhook_receiver
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 REF = "Paris is the capital of France."
 BAD = "Bananas grow on trees in warm tropical places."
 SECRET = "alert-secret-for-tests"
@@ -127,11 +125,6 @@ def _events(hook: Any) -> list[str]:
     return [r.json()["event"] for r in hook.got]
 
 
-def _shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
-
-
 def test_a_drop_fires_is_delivered_shows_in_the_studio_and_closes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,9 +160,9 @@ def test_a_drop_fires_is_delivered_shows_in_the_studio_and_closes(
             expect(row).to_contain_text("capital")
             expect(row).to_contain_text("pass rate 40% < 0.8 over the last 10 results")
             expect(row.locator("[data-delivery='open-1']")).to_contain_text("delivered (200)")
-            _shot(page, "alerts-open-1280.png")
+            shot(page, "alerts-open-1280.png")
             page.set_viewport_size({"width": 420, "height": 800})
-            _shot(page, "alerts-open-420.png")
+            shot(page, "alerts-open-420.png")
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 420 + 1, width  # the tables scroll inside their cards
 
@@ -184,7 +177,7 @@ def test_a_drop_fires_is_delivered_shows_in_the_studio_and_closes(
             closed = page.locator("#closed-alerts tr[data-status='closed']")
             expect(closed).to_have_count(1)
             expect(closed.locator("[data-delivery='closed-1']")).to_contain_text("delivered")
-            _shot(page, "alerts-closed-1280.png")
+            shot(page, "alerts-closed-1280.png")
             page.goto(base + "/")
             expect(page.locator("#alerts-banner")).to_have_count(0)
             browser.close()

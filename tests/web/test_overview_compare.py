@@ -7,18 +7,15 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from browser import CHROMIUM_ARGS, need_browser
+from browser import CHROMIUM_ARGS, need_browser, shot
 from simeval.service import Service
 from simeval.web import create_app
 from simeval.web.server_process import running_server
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 REF = "Paris is the capital of France and its largest city."
 GOOD = "The capital of France is Paris, which is also its largest city."
 POOR = "The weather in Spain is usually sunny in summer."
@@ -198,16 +195,6 @@ def test_metadata_values_are_bounded_and_fit_side_specs(tmp_path: Path) -> None:
     assert svc.metadata_values(values=2)["engine"] == ["v2", "v3"]
     svc.capture("q", GOOD, metadata={"engine": "v1"})
     assert svc.metadata_values(values=1)["engine"] == ["v1"]
-
-
-def shot(page: Any, name: str) -> None:
-    """The whole page in one viewport (as tests/web/test_studio.py takes them)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    size = page.viewport_size
-    height = page.evaluate("document.documentElement.scrollHeight")
-    page.set_viewport_size({"width": size["width"], "height": max(height, size["height"])})
-    page.screenshot(path=str(ARTIFACTS / name))
-    page.set_viewport_size(size)
 
 
 def test_overview_and_compare_pickers_in_chromium(tmp_path: Path) -> None:

@@ -6,15 +6,12 @@ pages; the eval page's review count and calibration; screenshots at 1280 and 420
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from browser import CHROMIUM_ARGS, need_browser
+from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from simeval.web.server_process import running_server
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 REF = "Paris is the capital of France and its largest city."
 GOOD = "Paris is the capital of France and its largest city."
 # near the 0.8 threshold (scores 0.71 to 0.90), and far below it
@@ -35,22 +32,6 @@ POOR = [
     "Paris is big.",
 ]
 NAME = "Ada Lovelace"
-
-
-def shot(page: Any, name: str) -> None:
-    """The whole page in one viewport (as tests/web/test_studio.py takes them)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    size = page.viewport_size
-    height = page.evaluate("document.documentElement.scrollHeight")
-    page.set_viewport_size({"width": size["width"], "height": max(height, size["height"])})
-    page.screenshot(path=str(ARTIFACTS / name))
-    page.set_viewport_size(size)
-
-
-def no_horizontal_scroll(page: Any) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    inner = page.evaluate("window.innerWidth")
-    assert width <= inner, f"{page.url}: {width} px wide in a {inner} px window"
 
 
 def test_review_queue_by_keyboard_alone(tmp_path: Path) -> None:

@@ -11,13 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from browser import CHROMIUM_ARGS, need_browser
+from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from simeval import runs
 from simeval.service import Service
 from simeval.web.server_process import running_server
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 GROUP = "golden/2026-12-01"
 FACTS = [
     ("What is the capital of France?", "Paris is the capital of France."),
@@ -52,21 +50,6 @@ def _store_group(db: Path, tmp_path: Path) -> None:
                       "dataset_version": 1}  # fmt: skip
             sink = runs.RunStore(svc, f"golden on {engine}", str(src), labels)
             runs.run_file(str(src), runs.RunOptions(store=sink, threshold=0.8))
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    size = page.viewport_size
-    height = page.evaluate("document.documentElement.scrollHeight")
-    page.set_viewport_size({"width": size["width"], "height": max(height, size["height"])})
-    page.screenshot(path=str(ARTIFACTS / name))
-    page.set_viewport_size(size)
-
-
-def no_horizontal_scroll(page: Any) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    inner = page.evaluate("window.innerWidth")
-    assert width <= inner, f"{page.url}: {width} px wide in a {inner} px window"
 
 
 def _ids(page: Any) -> list[str]:

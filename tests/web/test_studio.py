@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 import browser
-from browser import CHROMIUM_ARGS, need_browser
+from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from simeval.web.server_process import running_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,17 +33,6 @@ CAPTURES = [
     ("Capital of France?", "The capital of France is Paris."),
     ("Capital of France?", "Bananas are yellow."),
 ]
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    # The whole page in one viewport: a full_page shot of a scrolled page draws the sticky,
-    # one-screen-high sidebar at the scroll offset, which no user ever sees.
-    size = page.viewport_size
-    height = page.evaluate("document.documentElement.scrollHeight")
-    page.set_viewport_size({"width": size["width"], "height": max(height, size["height"])})
-    page.screenshot(path=str(ARTIFACTS / name))
-    page.set_viewport_size(size)
 
 
 def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
@@ -188,12 +177,6 @@ GOOD_ANSWERS = [
     "France's capital is Paris, the largest city of France.",
 ]
 NEW_PAGES = ["/compare", "/conversations", "/runs", "/", "/results", "/settings", "/evals/new"]
-
-
-def no_horizontal_scroll(page: Any) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    inner = page.evaluate("window.innerWidth")
-    assert width <= inner, f"{page.url}: {width} px wide in a {inner} px window"
 
 
 def test_compare_conversations_runs_backtest_and_live_edit(tmp_path: Path) -> None:

@@ -7,18 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from browser import CHROMIUM_ARGS, need_browser
+from browser import CHROMIUM_ARGS, need_browser, shot
 from simeval.service import Service
 from simeval.web.server_process import running_server
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 REF = "Paris is the capital of France and its largest city."
 LONG = ("capital_city_answers_" * 10)[:200]  # 200 characters with no place to break a line
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
 def seed(db: str) -> None:

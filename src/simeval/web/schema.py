@@ -240,7 +240,14 @@ OPTIONS = {
         "negation": _maybe({"type": "number", "minimum": 0, "maximum": 1}),
         "scale": _maybe({"enum": list(SCALES)}),
         "synonyms": GROUPS,
-        "required": {"anyOf": [*TERMS["anyOf"], _TERMS_TEXT]},
+        # a number among them is its digits (YAML reads "9" in [nine, 9] as a number)
+        "required": {
+            "anyOf": [
+                {"type": "array", "items": {"anyOf": [TERM, {"type": "number"}]}},
+                {"type": "null"},
+                _TERMS_TEXT,
+            ]
+        },
     },
 }
 
