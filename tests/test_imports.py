@@ -148,7 +148,7 @@ LAYERS = [
     ("simeval.service", "simeval.runs"),
     ("simeval.store",),
     ("simeval.scoring",),
-    ("simeval.errors", "simeval.checks", "simeval.lazy", "simeval.vocabulary"),
+    ("simeval.errors", "simeval.checks", "simeval.lazy", "simeval.vocabulary", "simeval.keepalive"),
 ]
 
 

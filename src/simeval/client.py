@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import contextlib
 import http.client
 import json
 import logging
@@ -44,6 +43,7 @@ from urllib.parse import urlsplit
 
 from simeval.checks import check_capture, check_capture_key
 from simeval.errors import InvalidInput
+from simeval.keepalive import KeepAlive
 
 log = logging.getLogger("simeval.client")
 
@@ -86,8 +86,6 @@ class Client:
         if not 1 <= batch_size <= MAX_BATCH:
             raise InvalidInput(f"batch_size must be in [1, {MAX_BATCH}], not {batch_size!r}")
         self.url = url.rstrip("/")
-        self._parts = parts
-        self._path = parts.path + BATCH_PATH
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -104,7 +102,7 @@ class Client:
         self._cond = threading.Condition()
         self._closing = False
         self._deadline = float("inf")  # when sending stops trying, once closing
-        self._conn: http.client.HTTPConnection | None = None
+        self._http = KeepAlive(parts._replace(path=parts.path + BATCH_PATH, query=""), timeout)
         self._thread = self._start_sender()
         ref = weakref.ref(self)
         self._exit_hook = lambda: _at_exit(ref)
@@ -124,7 +122,7 @@ class Client:
         self._queue = collections.deque()
         self._inflight = 0
         self.sent = self.dropped = 0
-        self._conn = None  # not closed: closing would not touch the parent's, but is not ours
+        self._http.forget()  # not closed: closing would not touch the parent's, but is not ours
         self._thread = self._start_sender()  # closed already: it ends at once, queue empty
         util = sys.modules.get("multiprocessing.util")
         if util is not None:
@@ -266,38 +264,16 @@ class Client:
     def _post(self, batch: list[bytes]) -> tuple[int, str]:
         body = b'{"captures":[' + b",".join(batch) + b"]}"
         try:
-            conn = self._connection()
-            conn.request("POST", self._path, body, self._headers)
-            response = conn.getresponse()
-            text = response.read()
-            if response.getheader("connection", "").lower() == "close":
-                self._reset()
-            if response.status in (200, 201):
-                return response.status, ""
-            try:
-                detail = str(json.loads(text).get("error", text[:200]))
-            except (ValueError, AttributeError):
-                detail = text[:200].decode("utf-8", "replace")
-            return response.status, f"HTTP {response.status}: {detail}"
+            status, text, _ = self._http.post(body, self._headers)
         except (OSError, http.client.HTTPException) as exc:
-            self._reset()
             return 0, f"{type(exc).__name__}: {exc}"
-
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            cls = (
-                http.client.HTTPSConnection
-                if self._parts.scheme == "https"
-                else http.client.HTTPConnection
-            )
-            self._conn = cls(self._parts.hostname or "", self._parts.port, timeout=self.timeout)
-        return self._conn
-
-    def _reset(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+        if status in (200, 201):
+            return status, ""
+        try:
+            detail = str(json.loads(text).get("error", text[:200]))
+        except (ValueError, AttributeError):
+            detail = text[:200].decode("utf-8", "replace")
+        return status, f"HTTP {status}: {detail}"
 
 
 def _utcnow() -> Any:

@@ -47,7 +47,6 @@ import json
 import logging
 import os
 import random
-import socket
 import threading
 import time
 import urllib.parse
@@ -56,6 +55,7 @@ from typing import Any
 
 from simeval import __version__
 from simeval.errors import InvalidInput
+from simeval.keepalive import KeepAlive
 from simeval.scoring.explain import missing_terms
 from simeval.scoring.required import missing_required
 from simeval.scoring.scorer import get_scorer
@@ -199,7 +199,6 @@ class ScoreExporter:
         encoding: str | None = None,
     ):
         self.url = check_export_url(url)
-        self._parts = urllib.parse.urlsplit(self.url)
         self.service = service
         self.max_queue = max_queue
         self.batch_size = batch_size
@@ -229,7 +228,7 @@ class ScoreExporter:
         self._cond = threading.Condition()
         self._closing = False
         self._deadline = float("inf")
-        self._conn: http.client.HTTPConnection | None = None
+        self._http = KeepAlive(urllib.parse.urlsplit(self.url), timeout)
         self._scorers: dict[tuple[int, int], Any] = {}
         self._thread = threading.Thread(target=self._run, name="simeval-otlp-export", daemon=True)
         self._thread.start()
@@ -282,12 +281,10 @@ class ScoreExporter:
             self._deadline = time.monotonic() + timeout
             self._cond.notify_all()
         self._thread.join(timeout + 1)
-        conn = self._conn
-        if self._thread.is_alive() and conn is not None and conn.sock is not None:
-            # still waiting on a receiver that hangs: shutdown wakes its read, which then
-            # fails at once and is not retried (closing alone would not wake it)
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._thread.is_alive():
+            # still waiting on a receiver that hangs: its read is woken, fails at once and
+            # is not retried
+            self._http.interrupt()
             self._thread.join(1)
 
     # -- the sending thread ---------------------------------------------------------------------
@@ -349,41 +346,16 @@ class ScoreExporter:
     def _post(self, body: bytes) -> tuple[int, str, float | None]:
         """(status, a one-line detail, Retry-After seconds); status 0 when unreachable."""
         try:
-            conn = self._connection()
-            conn.request("POST", self._path(), body, self._headers)
-            response = conn.getresponse()
-            text = response.read(4096)
-            if response.getheader("connection", "").lower() == "close":
-                self._reset()
-            if response.status in (200, 202):
-                return response.status, "", None
-            retry_after = None
-            with contextlib.suppress(TypeError, ValueError):
-                retry_after = max(0.0, float(response.getheader("retry-after") or ""))
-            shown = text[:200].decode("utf-8", "replace").strip()
-            return response.status, f"HTTP {response.status}: {shown}", retry_after
+            status, text, retry_header = self._http.post(body, self._headers, limit=4096)
         except (OSError, http.client.HTTPException) as exc:
-            self._reset()
             return 0, f"{type(exc).__name__}: {exc}", None
-
-    def _path(self) -> str:
-        return self._parts.path + (f"?{self._parts.query}" if self._parts.query else "")
-
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            cls = (
-                http.client.HTTPSConnection
-                if self._parts.scheme == "https"
-                else http.client.HTTPConnection
-            )
-            self._conn = cls(self._parts.hostname or "", self._parts.port, timeout=self.timeout)
-        return self._conn
-
-    def _reset(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+        if status in (200, 202):
+            return status, "", None
+        retry_after = None
+        with contextlib.suppress(ValueError):
+            retry_after = max(0.0, float(retry_header))
+        shown = text[:200].decode("utf-8", "replace").strip()
+        return status, f"HTTP {status}: {shown}", retry_after
 
     # -- the events -----------------------------------------------------------------------------
     def _records(self, capture: CaptureOut, when: int) -> list[dict[str, Any]]:
