@@ -145,6 +145,7 @@ def test_captures_to_a_dataset_and_accept(client: TestClient) -> None:
         ("post", "/api/datasets", {"name": "g", "cases": [{"input": "q", "references": "r"}]}, 409),
         ("patch", "/api/datasets/g/cases/zz", {"input": "x"}, 404),
         ("patch", "/api/datasets/g/cases/1", {"references": [""]}, 400),
+        ("patch", "/api/datasets/g/cases/1", {"references": []}, 400),  # not "no change"
         ("patch", "/api/datasets/nope/cases/1", {"input": "x"}, 404),
         ("delete", "/api/datasets/g/cases/1", None, 409),
         ("get", "/api/datasets/g?version=5", None, 404),

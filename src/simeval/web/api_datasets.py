@@ -227,7 +227,10 @@ def edit_case(
             name,
             case_id,
             input=body.input if "input" in given and body.input is not None else UNSET,
-            references=body.references if "references" in given and body.references else UNSET,
+            # [] is refused by the service (a case needs an answer), not taken as "no change"
+            references=body.references
+            if "references" in given and body.references is not None
+            else UNSET,
             metadata=body.metadata if "metadata" in given else UNSET,
         )
     )
