@@ -210,7 +210,7 @@ def load_evals(path: str) -> tuple[EvalDef, ...]:
     control is the definition a CI run checks. Errors name the file and the eval.
     """
     from simeval.scoring.scorer import read_text_file
-    from simeval.service import parse_evals_document, validate_evals_document
+    from simeval.service.evalfiles import parse_evals_document, validate_evals_document
 
     doc = parse_evals_document(read_text_file(path, "evals"), path)
     entries = validate_evals_document(doc, path)
