@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from simeval.service.overview import SORTS, OverviewOut
-from simeval.web.api import ServiceDep
+from simeval.web.api.common import ServiceDep
 from simeval.web.schema import ERRORS
 
 router = APIRouter(prefix="/api", responses=ERRORS)

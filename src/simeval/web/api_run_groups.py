@@ -22,7 +22,7 @@ from simeval.service.run_groups import (
     GroupCasesPage,
     RunGroupOut,
 )
-from simeval.web.api import ServiceDep
+from simeval.web.api.common import ServiceDep
 from simeval.web.idf_files import shown_idf
 from simeval.web.schema import ERRORS, NO_NUL, bounds
 

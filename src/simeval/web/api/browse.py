@@ -1,0 +1,121 @@
+"""Captures, conversations and stored runs, as listed and read one by one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
+
+from simeval.checks import (
+    MAX_ID,
+    MAX_OFFSET,
+)
+from simeval.service.models import (
+    CaptureOut,
+    ConversationDetail,
+    RunOut,
+)
+from simeval.web import schema as declared
+from simeval.web.api.common import RunId, ServiceDep, json_reply
+
+router = APIRouter()
+
+
+@router.get("/captures", tags=["captures"])
+def list_captures(
+    service: ServiceDep,
+    meta: Annotated[list[str] | None, declared.meta("Metadata KEY:VALUE; repeatable.")] = None,
+    conversation_id: Annotated[str | None, declared.text()] = None,
+    since: Annotated[str | None, declared.when("ISO time or an age like 7d.")] = None,
+    until: Annotated[str | None, declared.when("ISO time or an age.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+) -> JSONResponse:
+    """Captures, newest first, with their metadata and results."""
+    filters: dict[str, Any] = {
+        "meta": meta,
+        "conversation_id": conversation_id,
+        "since": since,
+        "until": until,
+    }
+    items = service.list_captures(limit=limit, offset=offset, **filters)
+    return JSONResponse(
+        {
+            "total": service.count_captures(**filters),
+            "limit": limit,
+            "offset": offset,
+            "captures": [c.model_dump(mode="json") for c in items],
+        }
+    )
+
+
+@router.get("/captures/{capture_id}", response_model=CaptureOut, tags=["captures"])
+def get_capture(
+    capture_id: Annotated[
+        int, Path(ge=1, le=MAX_ID, description="A capture's id"), declared.DIGITS
+    ],
+    service: ServiceDep,
+) -> JSONResponse:
+    """One capture with its metadata and results."""
+    return json_reply(service.get_capture(capture_id))
+
+
+@router.get("/conversations", tags=["captures"])
+def list_conversations(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+) -> JSONResponse:
+    """Conversations, most recently active first: turns, pass rate, last activity."""
+    items = service.list_conversations(limit=limit, offset=offset)
+    return JSONResponse(
+        {
+            "total": service.count_conversations(),
+            "limit": limit,
+            "offset": offset,
+            "conversations": [c.model_dump(mode="json") for c in items],
+        }
+    )
+
+
+@router.get(
+    "/conversations/{conversation_id}", response_model=ConversationDetail, tags=["captures"]
+)
+def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
+    """A conversation's turns in order, each with its input, output and results."""
+    return json_reply(service.get_conversation(conversation_id))
+
+
+@router.get("/runs", tags=["runs"])
+def list_runs(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+) -> JSONResponse:
+    """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status."""
+    items = service.list_runs(limit=limit, offset=offset)
+    return JSONResponse(
+        {
+            "total": service.count_runs(),
+            "limit": limit,
+            "offset": offset,
+            "runs": [r.model_dump(mode="json") for r in items],
+        }
+    )
+
+
+@router.get("/runs/{run_id}", tags=["runs"])
+def get_run(run_id: RunId, service: ServiceDep) -> JSONResponse:
+    """A stored run: its summary, pass rate, mean score and its worst rows."""
+    run = service.get_run(run_id)
+    worst = service.run_worst(run_id, 10)
+    return JSONResponse(
+        {**run.model_dump(mode="json"), "worst": [r.model_dump(mode="json") for r in worst]}
+    )
+
+
+@router.delete("/runs/{run_id}", response_model=RunOut, tags=["runs"])
+def delete_run(run_id: RunId, service: ServiceDep) -> JSONResponse:
+    """Delete a run and its rows (409 while it is still being stored)."""
+    return json_reply(service.delete_run(run_id))
