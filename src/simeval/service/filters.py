@@ -6,19 +6,13 @@ No database here: the eval a filter names is looked up by the service when it li
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from simeval.checks import check_id, check_storable, parse_time
 from simeval.errors import InvalidInput, InvalidType
-
-
-def meta_text(value: Any) -> str:
-    """A metadata value as a filter compares it: strings as they are, anything else as JSON
-    (``2`` matches ``engine=2``, ``true`` matches ``flag=true``)."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+from simeval.store.meta_index import meta_text
 
 
 def parse_meta(values: Any) -> tuple[tuple[str, str], ...]:

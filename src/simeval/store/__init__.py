@@ -12,6 +12,7 @@ the same suites.
 - ``database``: ``Store``, one database's read, write and driver-level write transactions.
 - ``sql``: the inserts written through the driver (the hot paths), the trend's time buckets.
 - ``packing``: the packed form of a capture's results.
+- ``meta_index``: which capture metadata the ``capture_meta`` side table indexes.
 
 Each name is imported from its module on first use, so a process pays only for the parts it
 uses: the packing alone needs no SQLAlchemy, the engine's helpers no ORM.
@@ -42,6 +43,14 @@ if TYPE_CHECKING:
         make_engine,
         resolve_db_url,
     )
+    from simeval.store.meta_index import (
+        DEFAULT_INDEXED_KEYS,
+        MAX_INDEXED_VALUE,
+        answerable,
+        index_entries,
+        indexed_keys,
+        meta_text,
+    )
     from simeval.store.migrate import (
         HEAD_REVISION,
         MIGRATE_LOCK,
@@ -56,6 +65,8 @@ if TYPE_CHECKING:
         AlertRule,
         Base,
         Capture,
+        CaptureMeta,
+        Conversation,
         Dataset,
         DatasetCase,
         DatasetVersion,
@@ -67,7 +78,9 @@ if TYPE_CHECKING:
         Run,
         Setting,
         TrendRollup,
+        capture_meta_table,
         captures_table,
+        conversations_table,
         results_table,
     )
     from simeval.store.packing import (
@@ -119,6 +132,8 @@ _MODULES = {
         "AlertRule",
         "Base",
         "Capture",
+        "CaptureMeta",
+        "Conversation",
         "Dataset",
         "DatasetCase",
         "DatasetVersion",
@@ -130,8 +145,18 @@ _MODULES = {
         "Run",
         "Setting",
         "TrendRollup",
+        "capture_meta_table",
         "captures_table",
+        "conversations_table",
         "results_table",
+    ),
+    "simeval.store.meta_index": (
+        "DEFAULT_INDEXED_KEYS",
+        "MAX_INDEXED_VALUE",
+        "answerable",
+        "index_entries",
+        "indexed_keys",
+        "meta_text",
     ),
     "simeval.store.packing": (
         "PACK_HEAD",
@@ -164,7 +189,9 @@ __getattr__, __dir__ = lazy_face(__name__, _HOMES)
 __all__ = [
     "BUSY_TIMEOUT_S",
     "CAPTURE_LOCK",
+    "DEFAULT_INDEXED_KEYS",
     "HEAD_REVISION",
+    "MAX_INDEXED_VALUE",
     "MIGRATE_LOCK",
     "MIGRATIONS_DIR",
     "PACK_HEAD",
@@ -175,6 +202,8 @@ __all__ = [
     "AlertRule",
     "Base",
     "Capture",
+    "CaptureMeta",
+    "Conversation",
     "DatabaseBusyError",
     "Dataset",
     "DatasetCase",
@@ -190,21 +219,27 @@ __all__ = [
     "Store",
     "TrendRollup",
     "alembic_config",
+    "answerable",
     "bind_processor",
     "bucket_start",
     "bulk_insert",
+    "capture_meta_table",
     "captures_table",
     "check_sqlite_file",
+    "conversations_table",
     "database_problem",
     "default_db_path",
     "describe_url",
     "f64_bytes",
     "head_revision",
     "i32_bytes",
+    "index_entries",
+    "indexed_keys",
     "insert_row",
     "is_locked",
     "le_bytes",
     "make_engine",
+    "meta_text",
     "pack_parts",
     "pack_results",
     "packed_fingerprints",

@@ -396,3 +396,48 @@ Index(
     postgresql_where=_alerts.status == "open",
 )
 Index("ix_alert_deliveries_alert_id", cast(Table, AlertDelivery.__table__).c.alert_id)
+
+
+class CaptureMeta(Base):
+    """A capture's indexed metadata (migration 0010; ``simeval.store.meta_index``): one row per
+    capture and indexed key, with the value as a filter compares it and the capture's time,
+    so a metadata filter reads the captures it returns, newest first, from one index."""
+
+    __tablename__ = "capture_meta"
+
+    capture_id: Mapped[int] = mapped_column(
+        ForeignKey("captures.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))
+    captured_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+capture_meta_table = cast(Table, CaptureMeta.__table__)
+_meta = capture_meta_table.c
+Index("ix_capture_meta_lookup", _meta.key, _meta.value, _meta.captured_at, _meta.capture_id)
+
+
+class Conversation(Base):
+    """A conversation's summary (migration 0010), kept with every capture of it in the
+    capture's transaction: turns, first and last activity, the last turn, and the automated
+    result and pass counts (reviews are applied on read). Listing conversations reads these
+    rows, newest activity first, instead of grouping every capture."""
+
+    __tablename__ = "conversations"
+
+    conversation_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    turns: Mapped[int] = mapped_column(Integer)
+    first_at: Mapped[datetime] = mapped_column(DateTime)
+    last_at: Mapped[datetime] = mapped_column(DateTime)
+    last_capture_id: Mapped[int] = mapped_column(Integer)
+    results: Mapped[int] = mapped_column(Integer)
+    passes: Mapped[int] = mapped_column(Integer)
+
+
+conversations_table = cast(Table, Conversation.__table__)
+Index(
+    "ix_conversations_last_at",
+    conversations_table.c.last_at,
+    conversations_table.c.conversation_id,
+)
