@@ -4,6 +4,7 @@ examples calibration learns from. Where results live and how they are filtered i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from itertools import islice
 from typing import Any
@@ -115,7 +116,7 @@ class ResultsMixin(QueriesMixin):
             for i, n, t in s.execute(select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids)))
         }
         refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
-        out = [self._result_out(r, names, refs, explain) for r in rows]
+        out = [self._result_out(r, names, refs, explain, s) for r in rows]
         if explain:
             # a run row stored without its explanation (only where it came from): explained
             # now, from its own texts and the scorer options its run kept
@@ -148,6 +149,7 @@ class ResultsMixin(QueriesMixin):
         names: dict[int, tuple[str, str]],
         refs: dict[tuple[int, int], list[str]],
         explain: bool,
+        session: Session | None = None,
     ) -> ResultOut:
         cap, run = r.capture, r.run_row
         explanation = None
@@ -156,7 +158,7 @@ class ResultsMixin(QueriesMixin):
             ref_list = refs.get((r.eval_id, r.eval_version), [])  # type: ignore[arg-type]
             matched = ref_list[r.matched_index] if r.matched_index < len(ref_list) else None
             if explain and ref_list:
-                explanation = self._explain(r, input_, output, ref_list)
+                explanation = self._explain(r, input_, output, ref_list, session)
         else:
             assert run is not None
             input_, output, conv = run.input or "", run.output or "", None
@@ -187,8 +189,17 @@ class ResultsMixin(QueriesMixin):
             created_at=as_utc(r.created_at),
         )
 
-    def _explain(self, r: Row, input: str, output: str, references: list[str]) -> dict[str, Any]:
-        with self.store.read() as s:
+    def _explain(
+        self,
+        r: Row,
+        input: str,
+        output: str,
+        references: list[str],
+        session: Session | None = None,
+    ) -> dict[str, Any]:
+        # in the caller's read when it has one: an in-memory database has one connection,
+        # which cannot open a second transaction
+        with contextlib.nullcontext(session) if session else self.store.read() as s:
             version = s.scalar(
                 select(EvalVersion).where(
                     EvalVersion.eval_id == r.eval_id, EvalVersion.version == r.eval_version
