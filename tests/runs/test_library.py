@@ -157,6 +157,7 @@ WRITER_MAY_LOAD = (
     "simeval.scoring.synonyms",  # explanations mark synonym matches (small)
     "simeval.service.base",
     "simeval.service.checks",
+    "simeval.service.cursor",  # the runs listing's keyset cursor (stdlib only)
     "simeval.service.runs",
     "simeval.service.runstatus",
     "simeval.store",

@@ -112,3 +112,19 @@ def test_calibrate_eval_from_reviews_and_apply(svc: Service) -> None:
     if applied["changed"]:
         assert (ev.version, ev.status, applied["status_before"]) == (2, "active", "active")
         assert (applied["active_version"], applied["pending_version"]) == (1, 2)
+
+
+def test_capture_many_counts_equal_the_stored_results(svc: Service) -> None:
+    # a second eval whose required term fails an output whatever its score: the counts come
+    # from the packed verdicts, and must be the verdicts read back
+    svc.create_eval("seine", REFERENCE, threshold=0.3, options={"required": ["Seine"]})
+    svc.test_eval("seine", QUESTION, GOOD)
+    svc.activate_eval("seine")
+    rows = [{"output": out} for out in (GOOD, POOR, "The capital of France is Paris.") * 5]
+    report = svc.capture_many(rows)
+    stored = [r for c in svc.list_captures(limit=100) for r in c.results]
+    assert report.results == len(stored) == 30
+    assert report.passed == sum(r.passed for r in stored)
+    assert report.failed == sum(not r.passed for r in stored)
+    # the required term decided at least one verdict the score alone would not have
+    assert any(not r.passed and r.score >= r.threshold for r in stored)

@@ -502,11 +502,21 @@ def test_export_csv_and_json(client: TestClient) -> None:
 # -- settings ------------------------------------------------------------------------------
 def test_settings(client: TestClient) -> None:
     s = client.get("/api/settings").json()
-    assert s == {"auto_evaluate": True, "retention_days": None, "otlp_export": None}
+    assert s == {
+        "auto_evaluate": True,
+        "retention_days": None,
+        "otlp_export": None,
+        "indexed_meta": [],
+    }
     s = client.patch("/api/settings", json={"retention_days": 30}).json()
     assert s["retention_days"] == 30 and s["auto_evaluate"] is True
     s = client.patch("/api/settings", json={"auto_evaluate": False}).json()
-    assert s == {"auto_evaluate": False, "retention_days": 30, "otlp_export": None}
+    assert s == {
+        "auto_evaluate": False,
+        "retention_days": 30,
+        "otlp_export": None,
+        "indexed_meta": [],
+    }
     s = client.patch("/api/settings", json={"retention_days": None}).json()
     assert s["retention_days"] is None
     s = client.patch("/api/settings", json={"otlp_export": "http://127.0.0.1:4318"}).json()

@@ -38,12 +38,19 @@ def print_compare(report: CompareReport) -> None:
     """The comparison as a table per eval and the regressed cases."""
     console.print(f"A: {escape(report.a)}", soft_wrap=True)
     console.print(f"B: {escape(report.b)}", soft_wrap=True)
+    if report.sampled:
+        console.print(
+            f"sampled: a side held more than {report.limit:,} results; compared on "
+            f"{escape(report.sampled)}",
+            soft_wrap=True,
+        )
     for e in report.evals:
         a, b = e.a, e.b
         console.print(f"\n[bold]{escape(e.eval)}[/bold]: {e.verdict}", soft_wrap=True)
         table = Table("", "n", "pass rate", "mean score")
-        table.add_row("A", str(a.n), percent(a.pass_rate), decimal(a.mean_score))
-        table.add_row("B", str(b.n), percent(b.pass_rate), decimal(b.mean_score))
+        for key, side in (("A", a), ("B", b)):
+            n = str(side.n) if side.total in (None, side.n) else f"{side.n} of {side.total}"
+            table.add_row(key, n, percent(side.pass_rate), decimal(side.mean_score))
         if e.score_diff is not None and e.pass_rate_diff is not None:
             table.add_row(
                 "B − A",

@@ -398,12 +398,14 @@ def export_results(
     where: ResultFilter,
     db: str | None,
 ) -> None:
-    """Export results to FILE (default stdout) as CSV or JSON, oldest first.
+    """Export results to FILE (default stdout) as CSV or JSON, oldest first, streamed (the
+    memory it holds does not grow with the results).
 
-    Columns: result_id, capture_id, run_id, conversation_id, captured_at, eval_name,
-    eval_type, eval_version, input, output, score (automated), pass (reviews win),
+    Columns: result_id, capture_id, run_id, run_status, conversation_id, captured_at,
+    eval_name, eval_type, eval_version, input, output, score (automated), pass (reviews win),
     automated_pass, threshold, human_override_score, human_override_note, reviewed_at,
-    fingerprint, matched_reference. A file is written whole or not at all.
+    fingerprint, matched_reference, metadata, reasoning (the verdict in one line, a failing
+    result's missing terms named), missing_required. A file is written whole or not at all.
 
     \b
     Examples:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 
 import click
 
@@ -138,6 +139,15 @@ def server_url(host: str, port: int) -> str:
     help="Evaluate the alert rules (simeval alerts) this often, besides after each stored "
     "capture; 0 watches no rules.",
 )
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    metavar="N",
+    help="Server processes sharing the port (1-64), for a team's server (PostgreSQL, or "
+    "SQLite on one machine): requests run in parallel on spare cores, one process runs the "
+    "alert watcher, /api/health names the worker that answered.",
+)
 def serve(
     host: str,
     port: int,
@@ -150,6 +160,7 @@ def serve(
     upstream: str | None,
     otlp_export: str | None,
     alert_interval: float,
+    workers: str,
 ) -> None:
     """Start Eval Studio and the HTTP API (JSON under /api, docs at /docs).
 
@@ -165,11 +176,15 @@ def serve(
         simeval serve --upstream https://api.openai.com/v1
         simeval serve --otlp-export http://127.0.0.1:4318
         simeval serve --db postgresql+psycopg://simeval@db/evals --forwarded-allow-ips 127.0.0.1
+        simeval serve --db postgresql+psycopg://simeval@db/evals --workers 4
     """
     import uvicorn
 
     from simeval.web.app import create_app
     from simeval.web.security import check_bind
+    from simeval.web.workers import check_workers
+
+    processes = check_workers(workers)  # a SimevalError: one line, exit 2
 
     if upstream is not None:
         upstream = check_upstream(upstream)
@@ -179,6 +194,31 @@ def serve(
         check_export_url(otlp_export)  # a SimevalError: one line, exit 2
     token = os.environ.get("SIMEVAL_TOKEN") or None
     check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
+    uvicorn_options: dict[str, Any] = {
+        "log_level": log_level,
+        "access_log": log_level in ("info", "debug"),
+        "server_header": False,
+        "proxy_headers": True,
+        "forwarded_allow_ips": forwarded_allow_ips,
+    }
+    if processes > 1:
+        from simeval.cli.serve_workers import WorkerSettings, serve_workers
+        from simeval.service.database import resolve_db_url
+
+        resolved = resolve_db_url(db)  # every worker opens this one database
+        settings = WorkerSettings(
+            token=token,
+            max_body=max_body,
+            lock_wait=lock_wait,
+            idf_dir=idf_dir,
+            upstream=upstream,
+            otlp_export=otlp_export,
+            alert_interval=alert_interval or None,
+        )
+        sock = listen(host, port)
+        url = server_url(host, sock.getsockname()[1])
+        serve_workers(sock, url, resolved, db_label(resolved), processes, settings, uvicorn_options)
+        return
     sock = listen(host, port)
     app = create_app(
         db,
@@ -205,14 +245,7 @@ def serve(
     if not service.list_evals(include_archived=True):
         click.echo("No evals yet: open the studio and click 'Create an example eval'.")
     click.echo("Press Ctrl+C to stop.")
-    config = uvicorn.Config(
-        app,
-        log_level=log_level,
-        access_log=log_level in ("info", "debug"),
-        server_header=False,
-        proxy_headers=True,
-        forwarded_allow_ips=forwarded_allow_ips,
-    )
+    config = uvicorn.Config(app, **uvicorn_options)
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])

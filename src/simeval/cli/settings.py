@@ -34,12 +34,20 @@ RETENTION_VALUES = (*map(str, RETENTION_CHOICES), "forever")
     help="OTLP/HTTP endpoint `simeval serve` sends each result to from its next start "
     '("" sends nothing).',
 )
+@click.option(
+    "--indexed-meta",
+    default=None,
+    metavar="KEYS",
+    help="Metadata keys to index beside the defaults, comma-separated (filters on them are "
+    'answered by the database; the stored captures are indexed now; "" declares none).',
+)
 @db_option
 @json_option
 def settings(
     auto_eval: bool | None,
     retention: str | None,
     otlp_export: str | None,
+    indexed_meta: str | None,
     db: str | None,
     as_json: bool,
 ) -> None:
@@ -50,6 +58,7 @@ def settings(
         simeval settings
         simeval settings --retention 30 --no-auto-eval
         simeval settings --otlp-export http://127.0.0.1:4318
+        simeval settings --indexed-meta team,region
     """
     from simeval.service import UNSET
     from simeval.service.database import describe_url
@@ -62,6 +71,9 @@ def settings(
             auto_evaluate=auto_eval,
             retention_days=days,
             otlp_export=UNSET if otlp_export is None else otlp_export,
+            indexed_meta=UNSET
+            if indexed_meta is None
+            else [k.strip() for k in indexed_meta.split(",") if k.strip()],
         )
         where = describe_url(svc.url)
     if as_json:
@@ -72,6 +84,8 @@ def settings(
     kept = "forever" if out.retention_days is None else f"{out.retention_days} days"
     console.print(f"retention: {kept}")
     console.print(f"scores out (OTLP): {escape(out.otlp_export or 'none')}")
+    declared = ", ".join(out.indexed_meta) if out.indexed_meta else "none"
+    console.print(f"indexed metadata keys (beside the defaults): {escape(declared)}")
 
 
 @click.command("cleanup")

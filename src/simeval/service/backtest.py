@@ -41,12 +41,32 @@ from simeval.service.evals import EvalsMixin
 from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
 from simeval.service.rollup import Key, Sums, add_sums, hour_of, watermark
 from simeval.store import CAPTURE_LOCK, Capture, Eval, pack_results, unpack_results
+from simeval.store.meta_rollup import add_capture_changes
+from simeval.store.summaries import conversations_of, recompute_conversations
 
 BACKTEST_DEFAULT = 500
 BACKTEST_MAX = 10_000
 BACKTEST_DAYS = 30
 _RESCORE_CHUNK = 500
 UNSCORED_MAX = 100_000  # captures counted for the Rescore button at most
+
+
+def _count(
+    sums: dict[Key, Sums],
+    by_capture: dict[int, Any],
+    cid: int,
+    when: Any,
+    entry: tuple[Any, ...],
+    sign: int,
+) -> None:
+    """A counted capture's packed ``entry`` (eval id, version, score, passed, threshold,
+    matched, fingerprint) added to (``sign`` 1) or taken from (-1) the rollups' changes:
+    ``trend_rollup``'s by key, ``meta_rollup``'s by capture (its pairs read later)."""
+    acc = sums.setdefault((hour_of(when), entry[0], entry[1], entry[6]), Sums())
+    acc.count += sign
+    acc.total += sign * entry[2]
+    acc.passes += sign * int(entry[3])
+    by_capture.setdefault(cid, (when, []))[1].append((entry[0], sign, sign * int(entry[3])))
 
 
 def _spec(ev: Eval) -> EvalSpec:
@@ -252,6 +272,7 @@ class BacktestMixin(EvalsMixin):
                     s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
                 mark = watermark(s)
                 sums: dict[Key, Sums] = {}
+                by_capture: dict[int, Any] = {}  # meta_rollup's changes: (hour, [entries])
                 added = passed = replaced = 0  # counted here: a retried transaction starts again
                 rows = s.execute(
                     select(Capture.id, Capture.captured_at, Capture.scores).where(
@@ -273,28 +294,26 @@ class BacktestMixin(EvalsMixin):
                         entries[at] = new
                         replaced += 1
                         if cid <= mark:
-                            k = (hour_of(when), eval_id, old[1], old[6])
-                            acc = sums.setdefault(k, Sums())
-                            acc.count -= 1
-                            acc.total -= old[2]
-                            acc.passes -= old[3]
+                            _count(sums, by_capture, cid, when, old, -1)
                     else:
                         entries.append(new)
                     blobs.append({"b_id": cid, "scores": pack_results(entries)})
                     added += 1
                     passed += r.passed
                     if cid <= mark:  # the rollup counted this capture: add the new entry
-                        k = (hour_of(when), eval_id, r.version, r.fingerprint)
-                        acc = sums.setdefault(k, Sums())
-                        acc.count += 1
-                        acc.total += r.score
-                        acc.passes += r.passed
+                        _count(sums, by_capture, cid, when, new, 1)
                 if blobs:
                     table = cast(Table, Capture.__table__)
                     s.connection().execute(
                         update(table).where(table.c.id == bindparam("b_id")), blobs
                     )
+                    # their conversations' result and pass counts changed with the blobs
+                    touched = conversations_of(
+                        s.connection(), [cast(int, b["b_id"]) for b in blobs]
+                    )
+                    recompute_conversations(s.connection(), touched)
                 add_sums(s.connection(), sums)
+                add_capture_changes(s.connection(), by_capture)
                 return added, passed, replaced
 
             added, passed, replaced = self._write(work)

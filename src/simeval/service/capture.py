@@ -11,12 +11,12 @@ import operator
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from itertools import islice
+from datetime import UTC, datetime
+from itertools import chain, islice
 from typing import Any, cast
 
 import pydantic_core
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
@@ -33,8 +33,10 @@ from simeval.checks import (
 )
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.service.base import ServiceBase
+from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
 from simeval.service.checks import get_row
-from simeval.service.filters import meta_matches, parse_meta
+from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
+from simeval.service.filters import parse_meta
 from simeval.service.models import CaptureOut, CaptureResultOut
 from simeval.service.queries import (
     capture_result_id,
@@ -44,7 +46,12 @@ from simeval.service.queries import (
     version_refs,
 )
 from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
-from simeval.service.settings import AUTO_EVALUATE_KEY, REVISION_KEY
+from simeval.service.settings import (
+    AUTO_EVALUATE_KEY,
+    INDEXED_META_KEY,
+    META_WRITING_KEY,
+    REVISION_KEY,
+)
 from simeval.store import (
     Capture,
     DatabaseBusyError,
@@ -55,6 +62,8 @@ from simeval.store import (
     le_bytes,
     pick_entries,
 )
+from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, indexed_keys
+from simeval.store.summaries import add_captures
 from simeval.vocabulary import normal_meta
 
 log = logging.getLogger("simeval.service")
@@ -196,6 +205,8 @@ class CaptureMixin(ServiceBase):
     """Capture and the cache of prepared active evals it scores with."""
 
     _active: tuple[int, _Active] | None = None
+    # the metadata keys captures index (``capture_meta``), by the setting's stored value
+    _meta_keys: tuple[Any, tuple[str, ...]] = (None, DEFAULT_INDEXED_KEYS)
 
     def _prepared(self, revision: int) -> _Active:
         """The active evals, prepared once per ``revision``."""
@@ -332,9 +343,12 @@ class CaptureMixin(ServiceBase):
             active = cached[1] if auto and cached is not None else None
             stored = self._stored_keys(cur, {k for k in keys if k is not None})
             fresh: dict[str, CaptureOut] = {}
+            new: list[CaptureOut] = []
             for item, key in zip(items, keys, strict=True):
                 if key is None:
-                    outs.append(self._capture(cur, active, *item[:5], None, explain))
+                    out = self._capture(cur, active, *item[:5], None, explain)
+                    outs.append(out)
+                    new.append(out)
                 elif key in stored:
                     outs.append(stored[key])  # read back after the commit
                 elif key in fresh:
@@ -344,6 +358,14 @@ class CaptureMixin(ServiceBase):
                 else:
                     out = fresh[key] = self._capture(cur, active, *item[:5], key, explain)
                     outs.append(out)
+                    new.append(out)
+            if new:
+                # the read tables (migration 0010) in the captures' transaction
+                rows = [
+                    (o.id, o.conversation_id, o.metadata, _naive(o.captured_at), *o.result_counts())
+                    for o in new
+                ]
+                add_captures(cur, self.store.engine.dialect, rows, self._indexed_meta(flags))
         if stored:
             with self.store.read() as s:
                 found = {
@@ -363,6 +385,18 @@ class CaptureMixin(ServiceBase):
             with contextlib.suppress(DatabaseBusyError):
                 self.store.run_write(lambda s: roll_up(s.connection()))
         return done
+
+    def _indexed_meta(self, flags: dict[str, Any]) -> tuple[str, ...]:
+        """The metadata keys a capture indexes, from the settings read with its flags (the
+        keys being filled in while a change of ``indexed_meta`` is under way, else the
+        declared ones), parsed once per stored value."""
+        raw = flags.get(META_WRITING_KEY, flags.get(INDEXED_META_KEY))
+        cached = self._meta_keys
+        if raw != cached[0]:
+            declared = _json_flag(raw, None)
+            keys = indexed_keys(declared if isinstance(declared, list) else None)
+            cached = self._meta_keys = (raw, keys)
+        return cached[1]
 
     def _stored_keys(self, cur: Any, keys: set[str]) -> dict[str, int]:
         """The ids of the captures stored under ``keys`` (read in the write transaction)."""
@@ -398,6 +432,7 @@ class CaptureMixin(ServiceBase):
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
         lacking: set[tuple[int, int]] = set()  # (group, member) missing a required term
         blob = None
+        counts = None
         if active is not None:
             ids, versions, scores, thresholds, matched, passed, fps = [], [], [], [], [], [], []
             vectors: dict[int, bytes] = {}
@@ -429,6 +464,10 @@ class CaptureMixin(ServiceBase):
                     lacking.update((id(group), m) for m, x in zip(members, lacks, strict=True) if x)
                 passed.append(verdicts)
                 fps.append(bytes((cols.fp,)) * len(members))
+            verdicts_all = b"".join(passed)
+            # what a batch reports (results, passed), from the packed verdicts: no result
+            # objects made only to be counted
+            counts = (len(verdicts_all), verdicts_all.count(1))
             blob = store_mod.pack_parts(
                 active.fingerprints,
                 b"".join(ids),
@@ -436,7 +475,7 @@ class CaptureMixin(ServiceBase):
                 b"".join(scores),
                 b"".join(thresholds),
                 b"".join(matched),
-                b"".join(passed),
+                verdicts_all,
                 b"".join(fps),
             )
         capture_id = store_mod.insert_row(
@@ -466,6 +505,7 @@ class CaptureMixin(ServiceBase):
         out = CaptureOut.build(
             results if auto else [],
             results_json=results_json if auto and not explain else None,
+            counts=counts if auto else (0, 0),
             id=capture_id,
             input=input,
             output=output,
@@ -552,15 +592,28 @@ class CaptureMixin(ServiceBase):
                 )
         return rows
 
-    def _capture_out(self, s: Session, cap: Capture) -> CaptureOut:
-        rows = capture_rows(s, cap, capture_reviews(s, [cap.id]))
-        refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
+    def _captures_out(self, s: Session, caps: Sequence[Capture]) -> list[CaptureOut]:
+        """Captures as answered, their reviews, references and eval names read once for all
+        (a page of captures: three queries, not three per capture)."""
+        reviews = capture_reviews(s, [c.id for c in caps])
+        rows = [capture_rows(s, c, reviews) for c in caps]
+        pairs = {(r.eval_id, r.eval_version) for part in rows for r in part}
+        refs = version_refs(s, pairs)
+        ids = {e for e, _ in pairs}
         names: dict[int, str] = {
-            i: n
-            for i, n in s.execute(
-                select(Eval.id, Eval.name).where(Eval.id.in_({r.eval_id for r in rows}))
-            )
+            i: n for i, n in s.execute(select(Eval.id, Eval.name).where(Eval.id.in_(ids)))
         }
+        return [self._capture_out(s, c, (r, refs, names)) for c, r in zip(caps, rows, strict=True)]
+
+    def _capture_out(
+        self,
+        s: Session,
+        cap: Capture,
+        read: tuple[list[Any], dict[tuple[int, int], list[str]], dict[int, str]] | None = None,
+    ) -> CaptureOut:
+        if read is None:
+            return self._captures_out(s, [cap])[0]
+        rows, refs, names = read
         results = []
         for r in rows:
             eval_id, version = cast(int, r.eval_id), cast(int, r.eval_version)
@@ -607,30 +660,46 @@ class CaptureMixin(ServiceBase):
         meta: Any = None,
         since: Any = None,
         until: Any = None,
+        cursor: str | None = None,
     ) -> list[CaptureOut]:
         """Captures, newest first, with their results; ``meta`` takes ``KEY=VALUE`` strings
-        (all must hold), ``since``/``until`` ISO times or ages (``7d``)."""
+        (all must hold), ``since``/``until`` ISO times or ages (``7d``); ``cursor``: a page's
+        cursor (``page_captures``) instead of an ``offset``."""
+        return self.page_captures(
+            limit, offset, conversation_id, meta, since, until, cursor=cursor
+        ).items
+
+    def page_captures(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        conversation_id: str | None = None,
+        meta: Any = None,
+        since: Any = None,
+        until: Any = None,
+        cursor: str | None = None,
+    ) -> Page[CaptureOut]:
+        """A page of ``list_captures`` with its ``next_cursor`` (older captures, None at the
+        end) and ``prev_cursor`` (newer ones, None on the first page). A metadata filter on an
+        indexed key is read from ``capture_meta``'s index (``simeval.service.capture_walk``)."""
         limit, offset = check_page(limit, offset)
-        pairs = parse_meta(meta)
-        start, end = parse_time(since, "since"), parse_time(until, "until")
+        scope = _capture_scope(conversation_id, meta, since, until)
+        at = page_position(cursor, offset, "captures", (datetime, int))
         with self.store.read() as s:
-            q = select(Capture).order_by(Capture.captured_at.desc(), Capture.id.desc())
-            if conversation_id is not None:
-                cid = check_storable(str(conversation_id), "conversation_id")
-                q = q.where(Capture.conversation_id == cid)
-            if start is not None:
-                q = q.where(Capture.captured_at >= start)
-            if end is not None:
-                q = q.where(Capture.captured_at < end)
-            if not pairs:
-                return [self._capture_out(s, c) for c in s.scalars(q.limit(limit).offset(offset))]
-            q = q.where(Capture.meta.is_not(None))
-            found = (
-                c
-                for c in s.scalars(q.execution_options(yield_per=500))
-                if meta_matches(c.meta, pairs)
+
+            def fetch(at: Position | None, n: int) -> list[Capture]:
+                newest = at is None or at.direction == OLDER
+                after = None if at is None else cast(tuple[datetime, int], at.key)
+                skip = offset if at is None else 0
+                first = min(n + skip, MOST_CHUNK)
+                walk = capture_chunks(s, scope, newest=newest, after=after, first=first)
+                return list(islice(chain.from_iterable(walk), skip, skip + n))
+
+            page = keyset_page(
+                "captures", fetch, lambda c: (c.captured_at, c.id), limit, at, offset > 0
             )
-            return [self._capture_out(s, c) for c in islice(found, offset, offset + limit)]
+            items = self._captures_out(s, page.items)
+            return Page(items, page.next_cursor, page.prev_cursor)
 
     def count_captures(
         self,
@@ -640,20 +709,21 @@ class CaptureMixin(ServiceBase):
         until: Any = None,
     ) -> int:
         """How many captures ``list_captures`` gives with these filters and no limit."""
-        pairs = parse_meta(meta)
-        start, end = parse_time(since, "since"), parse_time(until, "until")
+        scope = _capture_scope(conversation_id, meta, since, until)
         with self.store.read() as s:
-            q = select(Capture.meta) if pairs else select(func.count(Capture.id))
-            if conversation_id is not None:
-                cid = check_storable(str(conversation_id), "conversation_id")
-                q = q.where(Capture.conversation_id == cid)
-            if start is not None:
-                q = q.where(Capture.captured_at >= start)
-            if end is not None:
-                q = q.where(Capture.captured_at < end)
-            if not pairs:
-                return int(s.scalar(q) or 0)
-            return sum(1 for (m,) in s.execute(q) if meta_matches(m, pairs))
+            return count_in_scope(s, scope)
+
+
+def _capture_scope(conversation_id: Any, meta: Any, since: Any, until: Any) -> CaptureScope:
+    cid = None
+    if conversation_id is not None:
+        cid = check_storable(str(conversation_id), "conversation_id")
+    return CaptureScope(
+        meta=parse_meta(meta),
+        since=parse_time(since, "since"),
+        until=parse_time(until, "until"),
+        conversation_id=cid,
+    )
 
 
 _KEY_RACE_RETRIES = 3
@@ -669,8 +739,14 @@ class _Unprepared(Exception):
 
 _FLAGS_SQL = (
     "SELECT key, value FROM settings WHERE key IN "
-    f"('{REVISION_KEY}', '{AUTO_EVALUATE_KEY}', '{ROLLUP_KEY}')"
+    f"('{REVISION_KEY}', '{AUTO_EVALUATE_KEY}', '{ROLLUP_KEY}', "
+    f"'{INDEXED_META_KEY}', '{META_WRITING_KEY}')"
 )
+
+
+def _naive(when: datetime) -> datetime:
+    """An aware time as the naive UTC the database stores."""
+    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
 
 
 def _json_flag(raw: Any, default: Any) -> Any:

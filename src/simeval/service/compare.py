@@ -11,24 +11,54 @@ A side is written as text, the same in the CLI, the API and the studio:
 
 Captured results pair by the capture metadata ``case_id`` when there is one, else by the input;
 run rows by their case id, else by the input. The statistics are in ``simeval.scoring.compare``.
+
+Every case of both sides is read, column by column (``simeval.service.compare_read``: the
+keys, scores and verdicts as numpy arrays, captured results straight from their packed blobs);
+a side of more than ``limit`` results (``MAX_RESULTS``, every eval together) is compared on a
+seeded uniform sample of case keys, the same cases on both sides, and the report says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import select
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
-from simeval.errors import InvalidInput, NotFound
-from simeval.scoring.compare import DEFAULT_RESAMPLES, DEFAULT_SEED, Case, Side, compare_sides
-from simeval.service.filters import ResultFilter, meta_text, parse_meta
+from simeval.errors import InvalidInput, NotFound, SimevalError
+from simeval.scoring.compare import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Case,
+    Cases,
+    compare_eval,
+    pair_indices,
+    sides_report,
+)
+from simeval.scoring.scorer import get_scorer
+from simeval.service.capture_walk import CaptureScope, scope_select
+from simeval.service.compare_read import (
+    MAX_RESULTS,
+    EvalColumns,
+    KeyBook,
+    SideColumns,
+    packed_columns,
+    sample_note,
+)
+from simeval.service.filters import ResultFilter, meta_matches, meta_text, parse_meta
 from simeval.service.models import CompareReport
-from simeval.service.queries import iter_rows, version_refs
+from simeval.service.queries import capture_reviews, capture_rows, version_refs
 from simeval.service.results import ResultsMixin, run_row_missing
-from simeval.store import Capture, Eval, Result, Run
+from simeval.store import Capture, Eval, EvalVersion, Result, Review, Run
 
-MAX_SIDE = 100_000  # results read per side: beyond that a comparison is a job for `run`
+_READ_CHUNK = 20_000  # rows read per step of a side
+# the cases listed in full (name, output, missing terms): made only for those
+Detail = Callable[[Sequence[int]], list[Case]]
+# and their result ids alone (side A of a listed case shows no more), None: from the detail
+Refs = Callable[[Sequence[int]], list[str | None]]
+Details = tuple[Detail, Refs | None]
 # the metadata a side picker offers: read from this many of the newest captures, at most so
 # many keys and values per key (a bounded read, whatever the number of captures)
 META_RECENT, META_KEYS, META_VALUES, META_CHARS = 2000, 30, 50, 100
@@ -102,6 +132,8 @@ class CompareMixin(ResultsMixin):
         resamples: int = DEFAULT_RESAMPLES,
         keep: int = 20,
         read_file: Callable[[str], Iterable[dict[str, Any]]] | None = None,
+        *,
+        limit: int | None = None,
     ) -> CompareReport:
         """Compare side ``b`` with side ``a``, per eval (see ``scoring.compare``): n, pass rate
         and mean score of each side, B − A with 95% bootstrap intervals, McNemar on paired
@@ -110,6 +142,11 @@ class CompareMixin(ResultsMixin):
         ``eval_name`` keeps one eval only. ``read_file`` reads a side given as a results file
         (``simeval.runs.iter_results_file``; the CLI passes it): without it a file side is
         refused, so a server never opens a path taken from a request.
+
+        Every case is read. A side holding more than ``limit`` results (every eval together;
+        None: ``MAX_RESULTS``, 10,000,000) is compared on a seeded uniform sample of case
+        keys, the same cases on both sides (``simeval.service.compare_read``): ``sampled``
+        says how, each side's ``total`` what it holds and ``n`` what was compared.
 
         >>> svc = Service(":memory:")  # doctest: +SKIP
         >>> svc.compare("run:1", "run:2").verdict  # doctest: +SKIP
@@ -121,14 +158,25 @@ class CompareMixin(ResultsMixin):
             raise InvalidInput(f"resamples must be between 100 and 20000, not {resamples}")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise InvalidInput(f"seed must be a non-negative integer, not {seed!r}")
+        if limit is None:
+            limit = MAX_RESULTS
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, not {limit!r}")
         only = None
         if eval_name:
             with self.store.read() as s:
-                only = self._find_eval(s, eval_name).name
-        sides = [self._side(spec, read_file, only) for spec in (a, b)]
-        report = compare_sides(sides[0], sides[1], seed=seed, resamples=resamples, keep=keep)
-        if not report["evals"]:
+                found = self._find_eval(s, eval_name)
+                only = (found.id, found.name)
+        book = KeyBook(seed)
+        read = [self._side(spec, read_file, only, book, limit) for spec in (a, b)]
+        level = max(side.level for side, _ in read)
+        for side, _ in read:
+            side.restrict(level)  # the deeper sample on both: kept cases stay paired
+        evals = _compare_evals(read, seed, resamples, keep)
+        if not evals:
             raise NotFound("neither side has any results to compare")
+        report = sides_report(read[0][0].label, read[1][0].label, evals, seed, resamples)
+        report.update(limit=limit, sampled=sample_note(level, seed))
         return CompareReport.model_validate(report)
 
     def metadata_values(
@@ -170,25 +218,25 @@ class CompareMixin(ResultsMixin):
         self,
         spec: str,
         read_file: Callable[[str], Iterable[dict[str, Any]]] | None,
-        only: str | None,
-    ) -> Side:
+        only: tuple[int, str] | None,
+        book: KeyBook,
+        limit: int,
+    ) -> tuple[SideColumns, Callable[[str, EvalColumns], Details]]:
         kind, what = parse_side(spec)
         if kind == "run":
-            side = self._run_side(what)
-        elif kind == "captures":
-            side = self._captures_side(spec.strip(), what)
-        else:
-            if read_file is None:
-                raise InvalidInput(
-                    f"compare side {spec!r}: give run:ID, run:latest or captures:... "
-                    "(results files are compared with the CLI)"
-                )
-            side = self._file_side(what, read_file(what))
-        if only is not None:
-            side.evals = {k: v for k, v in side.evals.items() if k == only}
-        return side
+            return self._run_side(what, only, book, limit)
+        if kind == "captures":
+            return self._captures_side(spec.strip(), what, only, book, limit)
+        if read_file is None:
+            raise InvalidInput(
+                f"compare side {spec!r}: give run:ID, run:latest or captures:... "
+                "(results files are compared with the CLI)"
+            )
+        return _file_side(what, read_file(what), only, book, limit)
 
-    def _run_side(self, what: Any) -> Side:
+    def _run_side(
+        self, what: Any, only: tuple[int, str] | None, book: KeyBook, limit: int
+    ) -> tuple[SideColumns, Callable[[str, EvalColumns], Details]]:
         with self.store.read() as s:
             if what == "latest":
                 run = s.scalar(select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(1))
@@ -198,35 +246,71 @@ class CompareMixin(ResultsMixin):
                 run = s.get(Run, what)
                 if run is None:
                     raise NotFound(f"no run with id {what}")
-            side = Side(f"run:{run.id} ({run.name})")
+            side = SideColumns(f"run:{run.id} ({run.name})", book, limit)
+            options = dict(run.options or {})
+            case_id = Result.explanation[("case", "id")].as_string()
             q = (
-                select(Result)
+                select(
+                    Result.id,
+                    Result.eval_name,
+                    func.coalesce(case_id, func.nullif(Result.input, "")),
+                    Result.score,
+                    Result.passed,
+                )
                 .where(Result.run_id == run.id)
                 .order_by(Result.id)
-                .limit(MAX_SIDE)
-                .execution_options(yield_per=2000)
             )
-            for n, r in enumerate(s.scalars(q)):
-                exp = r.explanation or {}
-                case = exp.get("case") or {}
-                cid = case.get("id")
-                key = str(cid) if cid is not None else (r.input or None)
-                name = str(cid) if cid is not None else (_short(r.input) or f"row {n + 1}")
+            if only is not None:
+                q = q.where(Result.eval_name == only[1])
+            for part in _stream(s, q):
+                n = len(part)
                 side.add(
-                    r.eval_name or "(no eval)",
-                    Case(
-                        key=key,
-                        name=name,
-                        score=r.score,
-                        passed=r.passed,
-                        output=r.output,
-                        # rows are stored without their explanation: explained only for the
-                        # cases a report lists
-                        explain=self._run_row_missing(r.id, run.options or {}),
-                        ref=f"r{r.id}",
+                    book.numbers_of([r[2] for r in part]),
+                    np.fromiter((r[0] for r in part), np.int64, n),
+                    np.fromiter(
+                        (side.eval_number(r[1] or "(no eval)", r[1] or "(no eval)") for r in part),
+                        np.int32,
+                        n,
                     ),
+                    np.fromiter((r[3] for r in part), np.float64, n),
+                    np.fromiter((bool(r[4]) for r in part), np.bool_, n),
+                    np.arange(n),
                 )
-            return side
+        return side, lambda name, cols: self._run_details(cols, options)
+
+    def _run_details(self, cols: EvalColumns, options: dict[str, Any]) -> Details:
+        def refs(idx: Sequence[int]) -> list[str | None]:
+            return [f"r{int(cols.refs[i])}" for i in idx]
+
+        def details(idx: Sequence[int]) -> list[Case]:
+            ids = [int(cols.refs[i]) for i in idx]
+            with self.store.read() as s:
+                rows = {r.id: r for r in s.scalars(select(Result).where(Result.id.in_(ids)))}
+            out = []
+            for i, rid in zip(idx, ids, strict=True):
+                r = rows.get(rid)
+                if r is None:  # deleted since: what the columns hold
+                    out.append(
+                        Case(
+                            None,
+                            f"row {rid}",
+                            float(cols.scores[i]),
+                            bool(cols.passed[i]),
+                            ref=f"r{rid}",
+                        )
+                    )
+                    continue
+                cid = ((r.explanation or {}).get("case") or {}).get("id")
+                name = str(cid) if cid is not None else (_short(r.input) or f"row {rid}")
+                # rows are stored without their explanation: explained only for the cases
+                # a report lists
+                out.append(
+                    Case(None, name, r.score, r.passed, r.output,
+                         explain=self._run_row_missing(r.id, options), ref=f"r{r.id}")
+                )  # fmt: skip
+            return out
+
+        return details, refs
 
     def _run_row_missing(self, result_id: int, options: dict[str, Any]) -> Callable[[], list[str]]:
         def missing() -> list[str]:
@@ -236,68 +320,274 @@ class CompareMixin(ResultsMixin):
 
         return missing
 
-    def _captures_side(self, label: str, sel: dict[str, Any]) -> Side:
-        side = Side(label)
+    def _captures_side(
+        self,
+        label: str,
+        sel: dict[str, Any],
+        only: tuple[int, str] | None,
+        book: KeyBook,
+        limit: int,
+    ) -> tuple[SideColumns, Callable[[str, EvalColumns], Details]]:
+        side = SideColumns(label, book, limit)
+        f = ResultFilter.parse(
+            eval_name=sel["eval"] or None, since=sel["since"], until=sel["until"], meta=sel["meta"]
+        )
+        ids_of: dict[str, int] = {}
         with self.store.read() as s:
-            f = ResultFilter.parse(
-                eval_name=sel["eval"] or None,
-                since=sel["since"],
-                until=sel["until"],
-                meta=sel["meta"],
-            )
-            names = dict(s.execute(select(Eval.id, Eval.name)).all())
-            rows = []
-            for row in iter_rows(s, f, self._eval_id(s, f), newest=False):
-                rows.append(row)
-                if len(rows) >= MAX_SIDE:
-                    break
-            refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows})
-        for row in rows:
-            cap = row.capture
-            assert cap is not None
-            meta = cap.meta if isinstance(cap.meta, dict) else {}
-            cid = meta.get("case_id")
-            key = str(cid) if cid is not None else (cap.input or None)
-            name = str(cid) if cid is not None else (_short(cap.input) or f"capture {cap.id}")
-            side.add(
-                names.get(row.eval_id, f"eval {row.eval_id}"),  # type: ignore[arg-type]
-                Case(
-                    key=key,
-                    name=name,
-                    score=row.review.score if row.review is not None else row.score,
-                    passed=row.passed,
-                    output=cap.output,
-                    explain=self._missing_of(row, refs),
-                    ref=row.id,
-                ),
-            )
-        return side
+            wanted = self._eval_id(s, f)
+            if only is not None:
+                wanted = only[0] if wanted in (None, only[0]) else -1  # -1: no eval is both
+            names: dict[int, str] = {i: name for i, name in s.execute(select(Eval.id, Eval.name))}
+            reviews: dict[tuple[int, int], float] = {}
+            for c, e, score in s.execute(
+                select(Review.capture_id, Review.eval_id, Review.score).where(
+                    Review.capture_id.is_not(None), Review.eval_id.is_not(None)
+                )
+            ):
+                reviews[(int(c or 0), int(e or 0))] = float(score)
+            scope = CaptureScope(meta=f.meta, since=f.since, until=f.until, scored=True)
+            key = func.coalesce(Capture.meta["case_id"].as_string(), func.nullif(Capture.input, ""))
+            q, checked = scope_select(s, scope, [Capture.id, key, Capture.scores])
+            reader = _CapturedChunks(side, names, reviews, wanted, checked)
+            for part in _stream(s, q):
+                reader.add(part)
+            ids_of = reader.ids_of
+        return side, lambda name, cols: self._capture_details(cols, ids_of[name])
 
-    def _missing_of(self, row: Any, refs: dict[tuple[int, int], list[str]]) -> Any:
-        def missing() -> list[str]:
-            cap = row.capture
-            ref_list = refs.get((row.eval_id, row.eval_version), [])
-            if not ref_list:
-                return []
-            exp = self._explain(row, cap.input, cap.output, ref_list)
-            return [m["term"] for m in exp.get("missing") or [] if isinstance(m, dict)]
+    def _capture_details(self, cols: EvalColumns, eval_id: int) -> Details:
+        def refs(idx: Sequence[int]) -> list[str | None]:
+            return [f"{int(cols.refs[i])}-{eval_id}" for i in idx]
 
-        return missing
+        def details(idx: Sequence[int]) -> list[Case]:
+            ids = [int(cols.refs[i]) for i in idx]
+            with self.store.read() as s:
+                rows = _capture_rows(s, set(ids), eval_id)
+                refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows.values()})
+                options = {
+                    (e, v): dict(o or {})
+                    for e, v, o in s.execute(
+                        select(EvalVersion.eval_id, EvalVersion.version, EvalVersion.options)
+                        .where(EvalVersion.eval_id == eval_id)
+                    )
+                }  # fmt: skip
+            out = []
+            for i, cid in zip(idx, ids, strict=True):
+                row = rows.get(cid)
+                if row is None:  # deleted since: what the columns hold
+                    out.append(
+                        Case(None, f"capture {cid}", float(cols.scores[i]),
+                             bool(cols.passed[i]), ref=f"{cid}-{eval_id}")
+                    )  # fmt: skip
+                    continue
+                cap = row.capture
+                meta = cap.meta if isinstance(cap.meta, dict) else {}
+                case_id = meta.get("case_id")
+                name = (
+                    str(case_id) if case_id is not None else (_short(cap.input) or f"capture {cid}")
+                )
+                score = row.review.score if row.review is not None else row.score
+                out.append(
+                    Case(None, name, score, row.passed, cap.output,
+                         explain=_missing_of(row, refs, options), ref=row.id)
+                )  # fmt: skip
+            return out
 
-    def _file_side(self, path: str, rows: Iterable[dict[str, Any]]) -> Side:
-        side = Side(path)
-        for n, row in enumerate(rows):
-            if n >= MAX_SIDE:
-                break
-            side.add(
-                row["eval"] or "(no eval)",
-                Case(
-                    key=row["case"],
-                    name=row["name"],
-                    score=row["score"],
-                    passed=row["pass"],
-                    output=row["output"],
-                    missing=row["missing_terms"],
-                ),
+        return details, refs
+
+
+def _missing_of(
+    row: Any,
+    refs: dict[tuple[int, int], list[str]],
+    options: dict[tuple[int, int], dict[str, Any]],
+) -> Callable[[], list[str]]:
+    """The reference terms a captured result's output misses (its eval version's scorer,
+    as ``get_result`` explains it), computed only when asked (the B side of a listed case)."""
+
+    def missing() -> list[str]:
+        cap = row.capture
+        at = (row.eval_id, row.eval_version)
+        ref_list = refs.get(at, [])
+        if not ref_list:
+            return []
+        try:
+            scorer = get_scorer(**options.get(at, {}))
+        except SimevalError:
+            return []  # the scorer cannot be built now: nothing to say, as get_result notes
+        exp = scorer.explain(cap.output, ref_list, top=10, input=cap.input)
+        return [t.term for t in exp.missing]
+
+    return missing
+
+
+def _compare_evals(
+    read: list[tuple[SideColumns, Callable[[str, EvalColumns], Details]]],
+    seed: int,
+    resamples: int,
+    keep: int,
+) -> list[dict[str, Any]]:
+    """Every eval of either side compared, one at a time: its columns gathered, compared
+    and let go (memory: the chunks read and one eval's copy). The evals of one capture
+    share their case keys: their pairing is made once."""
+    evals = []
+    last: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
+    for name in sorted(set(read[0][0].names) | set(read[1][0].names)):
+        pair: list[Cases | list[Case]] = []
+        for side, details in read:
+            cols = side.columns(name)
+            pair.append(
+                []
+                if cols is None
+                else Cases(cols.keys, cols.scores, cols.passed, *details(name, cols))
             )
-        return side
+        a, b = pair
+        pairs = None
+        if isinstance(a, Cases) and isinstance(b, Cases):
+            if (
+                last is not None
+                and np.array_equal(last[0], a.keys)
+                and np.array_equal(last[1], b.keys)
+            ):
+                pairs = last[2]
+            else:
+                pairs = pair_indices(a.keys, b.keys)
+                last = (a.keys, b.keys, pairs)
+        row = compare_eval(a, b, seed, resamples, keep, pairs=pairs)
+        for at, (side, _) in zip("ab", read, strict=True):
+            row[at]["total"] = side.total[side.names.index(name)] if name in side.names else 0
+        evals.append({"eval": name, **row})
+    return evals
+
+
+def _stream(s: Session, q: Any) -> Iterator[Sequence[Any]]:
+    """The rows of ``q`` in the read ``s``, a chunk at a time: on SQLite from the driver's
+    cursor (SQLAlchemy's work per row would cost more than SQLite's), elsewhere through
+    SQLAlchemy, streamed from a server-side cursor (memory stays bounded)."""
+    conn = s.connection()
+    dialect = conn.dialect
+    if dialect.name != "sqlite":
+        yield from conn.execute(q.execution_options(yield_per=_READ_CHUNK)).partitions()
+        return
+    compiled = q.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+    values = compiled.construct_params()
+    args = []
+    for name in compiled.positiontup or ():  # each value as SQLAlchemy would bind it
+        bind = compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+        args.append(values[name] if bind is None else bind(values[name]))
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    cur = raw.cursor()
+    try:
+        cur.execute(str(compiled), tuple(args))
+        while rows := cur.fetchmany(_READ_CHUNK):
+            yield rows
+    finally:
+        cur.close()
+
+
+def _capture_rows(s: Session, ids: set[int], eval_id: int) -> dict[int, Any]:
+    """The ``Row`` of ``eval_id`` of each capture of ``ids`` still stored, by capture id."""
+    caps = list(s.scalars(select(Capture).where(Capture.id.in_(ids))))
+    reviews = capture_reviews(s, [c.id for c in caps])
+    out = {}
+    for cap in caps:
+        for row in capture_rows(s, cap, reviews):
+            if row.eval_id == eval_id:
+                out[cap.id] = row
+    return out
+
+
+class _CapturedChunks:
+    """Chunks of (capture id, case key, packed results[, metadata]) rows into a side's
+    columns: the results of the wanted eval (None: all; -1: none), a review's score and
+    verdict in place of the automated ones."""
+
+    def __init__(
+        self,
+        side: SideColumns,
+        names: dict[int, str],
+        reviews: dict[tuple[int, int], float],
+        wanted: int | None,
+        checked: tuple[tuple[str, str], ...],
+    ):
+        self.side, self.names, self.reviews = side, names, reviews
+        self.wanted, self.checked = wanted, checked
+        self.reviewed = np.array(sorted({c for c, _ in reviews}), np.int64)
+        self.ids_of: dict[str, int] = {}  # eval name -> id
+
+    def add(self, rows: Sequence[Any]) -> None:
+        if self.checked:
+            rows = [r for r in rows if meta_matches(r[-1], self.checked)]
+        n = len(rows)
+        if not n or self.wanted == -1:
+            return
+        # (id, key, blob[, metadata]) rows: each column by a comprehension (measured faster
+        # than transposing them with zip)
+        ids = np.fromiter((r[0] for r in rows), np.int64, n)
+        keys = self.side.book.numbers_of([r[1] for r in rows])
+        cols = packed_columns([r[2] for r in rows])
+        case, eval_ids, scores, passed = cols.case, cols.eval_ids, cols.scores, cols.passed
+        if self.reviewed.shape[0]:
+            caps = ids[case]
+            maybe = np.flatnonzero(np.isin(caps, self.reviewed)).tolist()
+            if maybe:
+                scores, passed = scores.copy(), passed.copy()
+            for i in maybe:
+                got = self.reviews.get((int(caps[i]), int(eval_ids[i])))
+                if got is not None:
+                    scores[i], passed[i] = got, got >= cols.thresholds[i]
+        if self.wanted is not None:
+            mine = eval_ids == self.wanted
+            case, eval_ids, scores, passed = case[mine], eval_ids[mine], scores[mine], passed[mine]
+        found, inverse = np.unique(eval_ids, return_inverse=True)
+        dense = np.zeros(found.shape[0], np.int32)
+        for j, e in enumerate(found.tolist()):
+            name = self.names.get(e, f"eval {e}")
+            self.ids_of[name] = e
+            dense[j] = self.side.eval_number(e, name)
+        self.side.add(keys, ids, dense[inverse], scores, passed, case)
+
+
+def _file_side(
+    path: str,
+    rows: Iterable[dict[str, Any]],
+    only: tuple[int, str] | None,
+    book: KeyBook,
+    limit: int,
+) -> tuple[SideColumns, Callable[[str, EvalColumns], Details]]:
+    """A results file's rows as a side (their cases kept whole: the CLI reads its own files)."""
+    side = SideColumns(path, book, limit)
+    cases: list[Case] = []
+    evals: list[int] = []
+
+    def flush(start: int) -> None:
+        part = cases[start:]
+        n = len(part)
+        side.add(
+            book.numbers_of([c.key for c in part]),
+            np.arange(start, start + n, dtype=np.int64),
+            np.asarray(evals[start:], np.int32),
+            np.fromiter((c.score for c in part), np.float64, n),
+            np.fromiter((bool(c.passed) for c in part), np.bool_, n),
+            np.arange(n),
+        )
+
+    done = 0
+    for row in rows:
+        name = row["eval"] or "(no eval)"
+        if only is not None and name != only[1]:
+            continue
+        evals.append(side.eval_number(name, name))
+        cases.append(
+            Case(key=row["case"], name=row["name"], score=row["score"], passed=row["pass"],
+                 output=row["output"], missing=row["missing_terms"])
+        )  # fmt: skip
+        if len(cases) - done >= _READ_CHUNK:
+            flush(done)
+            done = len(cases)
+    if len(cases) > done:
+        flush(done)
+
+    def details(name: str, cols: EvalColumns) -> Details:
+        return (lambda idx: [cases[int(cols.refs[i])] for i in idx]), None
+
+    return side, details

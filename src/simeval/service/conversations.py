@@ -2,18 +2,50 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc, check_lookup, check_page
 from simeval.errors import InvalidInput, NotFound
 from simeval.service.capture import CaptureMixin
+from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.models import CaptureOut, ConversationDetail, ConversationOut
-from simeval.service.queries import capture_reviews, capture_rows
-from simeval.store import Capture
+from simeval.store import Capture, Conversation, Review, unpack_results
 
 MAX_TURNS = 1000  # turns shown on one conversation page / answer
+
+
+def _review_changes(s: Session, conversation_ids: list[str]) -> dict[str, int]:
+    """How reviews change the pass counts of ``conversation_ids`` (the summary counts the
+    automated verdicts): for each reviewed result of their captures, its effective verdict
+    (the review's score against the result's threshold) less its automated one."""
+    if not conversation_ids:
+        return {}
+    q = (
+        select(Review.capture_id, Review.eval_id, Review.score, Capture.conversation_id)
+        .join(Capture, Capture.id == Review.capture_id)
+        .where(Capture.conversation_id.in_(conversation_ids))
+    )
+    reviewed: dict[tuple[int, int], tuple[float, str]] = {
+        (int(cid or 0), int(eid or 0)): (score, str(talk)) for cid, eid, score, talk in s.execute(q)
+    }
+    if not reviewed:
+        return {}
+    blobs = dict(
+        s.execute(
+            select(Capture.id, Capture.scores).where(Capture.id.in_({c for c, _ in reviewed}))
+        ).all()
+    )
+    out: dict[str, int] = {}
+    for (cid, eid), (score, talk) in reviewed.items():
+        packed = unpack_results(blobs.get(cid))
+        i = packed.position(eid)
+        if i >= 0:
+            out[talk] = out.get(talk, 0) + int(score >= packed.thresholds[i]) - packed.passed[i]
+    return out
 
 
 def _check_conversation(conversation_id: Any) -> str:
@@ -27,67 +59,97 @@ def _check_conversation(conversation_id: Any) -> str:
 
 
 class ConversationsMixin(CaptureMixin):
-    """Conversations, from the captures' ``conversation_id``."""
+    """Conversations, from the captures' ``conversation_id`` and their summaries."""
 
     def count_conversations(self) -> int:
-        """How many distinct conversation ids the captures carry."""
+        """How many distinct conversation ids the captures carry (the summary's rows)."""
         with self.store.read() as s:
-            q = select(func.count(func.distinct(Capture.conversation_id)))
-            return int(s.scalar(q.where(Capture.conversation_id.is_not(None))) or 0)
+            return int(s.scalar(select(func.count()).select_from(Conversation)) or 0)
 
-    def list_conversations(self, limit: int = 50, offset: int = 0) -> list[ConversationOut]:
-        """Conversations, most recently active first: ``id``, ``turns``, ``first_at``,
-        ``last_at``, ``results``, ``passed``, ``pass_rate`` (effective verdicts; None when no
-        turn was scored) and the last turn's input (``last_input``, cut to 300 characters)."""
+    def list_conversations(
+        self, limit: int = 50, offset: int = 0, cursor: str | None = None
+    ) -> list[ConversationOut]:
+        """Conversations, most recently active first (then by id): ``id``, ``turns``,
+        ``first_at``, ``last_at``, ``results``, ``passed``, ``pass_rate`` (effective
+        verdicts; None when no turn was scored) and the last turn's input (``last_input``, cut
+        to 300 characters). ``cursor`` (a page's ``next_cursor``, ``page_conversations``)
+        goes on after that page; ``offset`` skips rows after it."""
+        return self.page_conversations(limit, offset, cursor).items
+
+    def page_conversations(
+        self, limit: int = 50, offset: int = 0, cursor: str | None = None
+    ) -> Page[ConversationOut]:
+        """A page of ``list_conversations`` with its ``next_cursor`` (less recently active
+        conversations, None at the end) and ``prev_cursor`` (more recent ones, None on the
+        first page).
+
+        Read from the conversations' summary (``conversations``, kept with every capture):
+        a page reads its rows, not every capture. A cursor's page holds the conversations
+        whose last activity comes after the cursor's in the listing's order (earlier, or as
+        early with a greater id): a conversation that gets a new turn while a reader pages
+        moves to the top, above the cursor, so it is not given twice; it is on the first page
+        of a new listing. A conversation whose activity does not change meanwhile is given
+        exactly once over the pages.
+        """
         limit, offset = check_page(limit, offset)
+        at = page_position(cursor, offset, "conversations", (datetime, str))
+        t = Conversation
         with self.store.read() as s:
-            last = func.max(Capture.captured_at)
-            q = (
-                select(
-                    Capture.conversation_id,
-                    func.count(Capture.id),
-                    func.min(Capture.captured_at),
-                    last,
-                    func.max(Capture.id),
-                )
-                .where(Capture.conversation_id.is_not(None))
-                .group_by(Capture.conversation_id)
-                .order_by(last.desc(), Capture.conversation_id)
-                .limit(limit)
-                .offset(offset)
+
+            def fetch(at: Position | None, n: int) -> list[Conversation]:
+                q = select(t)
+                if at is None or at.direction == OLDER:
+                    if at is not None:
+                        last, after = at.key
+                        # a range on last_at alone: what the index (last_at, id) serves
+                        q = q.where(
+                            t.last_at <= last, or_(t.last_at < last, t.conversation_id > after)
+                        )
+                    q = q.order_by(t.last_at.desc(), t.conversation_id)
+                else:
+                    last, before = at.key
+                    q = q.where(
+                        t.last_at >= last, or_(t.last_at > last, t.conversation_id < before)
+                    ).order_by(t.last_at, t.conversation_id.desc())
+                return list(s.scalars(q.limit(n).offset(offset if at is None else 0)))
+
+            page = keyset_page(
+                "conversations",
+                fetch,
+                lambda r: (r.last_at, r.conversation_id),
+                limit,
+                at,
+                offset > 0,
             )
-            groups = list(s.execute(q))
-            ids = [str(g[0]) for g in groups]
-            tallies: dict[str | None, list[int]] = {i: [0, 0] for i in ids}
-            if ids:
-                caps = list(s.scalars(select(Capture).where(Capture.conversation_id.in_(ids))))
-                reviews = capture_reviews(s, [c.id for c in caps])
-                for cap in caps:
-                    for row in capture_rows(s, cap, reviews):
-                        tally = tallies[cap.conversation_id]
-                        tally[0] += 1
-                        tally[1] += row.passed
-            lasts = {
-                c.id: c.input
-                for c in s.scalars(select(Capture).where(Capture.id.in_([g[4] for g in groups])))
-            }
-            out = []
-            for cid, turns, first, latest, last_id in groups:
-                n, p = tallies[cid]
-                text = lasts.get(last_id) or ""
-                out.append(
-                    ConversationOut(
-                        id=str(cid),
-                        turns=int(turns),
-                        first_at=as_utc(first),
-                        last_at=as_utc(latest),
-                        results=n,
-                        passed=p,
-                        pass_rate=p / n if n else None,
-                        last_input=text if len(text) <= 300 else text[:299] + "…",
-                    )
+            items = self._conversations_out(s, page.items)
+        return Page(items, page.next_cursor, page.prev_cursor)
+
+    def _conversations_out(self, s: Session, rows: list[Conversation]) -> list[ConversationOut]:
+        """The summary rows as listed: reviews applied to the pass counts, the last input."""
+        ids = [r.conversation_id for r in rows]
+        passes = {r.conversation_id: r.passes for r in rows}
+        for talk, delta in _review_changes(s, ids).items():
+            passes[talk] += delta
+        last_ids = [r.last_capture_id for r in rows]
+        q = select(Capture.id, Capture.input).where(Capture.id.in_(last_ids))
+        lasts: dict[int, str] = {i: text for i, text in s.execute(q)}
+        out = []
+        for r in rows:
+            n, p = r.results, passes[r.conversation_id]
+            text = lasts.get(r.last_capture_id) or ""
+            out.append(
+                ConversationOut(
+                    id=r.conversation_id,
+                    turns=r.turns,
+                    first_at=as_utc(r.first_at),
+                    last_at=as_utc(r.last_at),
+                    results=n,
+                    passed=p,
+                    pass_rate=p / n if n else None,
+                    last_input=text if len(text) <= 300 else text[:299] + "…",
                 )
-            return out
+            )
+        return out
 
     def get_conversation(self, conversation_id: str) -> ConversationDetail:
         """A conversation's turns in order (oldest first, at most 1,000), each a capture with

@@ -9,6 +9,12 @@ SQLAlchemy's core, not its ORM or the models.
 
 from __future__ import annotations
 
-from simeval.store import DatabaseBusyError, database_problem, describe_url, is_locked
+from simeval.store import (
+    DatabaseBusyError,
+    database_problem,
+    describe_url,
+    is_locked,
+    resolve_db_url,
+)
 
-__all__ = ["DatabaseBusyError", "database_problem", "describe_url", "is_locked"]
+__all__ = ["DatabaseBusyError", "database_problem", "describe_url", "is_locked", "resolve_db_url"]

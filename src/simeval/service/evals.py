@@ -27,7 +27,7 @@ from simeval.scoring.scorer import check_references, get_scorer
 from simeval.service.base import ServiceBase
 from simeval.service.checks import check_options
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
-from simeval.service.rollup import tally_range
+from simeval.service.rollup import tally_totals
 from simeval.service.settings import REVISION_KEY
 from simeval.store import Eval, EvalTest, EvalVersion, Setting
 
@@ -106,17 +106,12 @@ class EvalsMixin(ServiceBase):
     def _stats(self, s: Session, eval_ids: Sequence[int]) -> dict[int, EvalStats]:
         if not eval_ids:
             return {}
-        per_eval: dict[int, list[float]] = {}
-        for (_, eval_id, _, _), sums in tally_range(s, eval_ids).items():
-            acc = per_eval.setdefault(eval_id, [0, 0.0, 0])
-            acc[0] += sums.count
-            acc[1] += sums.total
-            acc[2] += sums.passes
         out = {}
-        for eval_id, (count, total, passes) in per_eval.items():
+        for eval_id, sums in tally_totals(s, eval_ids).items():
+            count = sums.count
             if count:
                 out[eval_id] = EvalStats(
-                    results=int(count), pass_rate=passes / count, mean_score=total / count
+                    results=count, pass_rate=sums.passes / count, mean_score=sums.total / count
                 )
         return out
 

@@ -197,6 +197,9 @@ class CaptureOut(_Model):
 
     _results_json: Callable[[], bytes] | None = PrivateAttr(default=None)
     _replayed: bool = PrivateAttr(default=False)
+    # (results, passed) known when the capture was scored (its packed verdicts): a batch
+    # counts them without making the results
+    _counts: tuple[int, int] | None = PrivateAttr(default=None)
 
     @property
     def replayed(self) -> bool:
@@ -210,10 +213,12 @@ class CaptureOut(_Model):
         cls,
         results: list[CaptureResultOut] | Callable[[], list[dict[str, Any]]],
         results_json: Callable[[], bytes] | None = None,
+        counts: tuple[int, int] | None = None,
         **fields: Any,
     ) -> CaptureOut:
         """A capture from checked values and its results (a list, or a function making them;
-        ``results_json`` a function making their JSON directly, for ``dump_json``).
+        ``results_json`` a function making their JSON directly, for ``dump_json``; ``counts``
+        the (results, passed) they hold, for ``result_counts``).
 
         What ``model_construct`` makes, without its per-call generic work (the capture hot
         path): every field is given or takes its default, nothing is validated."""
@@ -228,7 +233,12 @@ class CaptureOut(_Model):
         _set(
             out,
             "__pydantic_private__",
-            {"_results": results, "_results_json": results_json, "_replayed": False},
+            {
+                "_results": results,
+                "_results_json": results_json,
+                "_replayed": False,
+                "_counts": counts,
+            },
         )
         return out
 
@@ -238,7 +248,12 @@ class CaptureOut(_Model):
 
     def result_counts(self) -> tuple[int, int]:
         """(results, passed), without making result objects never asked for (batches)."""
-        made = self.__pydantic_private__["_results"]  # type: ignore[index]
+        private = self.__pydantic_private__
+        assert private is not None
+        counts: tuple[int, int] | None = private.get("_counts")
+        if counts is not None:
+            return counts
+        made = private["_results"]
         if callable(made):
             rows = made()
             return len(rows), sum(bool(r["passed"]) for r in rows)
@@ -306,6 +321,11 @@ class SettingsOut(_Model):
     retention_days: int | None = Field(description="None keeps everything; else 7, 30, 90, 180")
     otlp_export: str | None = Field(
         None, description="OTLP/HTTP URL `simeval serve` sends each result to (None: none)"
+    )
+    indexed_meta: list[str] = Field(
+        default_factory=list,
+        description="Metadata keys declared indexed beside the defaults (filters on them are "
+        "answered by the database)",
     )
 
 
@@ -405,6 +425,11 @@ class SideStats(_Report):
     pass_rate: float | None
     mean_score: float | None
     histogram: list[int]
+    total: int | None = Field(
+        None,
+        exclude_if=_absent_when_none,
+        description="Results the side holds for this eval; n is fewer when it was sampled",
+    )
 
 
 class RegressedCase(_Report):
@@ -460,6 +485,13 @@ class CompareReport(_Report):
     verdict: Verdict
     worse: bool
     evals: list[EvalComparison]
+    limit: int = Field(
+        description="Results compared per side at most (every eval together); a larger "
+        "side is sampled"
+    )
+    sampled: str | None = Field(
+        None, description="How the cases were sampled (None: every case was compared)"
+    )
 
 
 class ThresholdMetrics(_Report):

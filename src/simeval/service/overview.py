@@ -29,8 +29,15 @@ from simeval.checks import as_utc
 from simeval.errors import InvalidInput
 from simeval.scoring.compare import pass_rate_diff_interval
 from simeval.service.base import ServiceBase
-from simeval.service.rollup import HOUR, Tally, hour_of, review_changes, watermark
-from simeval.store import Capture, Eval, TrendRollup
+from simeval.service.rollup import (
+    HOUR,
+    Tally,
+    captures_after,
+    hour_of,
+    review_changes,
+    watermark,
+)
+from simeval.store import Eval, TrendRollup
 
 # window: (hours, hours per sparkline slot)
 WINDOWS: dict[str, tuple[int, int]] = {"24h": (24, 2), "7d": (168, 12), "30d": (720, 48)}
@@ -179,13 +186,7 @@ def _tail(
 ) -> None:
     """Add the captures past the rollup's watermark, and every review in the two windows."""
     tally = Tally()
-    q = select(Capture.captured_at, Capture.scores).where(
-        Capture.id > watermark(s),
-        Capture.captured_at >= prev,
-        Capture.captured_at < end,
-        Capture.scores.is_not(None),
-    )
-    for when, blob in s.execute(q):
+    for when, blob in captures_after(s, watermark(s), prev, end):
         tally.add(when, blob)
     for (hour, eval_id, _, _), sums in tally.sums().items():
         board.add(eval_id, _slot(hour, start, per), sums.count, sums.total, sums.passes)

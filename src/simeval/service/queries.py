@@ -24,12 +24,18 @@ from sqlalchemy.sql.elements import ColumnElement
 from simeval.checks import MAX_ID, as_utc
 from simeval.errors import InvalidInput, NotFound
 from simeval.service.base import ServiceBase
-from simeval.service.filters import ResultFilter, meta_matches
+from simeval.service.capture_walk import (
+    CaptureScope,
+    capture_chunks,
+    count_results_in_scope,
+    split_pairs,
+)
+from simeval.service.filters import ResultFilter
+from simeval.service.meta_counts import meta_counts
 from simeval.service.models import ReviewOut
-from simeval.service.rollup import tally_range
+from simeval.service.rollup import tally_totals
 from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
 
-_CHUNK = 200  # captures read per step of a listing
 _ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")
 RESULT_ID_PATTERN = r"^(\d+-\d+|r?\d+)$"  # for routes: another form is a 422
 
@@ -124,6 +130,20 @@ def version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, int
     return {(e, v): list(refs) for e, v, refs in s.execute(q) if (e, v) in pairs}
 
 
+def version_options(
+    s: Session, pairs: set[tuple[Any, Any]]
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """The scorer options of each (eval id, version) of ``pairs``, in one query: what a
+    page of captured results is explained with."""
+    eval_ids = {e for e, _ in pairs if e is not None}
+    if not eval_ids:
+        return {}
+    q = select(EvalVersion.eval_id, EvalVersion.version, EvalVersion.options).where(
+        EvalVersion.eval_id.in_(eval_ids)
+    )
+    return {(e, v): dict(o or {}) for e, v, o in s.execute(q) if (e, v) in pairs}
+
+
 def _keep(row: Row, f: ResultFilter) -> bool:
     if f.reviewed is not None and (row.review is not None) != f.reviewed:
         return False
@@ -162,42 +182,54 @@ def capture_reviews(s: Session, capture_ids: list[int]) -> dict[tuple[int, int],
     return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
 
 
-def _iter_captured(s: Session, f: ResultFilter, eval_id: int | None, newest: bool) -> Iterator[Row]:
-    q = select(Capture).where(Capture.scores.is_not(None))
-    if f.since is not None:
-        q = q.where(Capture.captured_at >= f.since)
-    if f.until is not None:
-        q = q.where(Capture.captured_at < f.until)
-    if f.meta:
-        q = q.where(Capture.meta.is_not(None))
-    if f.conversation_id is not None:
-        q = q.where(Capture.conversation_id == f.conversation_id)
-    if f.reviewed:  # only reviewed results: start from the reviews, not every capture
-        q = q.where(Capture.id.in_(select(Review.capture_id).where(Review.capture_id.is_not(None))))
-    if newest:
-        q = q.order_by(Capture.captured_at.desc(), Capture.id.desc())
-    else:
-        q = q.order_by(Capture.captured_at, Capture.id)
-    last: tuple[datetime, int] | None = None
-    key = tuple_(Capture.captured_at, Capture.id)
-    while True:
-        step = (
-            q if last is None else q.where(key < tuple_(*last) if newest else key > tuple_(*last))
-        )
-        caps = list(s.scalars(step.limit(_CHUNK)))
-        if not caps:
-            return
+ResultKey = tuple[datetime, int, int, int]  # a result's place: time, then ``Row.order``
+
+
+def result_key(row: Row) -> ResultKey:
+    """A result's place in the listing (its cursor): (time, 0 for a run's row or 1 for a
+    captured result, row or capture id, the entry's index in its capture's packed results)."""
+    kind, ident, index = row.order
+    return (row.created_at, kind, ident, index)
+
+
+def _scope(f: ResultFilter) -> CaptureScope:
+    return CaptureScope(
+        meta=f.meta,
+        since=f.since,
+        until=f.until,
+        conversation_id=f.conversation_id,
+        scored=True,
+        reviewed=bool(f.reviewed),
+    )
+
+
+def _iter_captured(
+    s: Session,
+    f: ResultFilter,
+    eval_id: int | None,
+    newest: bool,
+    after: ResultKey | None = None,
+) -> Iterator[Row]:
+    start: tuple[datetime, int] | None = None
+    partial: tuple[int, int] | None = None  # (capture id, entry index): its entries beyond
+    if after is not None:
+        at, kind, ident, index = after
+        if kind == 1:  # within a capture: that capture again, from the entry after
+            start, partial = (at, ident + 1 if newest else ident - 1), (ident, index)
+        else:  # after a run's row: the captures of an earlier (later) time, all of them
+            start = (at, 0)
+    for caps in capture_chunks(s, _scope(f), newest=newest, after=start):
         reviews = capture_reviews(s, [c.id for c in caps])
         for cap in caps:
-            if f.meta and not meta_matches(cap.meta, f.meta):
-                continue
             rows = capture_rows(s, cap, reviews)
+            if partial is not None and cap.id == partial[0]:
+                cut = partial[1]
+                rows = [r for r in rows if (r.order[2] < cut if newest else r.order[2] > cut)]
             if eval_id is not None:
                 rows = [r for r in rows if r.eval_id == eval_id]
             for row in reversed(rows) if newest else rows:
                 if _keep(row, f):
                     yield row
-        last = (caps[-1].captured_at, caps[-1].id)
 
 
 def _run_query(f: ResultFilter, eval_id: int | None) -> Any:
@@ -239,8 +271,17 @@ def run_row(r: Result, review: Review | None) -> Row:
     )
 
 
-def _iter_run_rows(s: Session, f: ResultFilter, eval_id: int | None, newest: bool) -> Iterator[Row]:
+def _iter_run_rows(
+    s: Session, f: ResultFilter, eval_id: int | None, newest: bool, after: ResultKey | None
+) -> Iterator[Row]:
     q = _run_query(f, eval_id)
+    if after is not None:
+        at, kind, ident, _ = after
+        key = tuple_(Result.created_at, Result.id)
+        if kind == 0:  # after a run's row: the rows past it
+            q = q.where(key < tuple_(at, ident) if newest else key > tuple_(at, ident))
+        else:  # after a captured result: run rows of that time come after it (newest first)
+            q = q.where(Result.created_at <= at if newest else Result.created_at > at)
     if newest:
         q = q.order_by(Result.created_at.desc(), Result.id.desc())
     else:
@@ -250,45 +291,87 @@ def _iter_run_rows(s: Session, f: ResultFilter, eval_id: int | None, newest: boo
 
 
 def iter_rows(
-    s: Session, f: ResultFilter, eval_id: int | None, newest: bool = True
+    s: Session,
+    f: ResultFilter,
+    eval_id: int | None,
+    newest: bool = True,
+    after: ResultKey | None = None,
 ) -> Iterator[Row]:
     """Every result matching ``f`` (its eval looked up: ``eval_id``), newest (or oldest)
-    first, from both stores."""
+    first, from both stores; ``after``: only the results past this ``result_key`` in that
+    order (a cursor: each store's query starts there, through its time index)."""
     if f.captures_only:
-        yield from _iter_captured(s, f, eval_id, newest)
+        yield from _iter_captured(s, f, eval_id, newest, after)
         return
-    runs = _iter_run_rows(s, f, eval_id, newest)
+    runs = _iter_run_rows(s, f, eval_id, newest, after)
     if f.run_id is not None:
         yield from runs
         return
     yield from heapq.merge(
-        _iter_captured(s, f, eval_id, newest),
+        _iter_captured(s, f, eval_id, newest, after),
         runs,
         key=lambda r: (r.created_at, r.order),
         reverse=newest,
     )
 
 
+def capture_scope(f: ResultFilter) -> CaptureScope:
+    """The captures whose results ``f`` can match (the walk under ``iter_rows``): for a
+    reader of whole columns (the export) that applies the eval, verdict and review filters
+    itself."""
+    return _scope(f)
+
+
+def iter_run_rows(
+    s: Session, f: ResultFilter, eval_id: int | None, newest: bool = True
+) -> Iterator[Row]:
+    """The data-set run rows of ``iter_rows`` alone, in its order (the export merges them
+    with its own walk of the captures)."""
+    return _iter_run_rows(s, f, eval_id, newest, None)
+
+
 def count_rows(s: Session, f: ResultFilter, eval_id: int | None) -> int:
-    """How many results ``iter_rows`` gives, without walking the captured ones (except under a
-    metadata or conversation filter, which the rollup does not know)."""
+    """How many results ``iter_rows`` gives, without walking the captured ones: through the
+    rollup, or under a metadata or conversation filter (which the rollup does not know) from
+    the matching captures' packed headers (``capture_meta`` selecting them); a verdict or
+    review filter with those walks the matching captures' results."""
     if f.captures_only:
+        pair = _rolled_pair(s, f)
+        if pair is not None:  # one answered pair: its value's hours in meta_rollup
+            mc = meta_counts(s, pair, eval_id, f.since, f.until)
+            return _captured(f, mc.count, mc.passes, mc.reviewed, mc.reviewed_passes)
+        if f.passed is None and f.reviewed is None:
+            return count_results_in_scope(s, _scope(f), eval_id)
         return sum(1 for _ in _iter_captured(s, f, eval_id, True))
     query = _run_query(f, eval_id).subquery()
     runs = int(s.scalar(select(func.count()).select_from(query)) or 0)
     if f.run_id is not None:
         return runs
-    sums = tally_range(s, None if eval_id is None else [eval_id], f.since, f.until).values()
+    sums = tally_totals(s, None if eval_id is None else [eval_id], f.since, f.until).values()
     n = sum(x.count for x in sums)
     p = sum(x.passes for x in sums)
     r = sum(x.reviewed for x in sums)
     rp = sum(x.reviewed_passes for x in sums)
+    return runs + _captured(f, n, p, r, rp)
+
+
+def _rolled_pair(s: Session, f: ResultFilter) -> tuple[str, str] | None:
+    """The one metadata pair of ``f`` when ``meta_rollup`` answers its count (a single pair
+    the index answers, no conversation filter), else None."""
+    if len(f.meta) != 1 or f.conversation_id is not None:
+        return None
+    served, _ = split_pairs(s, f.meta)
+    return served[0] if served else None
+
+
+def _captured(f: ResultFilter, n: int, p: int, r: int, rp: int) -> int:
+    """Of ``n`` captured results (``p`` passing, effective; ``r`` reviewed, ``rp`` of them
+    passing), how many ``f``'s verdict and review filters keep."""
     if f.reviewed is True:
         n, p = r, rp
     elif f.reviewed is False:
         n, p = n - r, p - rp
-    captured = n if f.passed is None else (p if f.passed else n - p)
-    return runs + captured
+    return n if f.passed is None else (p if f.passed else n - p)
 
 
 class QueriesMixin(ServiceBase):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from datetime import datetime
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -16,22 +17,26 @@ from simeval.checks import as_utc, check_page, check_storable, utc_now
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.scoring.options import check_unit
 from simeval.scoring.scorer import get_scorer
+from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.filters import ResultFilter, filter_of
 from simeval.service.models import ResultOut
 from simeval.service.queries import (
     QueriesMixin,
+    ResultKey,
     Row,
     capture_reviews,
     capture_rows,
     count_rows,
     iter_rows,
     parse_result_id,
+    result_key,
     review_out,
     run_row,
+    version_options,
     version_refs,
 )
 from simeval.service.runstatus import effective_status
-from simeval.store import Capture, Eval, EvalVersion, Result, Review, Run
+from simeval.store import Capture, Eval, Result, Review, Run
 
 
 def _unexplained(explanation: dict[str, Any] | None) -> bool:
@@ -116,7 +121,8 @@ class ResultsMixin(QueriesMixin):
             for i, n, t in s.execute(select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids)))
         }
         refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
-        out = [self._result_out(r, names, refs, explain, s) for r in rows]
+        known = version_options(s, set(refs)) if explain else {}
+        out = [self._result_out(r, names, refs, explain, s, known) for r in rows]
         if explain:
             # a run row stored without its explanation (only where it came from): explained
             # now, from its own texts and the scorer options its run kept
@@ -150,15 +156,19 @@ class ResultsMixin(QueriesMixin):
         refs: dict[tuple[int, int], list[str]],
         explain: bool,
         session: Session | None = None,
+        options: dict[tuple[int, int], dict[str, Any]] | None = None,
     ) -> ResultOut:
         cap, run = r.capture, r.run_row
         explanation = None
         if cap is not None:
             input_, output, conv = cap.input, cap.output, cap.conversation_id
-            ref_list = refs.get((r.eval_id, r.eval_version), [])  # type: ignore[arg-type]
+            key = (r.eval_id or 0, r.eval_version or 0)
+            ref_list = refs.get(key, [])
             matched = ref_list[r.matched_index] if r.matched_index < len(ref_list) else None
             if explain and ref_list:
-                explanation = self._explain(r, input_, output, ref_list, session)
+                explanation = self._explain(
+                    r, input_, output, ref_list, session, (options or {}).get(key)
+                )
         else:
             assert run is not None
             input_, output, conv = run.input or "", run.output or "", None
@@ -196,16 +206,17 @@ class ResultsMixin(QueriesMixin):
         output: str,
         references: list[str],
         session: Session | None = None,
+        known: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        # in the caller's read when it has one: an in-memory database has one connection,
-        # which cannot open a second transaction
-        with contextlib.nullcontext(session) if session else self.store.read() as s:
-            version = s.scalar(
-                select(EvalVersion).where(
-                    EvalVersion.eval_id == r.eval_id, EvalVersion.version == r.eval_version
-                )
-            )
-        options = dict(version.options) if version else {}
+        """The explanation of a captured result, with its eval version's scorer options
+        (``known``: read already for a page of results; else read here, in the caller's
+        read when it has one: an in-memory database has one connection, which cannot open a
+        second transaction)."""
+        if known is None:
+            with contextlib.nullcontext(session) if session else self.store.read() as s:
+                pair = (r.eval_id or 0, r.eval_version or 0)
+                known = version_options(s, {pair}).get(pair, {})
+        options = dict(known)
         try:
             scorer = get_scorer(**options)
         except SimevalError as exc:
@@ -224,6 +235,7 @@ class ResultsMixin(QueriesMixin):
         *,
         limit: int = 100,
         offset: int = 0,
+        cursor: str | None = None,
         explain: bool = True,
         **filters: Any,
     ) -> list[ResultOut]:
@@ -232,12 +244,43 @@ class ResultsMixin(QueriesMixin):
         since="7d")``: read by ``ResultFilter.parse``): ``passed`` is the effective verdict
         (reviews win), ``since``/``until`` ISO times or ages like ``7d``, ``meta``
         ``KEY=VALUE`` strings (all must hold; only captured results have metadata).
+        ``cursor``: a page's cursor (``page_results``) instead of an ``offset``.
         ``explain=False`` skips the explanations (computed on display for captured results)."""
+        return self.page_results(
+            where, limit=limit, offset=offset, cursor=cursor, explain=explain, **filters
+        ).items
+
+    def page_results(
+        self,
+        where: ResultFilter | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        cursor: str | None = None,
+        explain: bool = True,
+        **filters: Any,
+    ) -> Page[ResultOut]:
+        """A page of ``list_results`` with the cursors going on from it: ``next_cursor`` (older
+        results; None at the end) and ``prev_cursor`` (newer ones; None on the first page).
+        With a ``cursor`` the page starts right after the result it names, through the time
+        indexes: results stored meanwhile are not repeated and none is skipped. An ``offset``
+        still skips rows (bounded); give one or the other."""
         f = filter_of(where, filters)
         limit, offset = check_page(limit, offset)
+        position = page_position(cursor, offset, "results", (datetime, int, int, int))
         with self.store.read() as s:
-            rows = list(islice(iter_rows(s, f, self._eval_id(s, f)), offset, offset + limit))
-            return self._results_out(s, rows, explain)
+            eval_id = self._eval_id(s, f)
+
+            def fetch(at: Position | None, n: int) -> list[Row]:
+                if at is None:
+                    return list(islice(iter_rows(s, f, eval_id), offset, offset + n))
+                key = cast(ResultKey, at.key)
+                return list(islice(iter_rows(s, f, eval_id, at.direction == OLDER, key), n))
+
+            page = keyset_page("results", fetch, result_key, limit, position, offset > 0)
+            return Page(
+                self._results_out(s, page.items, explain), page.next_cursor, page.prev_cursor
+            )
 
     def count_results(self, where: ResultFilter | None = None, **filters: Any) -> int:
         """How many results ``list_results`` would give with this filter and no limit."""

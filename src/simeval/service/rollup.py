@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import cast
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Table, and_, bindparam, select, update
+from sqlalchemy import Table, and_, bindparam, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -36,6 +36,7 @@ from simeval.store import (
     packed_fingerprints,
     unpack_results,
 )
+from simeval.store.meta_rollup import MetaKey, add_meta_sums, merge_sums, tally_rows
 
 rollup_table = cast(Table, TrendRollup.__table__)
 ROLLUP_KEY = "rollup_upto"
@@ -191,7 +192,8 @@ def watermark(conn: Connection | Session) -> int:
 
 
 def roll_up(conn: Connection, upto: int | None = None) -> int:
-    """Add the captures past the watermark to ``trend_rollup`` and move the watermark; in the
+    """Add the captures past the watermark to ``trend_rollup`` (and, by their indexed
+    metadata, to ``meta_rollup``: ``simeval.store.meta_rollup``) and move the watermark; in the
     caller's write transaction. Returns the new watermark.
 
     On PostgreSQL the transaction first takes the capture lock exclusively (see
@@ -209,16 +211,19 @@ def roll_up(conn: Connection, upto: int | None = None) -> int:
     past = (
         f"SELECT id, captured_at, scores FROM captures WHERE id > {mark} ORDER BY id LIMIT {_CHUNK}"
     )
+    by_meta: dict[MetaKey, list[int]] = {}  # meta_rollup moves with it (same captures)
     while True:
         rows = conn.exec_driver_sql(past, (last,)).all()
         if not rows:
             break
         for _, when, blob in rows:
             tally.add(when, blob)
+        merge_sums(by_meta, tally_rows(conn, rows, after=last))
         last = rows[-1][0]
     if last == start:
         return start
     add_sums(conn, tally.sums())
+    add_meta_sums(conn, by_meta)
     set_watermark(conn, last)
     return last
 
@@ -300,25 +305,108 @@ def set_watermark(conn: Connection, value: int) -> None:
         conn.execute(_settings.insert().values(key=ROLLUP_KEY, value=value))
 
 
-def _captures(
-    s: Session | Connection,
-    start: datetime | None,
-    end: datetime | None,
-    after: int | None = None,
+def _captures_between(
+    s: Session | Connection, start: datetime, end: datetime
 ) -> Iterator[tuple[datetime, bytes | None]]:
-    q = select(Capture.id, Capture.captured_at, Capture.scores).where(Capture.scores.is_not(None))
-    if start is not None:
-        q = q.where(Capture.captured_at >= start)
-    if end is not None:
-        q = q.where(Capture.captured_at < end)
-    last = after if after is not None else 0
+    """The scored captures of [start, end), a chunk at a time in time order (a keyset on
+    (captured_at, id)): planned through the time index, reading only the range. (Chunks by
+    id with the range as a condition were planned by SQLite as a primary-key scan from the
+    first capture.)"""
+    first = (
+        select(Capture.id, Capture.captured_at, Capture.scores)
+        .where(
+            Capture.scores.is_not(None),
+            Capture.captured_at >= start,
+            Capture.captured_at < end,
+        )
+        .order_by(Capture.captured_at, Capture.id)
+        .limit(_CHUNK)
+    )
+    q = first
     while True:
-        rows = s.execute(q.where(Capture.id > last).order_by(Capture.id).limit(_CHUNK)).all()
-        if not rows:
-            return
+        rows = s.execute(q).all()
         for _, when, blob in rows:
             yield when, blob
+        if len(rows) < _CHUNK:
+            return
+        last_id, last_at = rows[-1][0], rows[-1][1]
+        q = first.where(tuple_(Capture.captured_at, Capture.id) > tuple_(last_at, last_id))
+
+
+def captures_after(
+    s: Session | Connection,
+    after: int,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> Iterator[tuple[datetime, bytes | None]]:
+    """The scored captures past the rollup's watermark ``after`` (a few hundred), by id, those
+    captured in [start, end) kept: the range is applied here, not in the query, which would
+    then be planned through the time index over the whole range instead of the few ids."""
+    lo = None if start is None else _naive(start)
+    hi = None if end is None else _naive(end)
+    q = select(Capture.id, Capture.captured_at, Capture.scores).where(Capture.scores.is_not(None))
+    last = after
+    while True:
+        rows = s.execute(q.where(Capture.id > last).order_by(Capture.id).limit(_CHUNK)).all()
+        for _, when, blob in rows:
+            if (lo is None or when >= lo) and (hi is None or when < hi):
+                yield when, blob
+        if len(rows) < _CHUNK:
+            return
         last = rows[-1][0]
+
+
+def _naive(when: datetime) -> datetime:
+    """``when`` as naive UTC, as stored and read back."""
+    return when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
+
+
+def _hours(
+    start: datetime | None, end: datetime | None
+) -> tuple[datetime | None, datetime | None, bool]:
+    """The whole hours [h1, h2) of [start, end) the rollup answers (None: open), and whether
+    the range lies within one hour (its captures are read instead)."""
+    h1 = None if start is None else (start if start == hour_of(start) else hour_of(start) + HOUR)
+    h2 = None if end is None else hour_of(end)
+    if h1 is not None and h2 is not None and h1 >= h2:
+        return None, None, True
+    return h1, h2, False
+
+
+def _tally_captures(
+    s: Session, wanted: frozenset[int] | None, start: datetime | None, end: datetime | None
+) -> tuple[Tally, tuple[datetime | None, datetime | None] | None]:
+    """What the rollup does not hold of [start, end), summed from the captures: the partial
+    hours at either end and the captures past the watermark. Returns the sums and the whole
+    hours the rollup answers (None: none, the range lies within one hour)."""
+    tally = Tally(wanted)
+    h1, h2, within = _hours(start, end)
+    if within:
+        assert start is not None and end is not None
+        for when, blob in _captures_between(s, start, end):
+            tally.add(when, blob)
+        return tally, None
+    if start is not None and h1 is not None and start < h1:
+        for when, blob in _captures_between(s, start, h1):
+            tally.add(when, blob)
+    if end is not None and h2 is not None and h2 < end:
+        for when, blob in _captures_between(s, h2, end):
+            tally.add(when, blob)
+    for when, blob in captures_after(s, watermark(s), h1, h2):
+        tally.add(when, blob)
+    return tally, (h1, h2)
+
+
+def _rollup_where(
+    q: Any, wanted: frozenset[int] | None, h1: datetime | None, h2: datetime | None
+) -> Any:
+    if wanted is not None:
+        q = q.where(TrendRollup.eval_id.in_(wanted))
+    if h1 is not None:
+        q = q.where(TrendRollup.bucket >= h1)
+    if h2 is not None:
+        q = q.where(TrendRollup.bucket < h2)
+    return q
 
 
 def tally_range(
@@ -329,25 +417,10 @@ def tally_range(
 ) -> dict[Key, Sums]:
     """Exact sums of captured results in [start, end) per key, reviews applied."""
     wanted = None if eval_ids is None else frozenset(eval_ids)
-    upto = watermark(s)
-    tally = Tally(wanted)
     # whole hours from the rollup, partial hours at the ends from their captures
-    h1 = None if start is None else (start if start == hour_of(start) else hour_of(start) + HOUR)
-    h2 = None if end is None else hour_of(end)
-    if h1 is not None and h2 is not None and h1 >= h2:
-        for when, blob in _captures(s, start, end):
-            tally.add(when, blob)
-        body: dict[Key, Sums] = {}
-    else:
-        if start is not None and h1 is not None and start < h1:
-            for when, blob in _captures(s, start, h1):
-                tally.add(when, blob)
-        if end is not None and h2 is not None and h2 < end:
-            for when, blob in _captures(s, h2, end):
-                tally.add(when, blob)
-        for when, blob in _captures(s, h1, h2, after=upto):
-            tally.add(when, blob)
-        body = {}
+    tally, hours = _tally_captures(s, wanted, start, end)
+    out = tally.sums()
+    if hours is not None:
         q = select(
             TrendRollup.bucket,
             TrendRollup.eval_id,
@@ -357,25 +430,64 @@ def tally_range(
             TrendRollup.total,
             TrendRollup.passes,
         )
-        if wanted is not None:
-            q = q.where(TrendRollup.eval_id.in_(wanted))
-        if h1 is not None:
-            q = q.where(TrendRollup.bucket >= h1)
-        if h2 is not None:
-            q = q.where(TrendRollup.bucket < h2)
-        for b, e, v, f, c, tot, p in s.execute(q):
-            body[(hour_of(b), e, v, f)] = Sums(c, tot, p)
-    out = tally.sums()
-    for key, extra in body.items():
-        mine = out.get(key)
-        if mine is None:
-            out[key] = extra
-        else:
-            mine.count += extra.count
-            mine.total += extra.total
-            mine.passes += extra.passes
+        for b, e, v, f, c, tot, p in s.execute(_rollup_where(q, wanted, *hours)):
+            key = (hour_of(b), e, v, f)
+            mine = out.get(key)
+            if mine is None:
+                out[key] = Sums(c, tot, p)
+            else:
+                mine.count += c
+                mine.total += tot
+                mine.passes += p
     _apply_reviews(s, out, wanted, start, end)
     return out
+
+
+def tally_totals(
+    s: Session,
+    eval_ids: Iterable[int] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> dict[int, Sums]:
+    """``tally_range`` summed per eval id: the rollup's hours added up in the database (a row
+    per eval however many hours the range spans), so an all-time count costs the same at any
+    age of the store."""
+    wanted = None if eval_ids is None else frozenset(eval_ids)
+    tally, hours = _tally_captures(s, wanted, start, end)
+    out: dict[int, Sums] = {}
+    for (_, eval_id, _, _), sums in tally.sums().items():
+        mine = out.setdefault(eval_id, Sums())
+        mine.count += sums.count
+        mine.total += sums.total
+        mine.passes += sums.passes
+    if hours is not None:
+        # grouped by an expression of the eval id: SQLite would otherwise walk the whole
+        # (eval_id, bucket) index for its order instead of reading the hours asked for
+        by_eval = (TrendRollup.eval_id + 0).label("eval_id")
+        q = select(
+            by_eval,
+            func.sum(TrendRollup.count),
+            func.sum(TrendRollup.total),
+            func.sum(TrendRollup.passes),
+        ).group_by(by_eval)
+        for e, c, tot, p in s.execute(_rollup_where(q, wanted, *hours)):
+            mine = out.setdefault(e, Sums())
+            mine.count += int(c or 0)
+            mine.total += float(tot or 0.0)
+            mine.passes += int(p or 0)
+    for (_, eval_id, _, _), d_total, d_passes, ok in review_changes(s, wanted, start, end):
+        _reviewed(out.get(eval_id), d_total, d_passes, ok)
+    return out
+
+
+def _reviewed(slot: Sums | None, d_total: float, d_passes: int, ok: bool) -> None:
+    """A review's change to the sums of its key (none when the key has no sums)."""
+    if slot is None:
+        return
+    slot.total += d_total
+    slot.passes += d_passes
+    slot.reviewed += 1
+    slot.reviewed_passes += int(ok)
 
 
 def _apply_reviews(
@@ -386,13 +498,7 @@ def _apply_reviews(
     end: datetime | None,
 ) -> None:
     for key, d_total, d_passes, ok in review_changes(s, wanted, start, end):
-        slot = out.get(key)
-        if slot is None:
-            continue
-        slot.total += d_total
-        slot.passes += d_passes
-        slot.reviewed += 1
-        slot.reviewed_passes += int(ok)
+        _reviewed(out.get(key), d_total, d_passes, ok)
 
 
 def review_changes(
@@ -407,6 +513,9 @@ def review_changes(
         select(Review.eval_id, Review.score, Capture.captured_at, Capture.scores)
         .join(Capture, Capture.id == Review.capture_id)
         .where(Review.capture_id.is_not(None))
+        # the reviewed captures looked up by id: without it SQLite walks the time index over
+        # the range's every capture to find the few reviewed ones
+        .where(Capture.id.in_(select(Review.capture_id).where(Review.capture_id.is_not(None))))
     )
     if wanted is not None:
         q = q.where(Review.eval_id.in_(wanted))

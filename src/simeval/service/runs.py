@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import case, delete, func, select, true, update
+from sqlalchemy import case, delete, func, select, true, tuple_, update
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
@@ -24,6 +25,7 @@ from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.base import ServiceBase
 from simeval.service.checks import get_row
+from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.runstatus import effective_status, mark_interrupted, process_info
 from simeval.store import Eval, Result, Review, Run
 
@@ -448,14 +450,38 @@ class RunsMixin(ServiceBase):
         self._write(work)
         return out
 
-    def list_runs(self, limit: int = 100, offset: int = 0) -> list[RunOut]:
-        """Stored runs, newest first."""
+    def list_runs(
+        self, limit: int = 100, offset: int = 0, cursor: str | None = None
+    ) -> list[RunOut]:
+        """Stored runs, newest first; ``cursor``: a page's cursor (``page_runs``) instead of
+        an ``offset``."""
+        return self.page_runs(limit, offset, cursor).items
+
+    def page_runs(
+        self, limit: int = 100, offset: int = 0, cursor: str | None = None
+    ) -> Page[RunOut]:
+        """A page of ``list_runs`` with its ``next_cursor`` (older runs, None at the end) and
+        ``prev_cursor`` (newer ones, None on the first page); a cursor's page starts after
+        its run by the key (created_at, id), through the time index."""
         limit, offset = check_page(limit, offset)
+        at = page_position(cursor, offset, "runs", (datetime, int))
         with self.store.read() as s:
-            q = select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
-            found = list(s.scalars(q.offset(offset)))
-            stats = self._run_stats(s, [r.id for r in found])
-            return [self._run_out(s, r, stats.get(r.id, (0, 0, None))) for r in found]
+
+            def fetch(at: Position | None, n: int) -> list[Run]:
+                key = tuple_(Run.created_at, Run.id)
+                q = select(Run)
+                if at is None or at.direction == OLDER:
+                    if at is not None:
+                        q = q.where(key < tuple_(*at.key))
+                    q = q.order_by(Run.created_at.desc(), Run.id.desc())
+                else:
+                    q = q.where(key > tuple_(*at.key)).order_by(Run.created_at, Run.id)
+                return list(s.scalars(q.limit(n).offset(offset if at is None else 0)))
+
+            page = keyset_page("runs", fetch, lambda r: (r.created_at, r.id), limit, at, offset > 0)
+            stats = self._run_stats(s, [r.id for r in page.items])
+            items = [self._run_out(s, r, stats.get(r.id, (0, 0, None))) for r in page.items]
+            return Page(items, page.next_cursor, page.prev_cursor)
 
     def count_runs(self) -> int:
         """How many runs are stored."""

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
@@ -16,13 +16,46 @@ from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.base import ServiceBase
 from simeval.service.models import CleanupOut, SettingsOut
 from simeval.service.rollup import HOUR, Tally, add_sums, hour_of, roll_up
-from simeval.store import Capture, Eval, EvalTest, Result, Run, Setting, TrendRollup, unpack_results
+from simeval.store import (
+    CAPTURE_LOCK,
+    Capture,
+    Eval,
+    EvalTest,
+    Result,
+    Run,
+    Setting,
+    TrendRollup,
+    unpack_results,
+)
+from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, MAX_INDEXED_KEY, indexed_keys
+from simeval.store.meta_rollup import cut_hours
+from simeval.store.summaries import backfill_meta, drop_meta_key, recompute_conversations
 
 # the keys of the settings table: the evals revision (bumped by every change to an eval, so
 # each process knows when to prepare the active evals again), and the two user settings
 REVISION_KEY, AUTO_EVALUATE_KEY, RETENTION_KEY = "evals_revision", "auto_evaluate", "retention_days"
 # where `simeval serve` sends each result as an OTLP event (simeval.web.otlp_export)
 OTLP_EXPORT_KEY = "otlp_export"
+# the metadata keys a user declares indexed beside the defaults (``simeval.store.meta_index``):
+# what ``capture_meta`` answers exactly; while a change is being filled in over the stored
+# captures, the keys captures write meanwhile (the old and the new ones) are kept apart
+INDEXED_META_KEY, META_WRITING_KEY = "indexed_meta", "indexed_meta_writing"
+
+
+def _set_flag(s: Session, key: str, value: Any) -> None:
+    """Store a setting (None deletes it) in a write transaction. On PostgreSQL the capture
+    lock is taken exclusively first: the captures under way, which read the indexed keys when
+    they began, commit before this does, and the next ones read what this stores."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
+    row = s.get(Setting, key)
+    if value is None:
+        if row is not None:
+            s.delete(row)
+    elif row is None:
+        s.add(Setting(key=key, value=value))
+    else:
+        row.value = value
 
 
 def check_otlp_url(url: Any) -> str:
@@ -44,6 +77,50 @@ def check_otlp_url(url: Any) -> str:
     return text
 
 
+MAX_DECLARED_KEYS = 32  # metadata keys a user may declare indexed
+DEFAULT_META_KEYS = DEFAULT_INDEXED_KEYS  # always indexed (for the faces: not the store's own)
+_BACKFILL_CHUNK = 2000  # captures read per write transaction when a key is declared
+_DROP_CHUNK = 5000  # capture_meta rows deleted per write transaction when a key is dropped
+
+
+def check_indexed_meta(keys: Any) -> list[str]:
+    """The metadata keys of the setting ``indexed_meta``: a list of at most
+    ``MAX_DECLARED_KEYS`` non-empty strings of at most 64 characters (repeats dropped, order
+    kept); else ``InvalidInput`` naming the problem."""
+    if isinstance(keys, str) or not isinstance(keys, list | tuple):
+        raise InvalidInput(
+            f"indexed_meta must be a list of metadata keys, not {type(keys).__name__}"
+        )
+    out: list[str] = []
+    for key in keys:
+        if not isinstance(key, str):
+            raise InvalidInput(
+                f"indexed_meta: every key must be a string, not {type(key).__name__}"
+            )
+        if not key.strip():
+            raise InvalidInput("indexed_meta: a key is empty")
+        if len(key) > MAX_INDEXED_KEY:
+            raise InvalidInput(
+                f"indexed_meta: key {key[:20]!r}... is longer than {MAX_INDEXED_KEY} characters"
+            )
+        if any(not c.isprintable() for c in key):
+            raise InvalidInput(f"indexed_meta: key {key!r} holds control characters")
+        if key not in out:
+            out.append(key)
+    if len(out) > MAX_DECLARED_KEYS:
+        raise InvalidInput(
+            f"indexed_meta: at most {MAX_DECLARED_KEYS} keys can be declared, not {len(out)}"
+        )
+    return out
+
+
+def answered_meta_keys(s: Session) -> tuple[str, ...]:
+    """The metadata keys ``capture_meta`` holds for every stored capture: the defaults and the
+    declared ones (a key being filled in is not among them until it is complete)."""
+    declared = s.scalar(select(Setting.value).where(Setting.key == INDEXED_META_KEY))
+    return indexed_keys(declared if isinstance(declared, list) else None)
+
+
 def _deleted(s: Session, stmt: Any) -> int:
     result = cast(CursorResult[Any], s.execute(stmt))
     return int(result.rowcount)
@@ -59,10 +136,12 @@ class SettingsMixin(ServiceBase):
         auto = values.get(AUTO_EVALUATE_KEY, True)
         retention = values.get(RETENTION_KEY)
         export = values.get(OTLP_EXPORT_KEY)
+        declared = values.get(INDEXED_META_KEY)
         return SettingsOut(
             auto_evaluate=auto is not False,
             retention_days=int(retention) if retention is not None else None,
             otlp_export=export if isinstance(export, str) and export else None,
+            indexed_meta=[str(k) for k in declared] if isinstance(declared, list) else [],
         )
 
     def update_settings(
@@ -70,11 +149,15 @@ class SettingsMixin(ServiceBase):
         auto_evaluate: bool | None = None,
         retention_days: Any = UNSET,
         otlp_export: Any = UNSET,
+        indexed_meta: Any = UNSET,
     ) -> SettingsOut:
         """Change settings; ``retention_days`` is one of ``scoring.options.RETENTION_CHOICES``
         or None (keep forever); ``otlp_export`` an OTLP/HTTP URL for `simeval serve` to send
         results to (from its next start; at once when changed through the server), or None
-        or "" (send nothing)."""
+        or "" (send nothing); ``indexed_meta`` the metadata keys to index beside the defaults
+        (``check_indexed_meta``): the stored captures' values of a key declared are indexed
+        before this returns, those of a key no longer declared dropped."""
+        keys = UNSET if isinstance(indexed_meta, Unset) else check_indexed_meta(indexed_meta)
         updates: dict[str, Any] = {}
         if auto_evaluate is not None:
             if not isinstance(auto_evaluate, bool):
@@ -104,7 +187,54 @@ class SettingsMixin(ServiceBase):
 
         if updates:
             self._write(work)
+        if not isinstance(keys, Unset):
+            self._index_meta(keys)
         return self.get_settings()
+
+    def _index_meta(self, declared: list[str]) -> None:
+        """Declare ``declared`` the indexed metadata keys, in steps that keep ``capture_meta``
+        exact for the keys the setting ``indexed_meta`` names at every moment: captures first
+        write the old and the new keys (``META_WRITING_KEY``), the new keys are filled in over
+        the stored captures a chunk per transaction, then the setting names the new keys and
+        the rows of the keys dropped are deleted, a chunk per transaction. Interrupted, the
+        next change completes it (it starts again from the stored setting)."""
+        with self.store.read() as s:
+            values: dict[str, Any] = dict(
+                s.execute(
+                    select(Setting.key, Setting.value).where(
+                        Setting.key.in_((INDEXED_META_KEY, META_WRITING_KEY))
+                    )
+                ).all()
+            )
+        old = values.get(INDEXED_META_KEY)
+        old = [str(k) for k in old] if isinstance(old, list) else []
+        writing = values.get(META_WRITING_KEY)
+        if old == declared and writing is None:
+            return  # nothing to change, nothing left half-done
+        pending = writing if isinstance(writing, list) else old
+        both = indexed_keys([*pending, *declared])
+        self._write(lambda s: _set_flag(s, META_WRITING_KEY, list(both)))
+        added = [k for k in indexed_keys(declared) if k not in indexed_keys(old)]
+        last: int | None = 0
+        while added and last is not None:
+
+            def fill(s: Session, after: int = last) -> int | None:
+                return backfill_meta(s.connection(), added, after, _BACKFILL_CHUNK)
+
+            last = self._write(fill)
+
+        def finish(s: Session) -> None:
+            _set_flag(s, INDEXED_META_KEY, declared)
+            _set_flag(s, META_WRITING_KEY, None)
+
+        self._write(finish)
+        for key in (k for k in both if k not in indexed_keys(declared)):
+
+            def drop(s: Session, key: str = key) -> int:
+                return drop_meta_key(s.connection(), key, _DROP_CHUNK)
+
+            while self._write(drop) >= _DROP_CHUNK:
+                pass
 
     def cleanup(self, now: Any = None) -> CleanupOut:
         """Delete what is older than the retention period: captures with their results and
@@ -125,18 +255,27 @@ class SettingsMixin(ServiceBase):
                 results += len(unpack_results(blob))
             old_runs = select(Run.id).where(Run.created_at < cutoff)
             results += _deleted(s, delete(Result).where(Result.run_id.in_(old_runs)))
+            old = select(Capture.conversation_id).where(
+                Capture.captured_at < cutoff, Capture.conversation_id.is_not(None)
+            )
+            touched = [str(c) for (c,) in s.execute(old.distinct())]
+            # their capture_meta rows go with them (ON DELETE CASCADE, foreign keys on in
+            # SQLite too: store.engine); the conversations they were turns of are summed again
             captures = _deleted(s, delete(Capture).where(Capture.captured_at < cutoff))
+            recompute_conversations(conn, touched)
             runs = _deleted(s, delete(Run).where(Run.created_at < cutoff))
             edge = hour_of(cutoff)
             s.execute(delete(TrendRollup).where(TrendRollup.bucket <= edge))
-            if edge < cutoff:
-                tally = Tally()
-                kept = select(Capture.captured_at, Capture.scores).where(
-                    Capture.captured_at >= edge, Capture.captured_at < edge + HOUR
-                )
-                for when, blob in s.execute(kept):
-                    tally.add(when, blob)
-                add_sums(conn, tally.sums())
+            cut_hours(conn, edge)  # meta_rollup the same way
+            # always, also when the cutoff is on the hour: the hour ``edge`` was deleted
+            # above and every capture of it is kept then
+            tally = Tally()
+            kept = select(Capture.captured_at, Capture.scores).where(
+                Capture.captured_at >= edge, Capture.captured_at < edge + HOUR
+            )
+            for when, blob in s.execute(kept):
+                tally.add(when, blob)
+            add_sums(conn, tally.sums())
             current = select(Eval.version).where(Eval.id == EvalTest.eval_id).scalar_subquery()
             tests = _deleted(
                 s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)

@@ -189,7 +189,8 @@ results_table = cast(Table, Result.__table__)
 captures_table = cast(Table, Capture.__table__)
 _results = results_table.c
 Index("ix_captures_capture_key", captures_table.c.capture_key, unique=True)
-Index("ix_captures_captured_at", captures_table.c.captured_at)
+# (time, id): a range and its keyset order from one index (migration 0011)
+Index("ix_captures_captured_at_id", captures_table.c.captured_at, captures_table.c.id)
 Index("ix_runs_created_at", Run.__table__.c.created_at)
 Index("ix_runs_group_name", Run.__table__.c.group_name)
 # Only run rows carry a run id: a partial index costs captures nothing.
@@ -199,9 +200,10 @@ Index(
     sqlite_where=_results.run_id.isnot(None),
     postgresql_where=_results.run_id.isnot(None),
 )
-# Added by migration 0002: listing newest first. (Its per-eval index went in 0003: every
-# capture wrote one entry per eval into pages scattered across it.)
-Index("ix_results_created_at", _results.created_at)
+# Added by migration 0002 (on the time; with the id since 0011): listing newest first. (Its
+# per-eval index went in 0003: every capture wrote one entry per eval into pages scattered
+# across it.)
+Index("ix_results_created_at_id", _results.created_at, _results.id)
 Index("ix_captures_conversation_id", captures_table.c.conversation_id)
 
 
@@ -250,6 +252,11 @@ class TrendRollup(Base):
     count: Mapped[int] = mapped_column(Integer)
     total: Mapped[float] = mapped_column(Float)
     passes: Mapped[int] = mapped_column(Integer)
+
+
+# one eval's hours without every other eval's (the primary key starts with the hour): 0011
+_rollup = cast(Table, TrendRollup.__table__).c
+Index("ix_trend_rollup_eval_bucket", _rollup.eval_id, _rollup.bucket)
 
 
 class Setting(Base):
@@ -441,3 +448,25 @@ Index(
     conversations_table.c.last_at,
     conversations_table.c.conversation_id,
 )
+
+
+class MetaRollup(Base):
+    """Captured results counted per indexed metadata value, UTC hour and eval (migration 0012;
+    ``simeval.store.meta_rollup``): kept with ``trend_rollup``, up to the same watermark, from
+    each capture's ``capture_meta`` rows, so a count under one metadata filter sums the hours of
+    its value (the primary key's range) instead of every matching capture. Automated results:
+    reviews are applied on read."""
+
+    __tablename__ = "meta_rollup"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200), primary_key=True)
+    bucket: Mapped[datetime] = mapped_column(DateTime, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    passes: Mapped[int] = mapped_column(Integer)
+
+
+meta_rollup_table = cast(Table, MetaRollup.__table__)
+# the retention cleanup deletes whole hours of every value
+Index("ix_meta_rollup_bucket", meta_rollup_table.c.bucket)

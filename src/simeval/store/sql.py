@@ -15,7 +15,20 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, Integer, String, Table, Text, bindparam, func, insert
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    Integer,
+    String,
+    Table,
+    Text,
+    bindparam,
+    case,
+    func,
+    insert,
+    tuple_,
+)
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -75,6 +88,100 @@ def insert_row(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any
     params: Any = tuple(converted[n] for n in order) if dialect.positional else converted
     cursor.execute(sql, params)
     return int(cursor.fetchone()[0])
+
+
+def _compiled_upsert(dialect: Any, table: Table) -> tuple[str, list[str], list[Any]]:
+    """The conversation summary's upsert (``upsert_conversation``), compiled once per dialect."""
+    key = (dialect.name, table.name + "+upsert", ())
+    cached = _BULK_CACHE.get(key)
+    if cached is None:
+        names = tuple(c.name for c in table.c)
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        dialect_insert: Any = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+        # SQLite's min/max of two values are PostgreSQL's least/greatest
+        low: Any = func.least if dialect.name == "postgresql" else func.min
+        high: Any = func.greatest if dialect.name == "postgresql" else func.max
+        t = table.c
+        stmt = dialect_insert(table).values({n: bindparam(n) for n in names})
+        new = stmt.excluded
+        # a capture dated before the conversation's last turn (a log read late) does not
+        # become its last turn: the later of (time, id) wins; every right-hand side reads the
+        # row as it was before this update
+        later = tuple_(new.last_at, new.last_capture_id) > tuple_(t.last_at, t.last_capture_id)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[t.conversation_id],
+            set_={
+                "turns": t.turns + new.turns,
+                "first_at": low(t.first_at, new.first_at),
+                "last_at": high(t.last_at, new.last_at),
+                "last_capture_id": case((later, new.last_capture_id), else_=t.last_capture_id),
+                "results": t.results + new.results,
+                "passes": t.passes + new.passes,
+            },
+        )
+        compiled = stmt.compile(dialect=dialect)
+        order = list(compiled.positiontup or []) if dialect.positional else list(names)
+        processors = []
+        for n in names:
+            native = isinstance(table.c[n].type, _NATIVE)
+            processors.append(None if native else bind_processor(table.c[n], dialect))
+        cached = (str(compiled), order, processors)
+        _BULK_CACHE[key] = cached
+    return cached
+
+
+def upsert_conversation(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any]) -> None:
+    """Add a capture to its conversation's summary row (``conversations``, migration 0010)
+    through a driver cursor, in the capture's transaction: ``values`` holds every column,
+    the capture's own (``turns`` 1, its time as ``first_at`` and ``last_at``, its id as
+    ``last_capture_id``, its result and pass counts). A new conversation's row is inserted;
+    a stored one adds the turn, its counts, and its time if it is the latest."""
+    sql, order, processors = _compiled_upsert(dialect, table)
+    names = [c.name for c in table.c]
+    converted = {
+        n: (p(values[n]) if p is not None and values[n] is not None else values[n])
+        for n, p in zip(names, processors, strict=True)
+    }
+    params: Any = tuple(converted[n] for n in order) if dialect.positional else converted
+    cursor.execute(sql, params)
+
+
+def insert_rows(
+    cursor: Any, dialect: Any, table: Table, names: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Insert ``rows`` (tuples in the order of ``names``) through a driver cursor with one
+    cached statement (a capture's indexed metadata, ``capture_meta``): one ``executemany``,
+    each column's value converted once when rows repeat it (a capture's time)."""
+    if not rows:
+        return
+    sql, order, processors = _compiled_insert(dialect, table, names)
+    convert = [(i, p) for i, p in enumerate(processors) if p is not None]
+    if convert:
+        seen: dict[tuple[int, Any], Any] = {}
+        fixed = []
+        for row in rows:
+            r = list(row)
+            for i, p in convert:
+                v = r[i]
+                if v is not None:
+                    k = (i, v)
+                    if k not in seen:
+                        seen[k] = p(v)
+                    r[i] = seen[k]
+            fixed.append(tuple(r))
+        rows = fixed
+    if dialect.positional:
+        if order != list(names):
+            pick = operator.itemgetter(*(names.index(n) for n in order))
+            rows = [pick(r) for r in rows]
+        params: Sequence[Any] = rows
+    else:
+        params = [dict(zip(names, r, strict=True)) for r in rows]
+    if len(params) == 1:
+        cursor.execute(sql, params[0])
+    else:
+        cursor.executemany(sql, params)
 
 
 def bulk_insert(

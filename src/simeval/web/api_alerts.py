@@ -108,7 +108,18 @@ async def evaluate(request: Request, service: ServiceDep) -> JSONResponse:
         check = await run_in_threadpool(watcher.run_once)
     else:
         check = await run_in_threadpool(service.evaluate_alerts)
+        if getattr(request.app.state, "worker", None) is not None:
+            # one of several workers, and another runs the watcher (simeval.web.workers),
+            # which delivers only what it opened: what this evaluation changed goes out here
+            await run_in_threadpool(_deliver, service, check)
     return _json(check)
+
+
+def _deliver(service: Service, check: AlertCheck) -> None:
+    for alert in check.opened:
+        service.deliver_alert(alert.id, "open")
+    for alert in check.closed:
+        service.deliver_alert(alert.id, "closed")
 
 
 @router.get("/{alert_id}", response_model=AlertOut)

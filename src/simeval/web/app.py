@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).parent
 # the JSON API's routers, by resource (each included, and each known to the 405 middleware)
-API_ROUTERS = (api.router, datasets_api, alerts_api, run_groups_api, overview_api)
+API_ROUTERS = (*api.ROUTERS, datasets_api, alerts_api, run_groups_api, overview_api)
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
 # Retry-After of a 503 for an outage (the database server restarting, the disk full): long
 # enough not to hammer it, short enough that a restart is noticed soon
@@ -88,6 +88,7 @@ def create_app(
     idf_dir: str | os.PathLike[str] | None = None,
     otlp_export: str | None = None,
     alert_interval: float | None = ALERT_INTERVAL_S,
+    sessions: SessionStore | None = None,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -106,7 +107,8 @@ def create_app(
     ``gen_ai.evaluation.result`` events (``simeval.web.otlp_export``; default: the stored
     setting ``otlp_export``, else none). ``alert_interval``: seconds between evaluations of
     the alert rules on a timer (they also run as results arrive; None: the server watches no
-    rules, ``simeval.web.api_alerts``).
+    rules, ``simeval.web.api_alerts``). ``sessions``: where the studio's logins are kept
+    (default: this process's memory; ``simeval.web.workers`` shares them between workers).
 
     Example::
 
@@ -133,7 +135,8 @@ def create_app(
     app.state.writer = CaptureWriter(svc, lock_wait)
     app.state.idf_dir = resolve_idf_dir(svc.url, idf_dir)
     app.state.token = token or None
-    app.state.sessions = SessionStore()  # the studio's logins (simeval.web.security)
+    # the studio's logins (simeval.web.security)
+    app.state.sessions = SessionStore() if sessions is None else sessions
     app.state.proxy = proxy.captures if proxy is not None else None
     open_exporter(app.state, svc, otlp_export)  # app.state.otlp_export
     app.state.alert_interval = alert_interval
@@ -166,7 +169,13 @@ def _lifespan(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         start_alerts(app)  # the alert watcher's threads (off the capture path)
+        # one of several workers (simeval.web.workers): the watcher if it wins the lock
+        worker = getattr(app.state, "worker", None)
+        if worker is not None:
+            worker.start(app)
         yield
+        if worker is not None:
+            worker.stop(app)
         stop_alerts(app)
         if proxy is not None:
             await proxy.aclose()

@@ -17,9 +17,9 @@ from simeval.service.models import (
     RunOut,
 )
 from simeval.web import schema as declared
-from simeval.web.api.common import RunId, ServiceDep, json_reply
+from simeval.web.api.common import CursorParam, RunId, ServiceDep, json_reply
 
-router = APIRouter()
+router = APIRouter(prefix="/api", responses=declared.ERRORS)
 
 
 @router.get("/captures", tags=["captures"])
@@ -31,21 +31,25 @@ def list_captures(
     until: Annotated[str | None, declared.when("ISO time or an age.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    cursor: CursorParam = None,
 ) -> JSONResponse:
-    """Captures, newest first, with their metadata and results."""
+    """Captures, newest first, with their metadata and results; page on with ``cursor=``
+    the answer's ``next_cursor`` (null at the end)."""
     filters: dict[str, Any] = {
         "meta": meta,
         "conversation_id": conversation_id,
         "since": since,
         "until": until,
     }
-    items = service.list_captures(limit=limit, offset=offset, **filters)
+    page = service.page_captures(limit=limit, offset=offset, cursor=cursor, **filters)
     return JSONResponse(
         {
             "total": service.count_captures(**filters),
             "limit": limit,
             "offset": offset,
-            "captures": [c.model_dump(mode="json") for c in items],
+            "captures": [c.model_dump(mode="json") for c in page.items],
+            "next_cursor": page.next_cursor,
+            "prev_cursor": page.prev_cursor,
         }
     )
 
@@ -66,15 +70,20 @@ def list_conversations(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    cursor: CursorParam = None,
 ) -> JSONResponse:
-    """Conversations, most recently active first: turns, pass rate, last activity."""
-    items = service.list_conversations(limit=limit, offset=offset)
+    """Conversations, most recently active first: turns, pass rate, last activity; page on
+    with ``cursor=`` the answer's ``next_cursor`` (null at the end). A conversation with a
+    new turn moves to the top: pages read by cursor do not give it twice."""
+    page = service.page_conversations(limit=limit, offset=offset, cursor=cursor)
     return JSONResponse(
         {
             "total": service.count_conversations(),
             "limit": limit,
             "offset": offset,
-            "conversations": [c.model_dump(mode="json") for c in items],
+            "conversations": [c.model_dump(mode="json") for c in page.items],
+            "next_cursor": page.next_cursor,
+            "prev_cursor": page.prev_cursor,
         }
     )
 
@@ -92,15 +101,19 @@ def list_runs(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    cursor: CursorParam = None,
 ) -> JSONResponse:
-    """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status."""
-    items = service.list_runs(limit=limit, offset=offset)
+    """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status;
+    page on with ``cursor=`` the answer's ``next_cursor`` (null at the end)."""
+    page = service.page_runs(limit=limit, offset=offset, cursor=cursor)
     return JSONResponse(
         {
             "total": service.count_runs(),
             "limit": limit,
             "offset": offset,
-            "runs": [r.model_dump(mode="json") for r in items],
+            "runs": [r.model_dump(mode="json") for r in page.items],
+            "next_cursor": page.next_cursor,
+            "prev_cursor": page.prev_cursor,
         }
     )
 

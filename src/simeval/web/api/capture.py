@@ -26,7 +26,7 @@ from simeval.web.schema import (
     Body,
 )
 
-router = APIRouter()
+router = APIRouter(prefix="/api", responses=declared.ERRORS)
 
 
 class CaptureIn(Body):
@@ -115,6 +115,11 @@ class Health(BaseModel):
     version: str
     proxy: ProxyHealth | None = None
     otlp_export: dict[str, Any] | None = Field(None, description="scores-out counters")
+    worker: dict[str, Any] | None = Field(
+        None,
+        description="serve --workers N only: the answering worker's pid, N, and whether it "
+        "runs the alert watcher",
+    )
 
 
 _REPLAYED = {
@@ -254,4 +259,6 @@ async def health(request: Request) -> dict[str, Any]:
             out["status"] = "degraded"
     if (exporter := getattr(request.app.state, "otlp_export", None)) is not None:
         out["otlp_export"] = exporter.stats()  # its troubles never degrade the captures
+    if (worker := getattr(request.app.state, "worker", None)) is not None:
+        out["worker"] = worker.health()  # which of the workers answered (simeval.web.workers)
     return out

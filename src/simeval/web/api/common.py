@@ -14,6 +14,7 @@ from simeval.checks import (
 )
 from simeval.errors import NotFound
 from simeval.service import RESULT_ID_PATTERN, ResultFilter, Service
+from simeval.service.cursor import MAX_CURSOR
 from simeval.service.models import (
     EvalOut,
 )
@@ -87,3 +88,13 @@ def result_filter(
 FilterDep = Annotated[ResultFilter, Depends(result_filter)]
 
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="A run's id"), declared.DIGITS]
+
+CursorParam = Annotated[
+    str | None,
+    Query(
+        description="A page's next_cursor (or prev_cursor): the page after (before) it, "
+        "read from the index; instead of offset. One another listing gave is a 400.",
+        max_length=MAX_CURSOR,
+        pattern="^[A-Za-z0-9_-]+$",
+    ),
+]

@@ -32,7 +32,7 @@ from simeval.web.schema import (
     as_list,
 )
 
-router = APIRouter()
+router = APIRouter(prefix="/api", responses=declared.ERRORS)
 
 
 class EvalIn(Body):

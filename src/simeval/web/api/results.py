@@ -6,8 +6,8 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
 
 from simeval.checks import (
     MAX_OFFSET,
@@ -17,10 +17,10 @@ from simeval.service.models import (
     ResultOut,
 )
 from simeval.web import schema as declared
-from simeval.web.api.common import FilterDep, ResultId, ServiceDep, json_reply
+from simeval.web.api.common import CursorParam, FilterDep, ResultId, ServiceDep, json_reply
 from simeval.web.api_review import ReviewIn
 
-router = APIRouter()
+router = APIRouter(prefix="/api", responses=declared.ERRORS)
 
 
 class ResultPage(BaseModel):
@@ -30,6 +30,8 @@ class ResultPage(BaseModel):
     limit: int
     offset: int
     results: list[ResultOut]
+    next_cursor: str | None = Field(description="The next (older) page's cursor; null at the end.")
+    prev_cursor: str | None = Field(description="The previous (newer) page's; null on the first.")
 
 
 @router.get("/results", response_model=ResultPage, tags=["results"])
@@ -38,16 +40,21 @@ def list_results(
     where: FilterDep,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    cursor: CursorParam = None,
 ) -> JSONResponse:
-    """Results, newest first, filtered by eval, pass/fail, time range, review or run."""
-    items = service.list_results(where, limit=limit, offset=offset)
+    """Results, newest first, filtered by eval, pass/fail, time range, review or run; page
+    on with ``cursor=`` the answer's ``next_cursor`` (a deep ``offset`` reads every row
+    before it)."""
+    page = service.page_results(where, limit=limit, offset=offset, cursor=cursor)
     total = service.count_results(where)
     return JSONResponse(
         {
             "total": total,
             "limit": limit,
             "offset": offset,
-            "results": [r.model_dump(mode="json") for r in items],
+            "results": [r.model_dump(mode="json") for r in page.items],
+            "next_cursor": page.next_cursor,
+            "prev_cursor": page.prev_cursor,
         }
     )
 
@@ -62,13 +69,15 @@ def export_results(
     where: FilterDep,
     format: Literal["csv", "json"] = "csv",
 ) -> Response:
-    """Download the filtered results as CSV or JSON."""
-    text = service.export_results(fmt=format, where=where)
+    """Download the filtered results as CSV or JSON (a JSON array), oldest first, streamed:
+    the server holds a piece of the answer at a time, however many results match."""
+    # checked before the answer starts (an unknown eval is a 404, not a cut-off stream)
+    pieces = service.iter_export(fmt=format, where=where)
     media = "text/csv; charset=utf-8" if format == "csv" else "application/json"
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     name = f"simeval-results-{stamp}.{format}"
-    return Response(
-        text, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    return StreamingResponse(
+        pieces, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'}
     )
 
 

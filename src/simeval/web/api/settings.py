@@ -13,6 +13,7 @@ from simeval.service.models import (
     CleanupOut,
     SettingsOut,
 )
+from simeval.web import schema as declared
 from simeval.web.api.common import ServiceDep, json_reply
 from simeval.web.otlp_export import follow_setting
 from simeval.web.schema import (
@@ -22,7 +23,7 @@ from simeval.web.schema import (
     StrictBool,
 )
 
-router = APIRouter()
+router = APIRouter(prefix="/api", responses=declared.ERRORS)
 
 
 class SettingsIn(Body):
@@ -41,6 +42,18 @@ class SettingsIn(Body):
         json_schema_extra={"pattern": OTLP_URL},
         description="Scores-out OTLP URL ('' for none).",
     )
+    indexed_meta: list[str] | None = Field(
+        None,
+        # declared only (a subset of the keys the service takes: any printable text of
+        # 1-64 characters); the service's check names the problem (400)
+        json_schema_extra={
+            "maxItems": 32,
+            "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.:/-]{1,64}$"},
+        },
+        description="Metadata keys to index beside the defaults (engine, model, ...): filters "
+        "on them are answered by the database; [] or null declares none. Stored captures' "
+        "values are indexed before the answer.",
+    )
 
 
 @router.get("/settings", response_model=SettingsOut, tags=["settings"])
@@ -55,6 +68,8 @@ def update_settings(body: SettingsIn, service: ServiceDep, request: Request) -> 
     kwargs: dict[str, Any] = {"auto_evaluate": body.auto_evaluate}
     for name in {"retention_days", "otlp_export"} & body.model_fields_set:
         kwargs[name] = getattr(body, name)
+    if "indexed_meta" in body.model_fields_set:
+        kwargs["indexed_meta"] = body.indexed_meta or []
     out = service.update_settings(**kwargs)
     follow_setting(request.app.state, service)  # the exporter follows the setting now
     return json_reply(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from simeval.web.pages._render import PER_PAGE, page_count, render, service_of
+from simeval.web.pages._render import PER_PAGE, render, service_of
 from simeval.web.pages.datasets import dataset_names
 from simeval.web.schema import IntParam
 
@@ -13,16 +13,23 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/conversations")
-def conversations_page(request: Request, page: IntParam = 1) -> Response:
-    """Conversations, most recently active first."""
+def conversations_page(request: Request, page: IntParam = 1, cursor: str | None = None) -> Response:
+    """Conversations, most recently active first, pages of 50 (Older/Newer by cursor;
+    ``page=N`` still reads a shallow page by offset)."""
     service = service_of(request)
     page = max(page, 1)
-    items = service.list_conversations(limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
+    offset = 0 if cursor else (page - 1) * PER_PAGE
+    found = service.page_conversations(limit=PER_PAGE, offset=offset, cursor=cursor or None)
     total = service.count_conversations()
     return render(
         request,
         "conversations.html",
-        {"items": items, "total": total, "page": page, "pages": page_count(total)},
+        {
+            "items": found.items,
+            "total": total,
+            "older": found.next_cursor,
+            "newer": found.prev_cursor,
+        },
     )
 
 

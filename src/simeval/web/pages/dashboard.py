@@ -104,20 +104,20 @@ def _health(service: Service, selected: EvalOut, bucket: str | None) -> dict[str
             trend, bucket = service.trend(selected.name, bucket="hour"), "hour"
     else:
         trend = service.trend(selected.name, bucket=bucket)
-    # List views show no explanations: explain=False spares building a scorer per result.
-    results = service.list_results(eval_name=selected.name, limit=5000, explain=False)
-    scores = [r.score for r in results]
+    # the newest 5,000 results' scores, read from the packed results (not listed as results)
+    recent = service.recent_verdicts(selected.name, limit=5000)
+    scores = [score for score, _ in recent]
     # each result coloured by the verdict it was given (its own threshold, or its review),
     # as the pass count above counts it: not by today's threshold
-    verdicts = [r.passed for r in results]
+    verdicts = [ok for _, ok in recent]
     return {
         "trend": trend,
         "bucket": bucket,
         "count": service.count_results(eval_name=selected.name),
         "pass_count": service.count_results(eval_name=selected.name, passed=True),
         "scores": len(scores),
-        "trend_json": charts.as_json(charts.trend_figure(trend)) if trend.buckets else None,
-        "hist_json": charts.as_json(charts.histogram_figure(scores, selected.threshold, verdicts))
+        "trend_json": charts.as_json(charts.trend_spec(trend)) if trend.buckets else None,
+        "hist_json": charts.as_json(charts.histogram_spec(scores, selected.threshold, verdicts))
         if scores
         else None,
     }

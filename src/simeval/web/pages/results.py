@@ -17,7 +17,6 @@ from simeval.service.models import ResultOut
 from simeval.web.pages._render import (
     PER_PAGE,
     form_text,
-    page_count,
     redirect,
     render,
     service_of,
@@ -45,13 +44,16 @@ def results_page(
     until: str | None = None,
     meta: str | None = None,
     page: IntParam = 1,
+    cursor: str | None = None,
 ) -> Response:
     """Results with filters (metadata too: ``engine=v2``, several separated by commas),
-    pages of 50, and the export buttons."""
+    pages of 50 (Older/Newer by cursor; ``page=N`` still reads a shallow page by offset),
+    and the export buttons."""
     service = service_of(request)
     metas = [m for m in (meta or "").split(",") if m.strip()] or None
     page = max(page, 1)
     error, status = None, 200
+    older = newer = None
     try:
         where = ResultFilter.parse(
             eval_name=eval or None,
@@ -62,9 +64,14 @@ def results_page(
             until=until or None,
             meta=metas,
         )
-        items = service.list_results(
-            where, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, explain=False
+        found = service.page_results(
+            where,
+            limit=PER_PAGE,
+            offset=0 if cursor else (page - 1) * PER_PAGE,
+            cursor=cursor or None,
+            explain=False,
         )
+        items, older, newer = found.items, found.next_cursor, found.prev_cursor
         total = service.count_results(where)
     except SimevalError as exc:
         # shown above the filters as typed, to correct them (as Compare shows its errors)
@@ -85,8 +92,11 @@ def results_page(
         {
             "items": items,
             "total": total,
-            "page": page,
-            "pages": page_count(total),
+            "older": older,
+            "newer": newer,
+            "here_query": urlencode(
+                {k: v for k, v in {**given, "cursor": cursor or "", "page": page}.items() if v}
+            ),
             "evals": service.list_evals(include_archived=True),
             "f": given,
             "export_csv": "/api/results/export?"

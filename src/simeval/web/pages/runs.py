@@ -13,16 +13,23 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/runs")
-def runs_page(request: Request, page: IntParam = 1) -> Response:
-    """Stored data-set runs, newest first."""
+def runs_page(request: Request, page: IntParam = 1, cursor: str | None = None) -> Response:
+    """Stored data-set runs, newest first, pages of 50 (Older/Newer by cursor; ``page=N``
+    still reads a shallow page by offset)."""
     service = service_of(request)
     page = max(page, 1)
-    items = service.list_runs(limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
+    offset = 0 if cursor else (page - 1) * PER_PAGE
+    found = service.page_runs(limit=PER_PAGE, offset=offset, cursor=cursor or None)
     total = service.count_runs()
     return render(
         request,
         "runs.html",
-        {"items": items, "total": total, "page": page, "pages": page_count(total)},
+        {
+            "items": found.items,
+            "total": total,
+            "older": found.next_cursor,
+            "newer": found.prev_cursor,
+        },
     )
 
 

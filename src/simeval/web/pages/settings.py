@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -10,7 +11,9 @@ from starlette.concurrency import run_in_threadpool
 
 from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import RETENTION_CHOICES
+from simeval.service import UNSET
 from simeval.service.database import describe_url
+from simeval.service.settings import DEFAULT_META_KEYS, MAX_DECLARED_KEYS
 from simeval.web.otlp_export import follow_setting
 from simeval.web.pages._render import form_text, redirect, render, service_of
 from simeval.web.security import checked_form
@@ -30,6 +33,8 @@ def _settings_page(
         {
             "settings": service.get_settings(),
             "choices": RETENTION_LABELS,
+            "default_keys": DEFAULT_META_KEYS,
+            "max_keys": MAX_DECLARED_KEYS,
             "error": error,
             "cleaned": cleaned,
             "db_url": describe_url(service.url),  # a server URL's password hidden
@@ -59,10 +64,15 @@ async def save_settings(request: Request) -> Response:
             retention = int(raw) if raw else None
         except ValueError:
             raise InvalidInput(f"retention must be a number of days, not {raw!r}") from None
+        keys = form.get("indexed_meta")
         service_of(request).update_settings(
             auto_evaluate=form.get("auto_evaluate") is not None,
             retention_days=retention,
             otlp_export=form_text(form, "otlp_export"),
+            # one key a line or comma-separated; a form without the field keeps the setting
+            indexed_meta=UNSET
+            if keys is None
+            else [k.strip() for k in re.split(r"[,\n]", str(keys)) if k.strip()],
         )
     except SimevalError as exc:
         return _settings_page(request, str(exc), exc.status_code)
