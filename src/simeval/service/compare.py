@@ -49,9 +49,9 @@ from simeval.service.compare_read import (
 )
 from simeval.service.filters import ResultFilter, meta_matches, meta_text, parse_meta
 from simeval.service.models import CompareReport
-from simeval.service.queries import capture_reviews, capture_rows, version_refs
+from simeval.service.queries import capture_reviews, capture_rows, version_options, version_refs
 from simeval.service.results import ResultsMixin, run_row_missing
-from simeval.store import Capture, Eval, EvalVersion, Result, Review, Run
+from simeval.store import Capture, Eval, Result, Review, Run
 
 _READ_CHUNK = 20_000  # rows read per step of a side
 # the cases listed in full (name, output, missing terms): made only for those
@@ -363,13 +363,7 @@ class CompareMixin(ResultsMixin):
             with self.store.read() as s:
                 rows = _capture_rows(s, set(ids), eval_id)
                 refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows.values()})
-                options = {
-                    (e, v): dict(o or {})
-                    for e, v, o in s.execute(
-                        select(EvalVersion.eval_id, EvalVersion.version, EvalVersion.options)
-                        .where(EvalVersion.eval_id == eval_id)
-                    )
-                }  # fmt: skip
+                options = version_options(s, set(refs))
             out = []
             for i, cid in zip(idx, ids, strict=True):
                 row = rows.get(cid)
