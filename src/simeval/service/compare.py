@@ -52,6 +52,7 @@ from simeval.service.models import CompareReport
 from simeval.service.queries import capture_reviews, capture_rows, version_options, version_refs
 from simeval.service.results import ResultsMixin, run_row_missing
 from simeval.store import Capture, Eval, Result, Review, Run
+from simeval.store.sql import stream_rows
 
 _READ_CHUNK = 20_000  # rows read per step of a side
 # the cases listed in full (name, output, missing terms): made only for those
@@ -453,29 +454,8 @@ def _compare_evals(
 
 
 def _stream(s: Session, q: Any) -> Iterator[Sequence[Any]]:
-    """The rows of ``q`` in the read ``s``, a chunk at a time: on SQLite from the driver's
-    cursor (SQLAlchemy's work per row would cost more than SQLite's), elsewhere through
-    SQLAlchemy, streamed from a server-side cursor (memory stays bounded)."""
-    conn = s.connection()
-    dialect = conn.dialect
-    if dialect.name != "sqlite":
-        yield from conn.execute(q.execution_options(yield_per=_READ_CHUNK)).partitions()
-        return
-    compiled = q.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
-    values = compiled.construct_params()
-    args = []
-    for name in compiled.positiontup or ():  # each value as SQLAlchemy would bind it
-        bind = compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
-        args.append(values[name] if bind is None else bind(values[name]))
-    raw = conn.connection.dbapi_connection
-    assert raw is not None
-    cur = raw.cursor()
-    try:
-        cur.execute(str(compiled), tuple(args))
-        while rows := cur.fetchmany(_READ_CHUNK):
-            yield rows
-    finally:
-        cur.close()
+    """The rows of ``q`` in the read ``s``, a chunk at a time, from the driver's cursor."""
+    return stream_rows(s.connection(), q, _READ_CHUNK)
 
 
 def _capture_rows(s: Session, ids: set[int], eval_id: int) -> dict[int, Any]:
