@@ -124,6 +124,15 @@ def as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def naive_utc(value: datetime) -> datetime:
+    """``value`` as the naive UTC time the database stores, a naive one taken as UTC already.
+
+    >>> naive_utc(datetime.fromisoformat("2024-05-01T14:00:00+02:00"))
+    datetime.datetime(2024, 5, 1, 12, 0)
+    """
+    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$", re.IGNORECASE)
 
 

@@ -84,7 +84,7 @@ def test_seed_flow_through_the_cli(db: str, tmp_path: Path) -> None:
     human = run(db, "capture", GOOD, "-i", QUESTION)
     assert human.exit_code == 0 and "PASS" in human.stdout and "capital" in human.stdout
 
-    listed = ok(db, "results", "list", "--eval", "capital")
+    listed = ok(db, "results", "list", "--eval", "capital")["results"]
     assert len(listed) == 4
     table = run(db, "results", "list", "--eval", "capital", "--failed")
     assert table.exit_code == 0 and "2 of 2 results" in table.stdout
@@ -94,8 +94,8 @@ def test_seed_flow_through_the_cli(db: str, tmp_path: Path) -> None:
     assert reviewed["passed"] is True and reviewed["automated_passed"] is False
     assert reviewed["score"] == caps[1]["results"][0]["score"]
     assert ok(db, "results", "show", str(target))["review"]["note"] == "fine"
-    assert len(ok(db, "results", "list", "--passed")) == 3
-    assert [r["id"] for r in ok(db, "results", "list", "--reviewed")] == [target]
+    assert len(ok(db, "results", "list", "--passed")["results"]) == 3
+    assert [r["id"] for r in ok(db, "results", "list", "--reviewed")["results"]] == [target]
 
     trend = ok(db, "trend", "capital", "--bucket", "day")
     (bucket,) = trend["buckets"]
@@ -128,7 +128,7 @@ def test_seed_flow_through_the_cli(db: str, tmp_path: Path) -> None:
     assert settings["retention_days"] == 30 and str(db) in settings["database"]
     cleaned = ok(db, "cleanup")
     assert (cleaned["captures"], cleaned["results"]) == (2, 2)
-    assert len(ok(db, "results", "list")) == 4
+    assert ok(db, "results", "list")["total"] == 4
     again = run(db, "cleanup")
     assert again.exit_code == 0 and "0 captures" in again.stdout
 

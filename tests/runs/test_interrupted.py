@@ -56,12 +56,16 @@ def test_a_killed_run_is_interrupted_everywhere_and_can_be_deleted(db: str) -> N
     stored = table_counts(db, ("runs", "results"))
     assert stored["runs"] == 1 and 0 < stored["results"] < 1_000_000
 
-    runs = run_cli(db, "runs", "list", "--json")
+    runs_page = run_cli(db, "runs", "list", "--json")
+    assert isinstance(runs_page, dict) and runs_page["next_cursor"] is None
+    runs = runs_page["runs"]
     assert isinstance(runs, list) and [r["status"] for r in runs] == ["interrupted"]
     run_id = runs[0]["id"]
     assert "interrupted" in str(run_cli(db, "runs", "show", str(run_id)))
     assert "interrupted" in str(run_cli(db, "runs", "list"))
-    listed = run_cli(db, "results", "list", "--run", str(run_id), "--limit", "3", "--json")
+    listed_page = run_cli(db, "results", "list", "--run", str(run_id), "--limit", "3", "--json")
+    assert isinstance(listed_page, dict) and listed_page["next_cursor"] is not None
+    listed = listed_page["results"]
     assert isinstance(listed, list) and {r["run_status"] for r in listed} == {"interrupted"}
 
     with TestClient(create_app(db=db), base_url="http://127.0.0.1:8000") as c:

@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from simeval import InvalidInput
 from simeval.checks import utc_now
 from simeval.service import ResultFilter, Service
+from simeval.service.cursor import OLDER, listing_cursor
 from simeval.service.filters import meta_matches
 from simeval.web import create_app
 
@@ -307,7 +308,13 @@ def test_the_api_pages_by_cursor_and_refuses_a_bad_one(db: str) -> None:
                 raise AssertionError("paging did not end")
             assert seen == [i for i in every if i in set(seen)] and seen
             assert len(seen) == body["total"]
-            for bad in ("garbage", "x" * 3000, "abc!", body["prev_cursor"][:-2]):
+            edited = [  # well-formed, but an id past what the columns hold (was a 500)
+                listing_cursor(field, OLDER, (utc_now(), *ints))
+                for ints in ((2**63, 0, 0), (1, 2**40, 0), (-1, 1, 0))
+            ]
+            if field == "captures":
+                edited = [listing_cursor(field, OLDER, (utc_now(), 2**63))]
+            for bad in ("garbage", "x" * 3000, "abc!", body["prev_cursor"][:-2], *edited):
                 r = client.get(path, params={"cursor": bad})
                 assert r.status_code in (400, 422), r.text
                 assert "cursor" in str(r.json()).lower()

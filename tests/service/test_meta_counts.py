@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from tests.rollups import capture_at, held_results, mixed_meta, roll, utc
 
 from simeval.checks import utc_now
 from simeval.service import ResultFilter, Service
 from simeval.service.filters import meta_matches
 from simeval.service.meta_counts import rollup_sum
-from simeval.service.rollup import hour_of, roll_up, watermark
+from simeval.service.rollup import watermark
 from simeval.store import make_engine, resolve_db_url, unpack_results, upgrade
-from simeval.store.models import MetaRollup, capture_meta_table, captures_table
+from simeval.store.meta_rollup import hour_start
+from simeval.store.models import capture_meta_table, captures_table
 
 PARIS = "The capital of France is Paris, which stands on the Seine."
 SEINE = "The Seine flows through Paris."
@@ -46,40 +48,8 @@ def svc(db: str) -> Iterator[Service]:
         yield s
 
 
-def _meta(rng: random.Random) -> dict[str, Any] | None:
-    if rng.random() < 0.08:
-        return None
-    meta: dict[str, Any] = {}
-    for key, values in {
-        "engine": ["v1", "v2", "v2", "é" * 201],  # one value too long to index
-        "model": ["m-0", "m-1", 3],
-        "team": ["chat", "search"],  # declared later
-    }.items():
-        if rng.random() < 0.85:
-            meta[key] = rng.choice(values)
-    return meta
-
-
 def _capture(svc: Service, rng: random.Random, times: list[datetime]) -> None:
-    svc.capture_many(
-        [
-            {
-                "input": QUESTION,
-                "output": rng.choice(ANSWERS),
-                "captured_at": when.isoformat(),
-                "metadata": _meta(rng),
-            }
-            for when in times
-        ]
-    )
-
-
-def _roll(svc: Service) -> int:
-    return int(svc.store.run_write(lambda s: roll_up(s.connection())))
-
-
-def _utc(when: datetime | None) -> datetime | None:
-    return None if when is None else when.replace(tzinfo=UTC)
+    capture_at(svc, rng, times, ANSWERS, mixed_meta)
 
 
 def _assert_counts(svc: Service, filters: list[list[str]], ranges: list[tuple[Any, Any]]) -> None:
@@ -90,7 +60,7 @@ def _assert_counts(svc: Service, filters: list[list[str]], ranges: list[tuple[An
     for meta in filters:
         pairs = ResultFilter.parse(meta=meta).meta
         for since, until in ranges:
-            lo, hi = _utc(since), _utc(until)
+            lo, hi = utc(since), utc(until)
             inside = [
                 r
                 for r in every
@@ -139,23 +109,10 @@ def _assert_rollup_exact(db: str) -> None:
         for cid, when, blob in s.execute(caps.where(captures_table.c.id <= mark)):
             for eval_id, _v, _score, ok, *_ in unpack_results(blob).rows():
                 for key, value in pairs.get(cid, []):
-                    slot = want.setdefault((key, value, hour_of(when), eval_id), [0, 0])
+                    slot = want.setdefault((key, value, hour_start(when), eval_id), [0, 0])
                     slot[0] += 1
                     slot[1] += int(ok)
-        got = {
-            (k, v, hour_of(b), e): [c, p]
-            for k, v, b, e, c, p in s.execute(
-                sa.select(
-                    MetaRollup.key,
-                    MetaRollup.value,
-                    MetaRollup.bucket,
-                    MetaRollup.eval_id,
-                    MetaRollup.count,
-                    MetaRollup.passes,
-                )
-            )
-            if c or p
-        }
+        got = held_results(s)
         assert got == want
 
 
@@ -165,10 +122,10 @@ FILTERS = [["engine=v2"], ["model=3"], ["engine=" + "é" * 201], ["engine=v1", "
 def test_counts_under_one_filter_equal_a_direct_scan(db: str, svc: Service) -> None:
     rng = random.Random(7)
     base = (utc_now() - timedelta(days=3)).replace(tzinfo=None, minute=10, second=0, microsecond=0)
-    hour = hour_of(base)
+    hour = hour_start(base)
     # the first captures rolled up, the later ones (interleaved in time) past the watermark
     _capture(svc, rng, [base + timedelta(minutes=7 * k) for k in range(90)])
-    assert _roll(svc) > 0
+    assert roll(svc) > 0
     _capture(svc, rng, [base + timedelta(minutes=7 * k + 3) for k in range(0, 90, 2)])
     with svc.store.read() as s:
         assert watermark(s) < max(c.id for c in svc.list_captures(limit=1000))
@@ -198,7 +155,7 @@ def test_counts_under_one_filter_equal_a_direct_scan(db: str, svc: Service) -> N
     svc.update_settings(indexed_meta=["team"])
     _assert_rollup_exact(db)
     _assert_counts(svc, [["team=chat"]], ranges[:3])
-    _roll(svc)
+    roll(svc)
     _capture(svc, rng, [base + timedelta(hours=2, minutes=k) for k in range(5)])
     _assert_counts(svc, [["team=search"]], ranges[:3])
     svc.update_settings(indexed_meta=[])
@@ -218,7 +175,7 @@ def test_a_0011_store_gets_the_same_counts_after_the_upgrade(db: str, svc: Servi
     rng = random.Random(11)
     base = (utc_now() - timedelta(days=2)).replace(tzinfo=None, minute=40, second=0, microsecond=0)
     _capture(svc, rng, [base + timedelta(minutes=11 * k) for k in range(70)])
-    _roll(svc)
+    roll(svc)
     _capture(svc, rng, [base + timedelta(minutes=11 * k + 5) for k in range(10)])
     ranges = [(None, None), (base + timedelta(minutes=50), base + timedelta(hours=9))]
     before = {

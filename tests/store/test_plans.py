@@ -197,3 +197,60 @@ def test_a_full_scan_is_caught(svc: Service) -> None:
         assert _full_scans(svc, by_id, params) == [
             "SEARCH captures USING INTEGER PRIMARY KEY (rowid>?)"
         ]
+
+
+def _sorts(svc: Service, statement: str, params: Any) -> list[str]:
+    """The sorts in the plan of ``statement``: SQLite's temporary B-trees, PostgreSQL's
+    Sort nodes (with sequential scans off, as above)."""
+    with svc.store.engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all()
+            return [row[-1] for row in plan if "TEMP B-TREE" in row[-1]]
+        conn.exec_driver_sql("SET enable_seqscan = off")
+        found = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + statement, params).scalar()
+        conn.rollback()
+    sorts: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Sort" in str(node.get("Node Type")):
+            sorts.append(f"{node['Node Type']} on {node.get('Sort Key')}")
+        for child in node.get("Plans", ()):
+            walk(child)
+
+    walk(found[0]["Plan"])
+    return sorts
+
+
+def test_a_runs_page_reads_its_rows_in_order_without_sorting_the_run(svc: Service) -> None:
+    """``/runs/{id}`` lists a run's rows newest first by a (created_at, id) keyset: the
+    first page and a page from a cursor are read from the (run, time, id) index, in order,
+    where an index on the run alone sorted every row of the run for each page."""
+    other = svc.create_run("other", "other.jsonl")
+    run = svc.create_run("cases", "cases.jsonl")
+    for target in (other, run, other):
+        svc.add_run_results(
+            target,
+            [
+                {"eval_name": None, "input": f"case {i}", "output": f"answer {i}",
+                 "reference": "The capital of France is Paris.", "score": i / 200,
+                 "passed": i % 2 == 0, "threshold": 0.5}
+                for i in range(200)
+            ],
+        )  # fmt: skip
+    first = svc.page_results(run_id=run, limit=50, explain=False)
+    assert first.next_cursor is not None
+    statements = _statements(
+        svc,
+        [
+            lambda: svc.page_results(run_id=run, limit=50, explain=False),
+            lambda: svc.page_results(run_id=run, limit=50, cursor=first.next_cursor, explain=False),
+        ],
+    )
+    runs_rows = [(st, p) for st, p in statements if "results.run_id" in st]
+    assert len(runs_rows) >= 2
+    problems = [
+        f"{sorts} in {' '.join(st.split())[:300]}"
+        for st, p in runs_rows
+        if (sorts := _sorts(svc, st, p)) or _full_scans(svc, st, p)
+    ]
+    assert not problems, "\n".join(problems)

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
 import pytest
 from fastapi.testclient import TestClient
 
 from simeval.service import Service
 from simeval.web import create_app
-from simeval.web.charts import histogram_figure
+from simeval.web.charts import histogram_spec
 
 REF = "Paris is the capital of France and its largest city."
 GOOD = "The capital of France is Paris, which is also its largest city."
@@ -32,7 +33,7 @@ def active(svc: Service, name: str = "capital", **kw: Any) -> None:
 
 
 def test_histogram_shows_scores_of_exactly_1() -> None:
-    fig = histogram_figure([1.0, 1.0, 1.0, 1.0, 0.2], 0.8)
+    fig = go.Figure(histogram_spec([1.0, 1.0, 1.0, 1.0, 0.2], 0.8))  # plotly validates it
     fail, passed = fig.data
     assert sum(passed.y) == 4 and passed.y[-1] == 4 and sum(fail.y) == 1
     assert max(passed.x) < 1.0 <= fig.layout.xaxis.range[1]  # the last bar lies on the axis

@@ -206,6 +206,16 @@ def test_a_bad_worker_count_is_one_line(value: str, problem: str, tmp_path: Path
     assert not (tmp_path / "x.db").exists()
 
 
+def test_workers_on_an_in_memory_database_are_refused() -> None:
+    """Each worker would open its own private database: a capture sent to one would be
+    missing from the others."""
+    for db in (":memory:", "sqlite://", "sqlite:///:memory:"):
+        result = CliRunner().invoke(cli, ["serve", "--workers", "2", "--db", db])
+        assert result.exit_code == 2, (db, result.output)
+        assert result.output.strip().startswith("error: --workers needs a database every worker")
+        assert len(result.output.strip().splitlines()) == 1
+
+
 def test_the_help_documents_workers() -> None:
     result = CliRunner().invoke(cli, ["serve", "--help"])
     assert result.exit_code == 0

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from simeval.checks import check_id
+from simeval.cli.browse import cursor_option, page_json, print_cursors
 from simeval.cli.common import (
     Group,
     console,
@@ -158,22 +159,28 @@ def runs() -> None:
 
 @runs.command("list")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0))
+@cursor_option
 @db_option
 @json_option
-def list_runs(limit: int, db: str | None, as_json: bool) -> None:
-    """Stored runs, newest first: rows, pass rate, mean score, status.
+def list_runs(limit: int, offset: int, cursor: str | None, db: str | None, as_json: bool) -> None:
+    """Stored runs, newest first: rows, pass rate, mean score, status; page on with
+    ``--cursor`` a page's next_cursor.
 
     \b
     Example:
         simeval runs list --json
     """
     with service_at(db) as svc:
-        items = svc.list_runs(limit=limit)
+        page = svc.page_runs(limit=limit, offset=offset, cursor=cursor)
+        total = svc.count_runs()
+    items = page.items
     if as_json:
-        print_json([r.model_dump(mode="json") for r in items])
+        print_json(page_json("runs", page, total, limit, offset))
         return
     if not items:
         console.print("no stored runs (simeval run FILE --store)")
+        print_cursors(page)
         return
     table = Table("id", "name", "time (UTC)", "rows", "pass rate", "mean", "status")
     for column in table.columns:
@@ -189,6 +196,7 @@ def list_runs(limit: int, db: str | None, as_json: bool) -> None:
             r.status,
         )
     console.print(table)
+    print_cursors(page)
 
 
 @runs.command("show")

@@ -151,13 +151,15 @@ def _register() -> None:
     cli.add_command(cli_proxy.proxy)
 
     from simeval.cli import alerts as cli_alerts
+    from simeval.cli import browse as cli_browse
     from simeval.cli import compare as cli_compare
     from simeval.cli import datasets as cli_datasets
     from simeval.cli import evals as cli_evals
     from simeval.cli import results as cli_results
     from simeval.cli import settings as cli_settings
 
-    for module in (cli_evals, cli_results, cli_settings, cli_compare, cli_datasets, cli_alerts):
+    modules = (cli_evals, cli_results, cli_browse, cli_settings, cli_compare, cli_datasets)
+    for module in (*modules, cli_alerts):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from simeval.checks import load_json, read_capture_file
+from simeval.cli.browse import cursor_option, page_json, print_cursors
 from simeval.cli.common import (
     Group,
     UserError,
@@ -250,6 +251,7 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
 @_filters
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--offset", default=0, show_default=True, type=click.IntRange(0))
+@cursor_option
 @click.option("--explain", is_flag=True, help="Explain each failing result.")
 @db_option
 @json_option
@@ -257,26 +259,30 @@ def list_results(
     where: ResultFilter,
     limit: int,
     offset: int,
+    cursor: str | None,
     explain: bool,
     db: str | None,
     as_json: bool,
 ) -> None:
     """List results, newest first. `pass` is the effective verdict: a review wins, and the
-    automated score stays beside it.
+    automated score stays beside it. Page on with ``--cursor`` a page's next_cursor (the
+    JSON's, or the line under the table).
 
     \b
     Examples:
         simeval results list --eval capital --failed --since 7d
-        simeval results list --json --limit 1000
+        simeval results list --json --limit 1000 | jq -r .next_cursor
     """
     with service_at(db) as svc:
-        rows = svc.list_results(where, limit=limit, offset=offset, explain=explain)
+        page = svc.page_results(where, limit=limit, offset=offset, cursor=cursor, explain=explain)
         total = svc.count_results(where)
+    rows = page.items
     if as_json:
-        print_json([dump(r) for r in rows])
+        print_json(page_json("results", page, total, limit, offset))
         return
     if not rows:
         console.print("no results")
+        print_cursors(page)
         return
     table = Table("id", "eval", "v", "score", "review", "pass", "output")
     table.columns[0].no_wrap = True
@@ -294,6 +300,7 @@ def list_results(
         )
     console.print(table)
     console.print(f"{len(rows)} of {total} results")
+    print_cursors(page)
     if explain:
         for r in rows:
             if not r.passed and r.explanation:

@@ -182,7 +182,7 @@ def serve(
 
     from simeval.web.app import create_app
     from simeval.web.security import check_bind
-    from simeval.web.workers import check_workers
+    from simeval.web.workers import check_shared_db, check_workers
 
     processes = check_workers(workers)  # a SimevalError: one line, exit 2
 
@@ -206,6 +206,7 @@ def serve(
         from simeval.service.database import resolve_db_url
 
         resolved = resolve_db_url(db)  # every worker opens this one database
+        check_shared_db(resolved)  # a SimevalError: one line, exit 2
         settings = WorkerSettings(
             token=token,
             max_body=max_body,

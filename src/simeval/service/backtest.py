@@ -39,9 +39,9 @@ from simeval.scoring.scorer import get_scorer
 from simeval.service.capture import in_force
 from simeval.service.evals import EvalsMixin
 from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
-from simeval.service.rollup import Key, Sums, add_sums, hour_of, watermark
+from simeval.service.rollup import Key, Sums, add_sums, watermark
 from simeval.store import CAPTURE_LOCK, Capture, Eval, pack_results, unpack_results
-from simeval.store.meta_rollup import add_capture_changes
+from simeval.store.meta_rollup import add_capture_changes, hour_start
 from simeval.store.summaries import conversations_of, recompute_conversations
 
 BACKTEST_DEFAULT = 500
@@ -62,7 +62,7 @@ def _count(
     """A counted capture's packed ``entry`` (eval id, version, score, passed, threshold,
     matched, fingerprint) added to (``sign`` 1) or taken from (-1) the rollups' changes:
     ``trend_rollup``'s by key, ``meta_rollup``'s by capture (its pairs read later)."""
-    acc = sums.setdefault((hour_of(when), entry[0], entry[1], entry[6]), Sums())
+    acc = sums.setdefault((hour_start(when), entry[0], entry[1], entry[6]), Sums())
     acc.count += sign
     acc.total += sign * entry[2]
     acc.passes += sign * int(entry[3])

@@ -11,7 +11,7 @@ import operator
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import chain, islice
 from typing import Any, cast
 
@@ -28,6 +28,7 @@ from simeval.checks import (
     check_capture_key,
     check_page,
     check_storable,
+    naive_utc,
     parse_time,
     utc_now,
 )
@@ -37,6 +38,7 @@ from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunk
 from simeval.service.checks import get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.filters import parse_meta
+from simeval.service.meta_counts import rolled_capture_count
 from simeval.service.models import CaptureOut, CaptureResultOut
 from simeval.service.queries import (
     capture_result_id,
@@ -362,7 +364,13 @@ class CaptureMixin(ServiceBase):
             if new:
                 # the read tables (migration 0010) in the captures' transaction
                 rows = [
-                    (o.id, o.conversation_id, o.metadata, _naive(o.captured_at), *o.result_counts())
+                    (
+                        o.id,
+                        o.conversation_id,
+                        o.metadata,
+                        naive_utc(o.captured_at),
+                        *o.result_counts(),
+                    )
                     for o in new
                 ]
                 add_captures(cur, self.store.engine.dialect, rows, self._indexed_meta(flags))
@@ -708,10 +716,12 @@ class CaptureMixin(ServiceBase):
         since: Any = None,
         until: Any = None,
     ) -> int:
-        """How many captures ``list_captures`` gives with these filters and no limit."""
+        """How many captures ``list_captures`` gives with these filters and no limit (under
+        one indexed metadata pair, summed by hour: ``simeval.service.meta_counts``)."""
         scope = _capture_scope(conversation_id, meta, since, until)
         with self.store.read() as s:
-            return count_in_scope(s, scope)
+            rolled = rolled_capture_count(s, scope)
+            return count_in_scope(s, scope) if rolled is None else rolled
 
 
 def _capture_scope(conversation_id: Any, meta: Any, since: Any, until: Any) -> CaptureScope:
@@ -742,11 +752,6 @@ _FLAGS_SQL = (
     f"('{REVISION_KEY}', '{AUTO_EVALUATE_KEY}', '{ROLLUP_KEY}', "
     f"'{INDEXED_META_KEY}', '{META_WRITING_KEY}')"
 )
-
-
-def _naive(when: datetime) -> datetime:
-    """An aware time as the naive UTC the database stores."""
-    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
 
 
 def _json_flag(raw: Any, default: Any) -> Any:

@@ -21,11 +21,15 @@ seeded uniform sample of case keys, the same cases on both sides, and the report
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import Text, case, cast, func, select
+from sqlalchemy import text as sql_text
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
 
 from simeval.errors import InvalidInput, NotFound, SimevalError
 from simeval.scoring.compare import (
@@ -55,6 +59,8 @@ from simeval.store import Capture, Eval, Result, Review, Run
 from simeval.store.sql import stream_rows
 
 _READ_CHUNK = 20_000  # rows read per step of a side
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_CASE_ID = '"case_id"'  # the metadata key naming a captured result's case, as JSON text
 # the cases listed in full (name, output, missing terms): made only for those
 Detail = Callable[[Sequence[int]], list[Case]]
 # and their result ids alone (side A of a listed case shows no more), None: from the detail
@@ -168,8 +174,7 @@ class CompareMixin(ResultsMixin):
             with self.store.read() as s:
                 found = self._find_eval(s, eval_name)
                 only = (found.id, found.name)
-        book = KeyBook(seed)
-        read = [self._side(spec, read_file, only, book, limit) for spec in (a, b)]
+        read = self._read_sides((a, b), read_file, only, seed, limit)
         level = max(side.level for side, _ in read)
         for side, _ in read:
             side.restrict(level)  # the deeper sample on both: kept cases stay paired
@@ -215,6 +220,37 @@ class CompareMixin(ResultsMixin):
         }
 
     # -- sides ------------------------------------------------------------------------------
+    def _read_sides(
+        self,
+        specs: tuple[str, str],
+        read_file: Callable[[str], Iterable[dict[str, Any]]] | None,
+        only: tuple[int, str] | None,
+        seed: int,
+        limit: int,
+    ) -> list[tuple[SideColumns, Callable[[str, EvalColumns], Details]]]:
+        """Both sides read, on PostgreSQL at once: each side in a thread of its own with
+        its own read and its own key numbering (a ``KeyBook`` is not shared between
+        threads), B's keys then joining A's numbering. The server's work for one side (the
+        driver waits for it without the GIL) runs beside this process's work on the other:
+        measured 1.4-1.7x faster at 500,000 cases per side on two cores. On SQLite one side
+        after the other: its driver takes the GIL back for every row, and two threads
+        reading slowed each other down (measured 1.6x slower); a store of one shared
+        connection (``:memory:``) cannot be read twice at once either."""
+        for spec in specs:
+            parse_side(spec)  # a mistaken side refused before either is read
+        if self.store.dialect != "postgresql" or isinstance(self.store.engine.pool, StaticPool):
+            book = KeyBook(seed)
+            return [self._side(spec, read_file, only, book, limit) for spec in specs]
+        books = (KeyBook(seed), KeyBook(seed))
+        with ThreadPoolExecutor(2, thread_name_prefix="simeval-compare") as pool:
+            futures = [
+                pool.submit(self._side, spec, read_file, only, book, limit)
+                for spec, book in zip(specs, books, strict=True)
+            ]
+            read = [f.result() for f in futures]
+        read[1][0].renumber(books[0], books[0].absorb(books[1]))
+        return read
+
     def _side(
         self,
         spec: str,
@@ -347,8 +383,13 @@ class CompareMixin(ResultsMixin):
             ):
                 reviews[(int(c or 0), int(e or 0))] = float(score)
             scope = CaptureScope(meta=f.meta, since=f.since, until=f.until, scored=True)
-            key = func.coalesce(Capture.meta["case_id"].as_string(), func.nullif(Capture.input, ""))
+            key = _case_key(s.get_bind().dialect.name)
             q, checked = scope_select(s, scope, [Capture.id, key, Capture.scores])
+            if s.get_bind().dialect.name == "postgresql":
+                # no JIT for this read (this transaction only): its per-row expressions are
+                # trivial, and at 1M captures the plan's cost sits at the threshold above
+                # which PostgreSQL spends the time of optimising and inlining the JIT code
+                s.execute(sql_text("SET LOCAL jit = off"))
             reader = _CapturedChunks(side, names, reviews, wanted, checked)
             for part in _stream(s, q):
                 reader.add(part)
@@ -388,6 +429,17 @@ class CompareMixin(ResultsMixin):
             return out
 
         return details, refs
+
+
+def _case_key(dialect: str) -> Any:
+    """A captured result's case key in SQL: its metadata's ``case_id``, else its input. The
+    metadata is parsed only when its text holds ``"case_id"`` (a search of the stored text;
+    as ``json.dumps`` writes a key, always so): most captures carry none, and parsing every
+    capture's JSON was the dearest part of reading a side on PostgreSQL."""
+    text = cast(Capture.meta, Text)
+    found = func.strpos(text, _CASE_ID) if dialect == "postgresql" else func.instr(text, _CASE_ID)
+    case_id = case((found > 0, Capture.meta["case_id"].as_string()))
+    return func.coalesce(case_id, func.nullif(Capture.input, ""))
 
 
 def _missing_of(
@@ -494,11 +546,11 @@ class _CapturedChunks:
         n = len(rows)
         if not n or self.wanted == -1:
             return
-        # (id, key, blob[, metadata]) rows: each column by a comprehension (measured faster
-        # than transposing them with zip)
-        ids = np.fromiter((r[0] for r in rows), np.int64, n)
-        keys = self.side.book.numbers_of([r[1] for r in rows])
-        cols = packed_columns([r[2] for r in rows])
+        # (id, key, blob[, metadata]) rows: each column by ``map(itemgetter)`` (measured
+        # faster than a comprehension or transposing them with zip)
+        ids = np.fromiter(map(_FIRST, rows), np.int64, n)
+        keys = self.side.book.numbers_of(list(map(_SECOND, rows)))
+        cols = packed_columns(list(map(_THIRD, rows)), self.wanted)
         case, eval_ids, scores, passed = cols.case, cols.eval_ids, cols.scores, cols.passed
         if self.reviewed.shape[0]:
             caps = ids[case]

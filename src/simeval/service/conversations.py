@@ -162,7 +162,8 @@ class ConversationsMixin(CaptureMixin):
                 .order_by(Capture.captured_at, Capture.id)
                 .limit(MAX_TURNS)
             )
-            turns: list[CaptureOut] = [self._capture_out(s, c) for c in s.scalars(q)]
+            # the turns' reviews, references and eval names read once for all of them
+            turns: list[CaptureOut] = self._captures_out(s, list(s.scalars(q)))
             total = s.scalar(select(func.count(Capture.id)).where(Capture.conversation_id == cid))
         if not turns:
             raise NotFound(f"no conversation with id {cid!r}")

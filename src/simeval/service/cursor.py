@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
+from simeval.checks import MAX_ID
 from simeval.errors import InvalidInput
 
 T = TypeVar("T")
@@ -54,8 +55,8 @@ def _typed(value: Any, kind: type) -> Any:
         if when.tzinfo is not None:
             when = when.astimezone(UTC).replace(tzinfo=None)
         return when
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+    if kind is int:  # ids, a row kind, an index: an edited one past the columns is refused
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ID:
             raise ValueError
         return value
     if kind is str:
@@ -100,7 +101,8 @@ class Position:
 
 
 def listing_cursor(listing: str, direction: str, key: tuple[Any, ...]) -> str:
-    """The cursor of a page of ``listing`` ("results", "captures", "runs") starting after the
+    """The cursor of a page of ``listing`` ("results", "captures", "runs", "conversations")
+    starting after the
     row whose sort key is ``key``, going ``direction`` (``OLDER`` or ``NEWER``)."""
     return encode_cursor((listing, direction, *key))
 

@@ -2,9 +2,16 @@
 
 Every face streams: ``iter_export`` gives the document in pieces (the API's streamed answer),
 ``write_export`` writes them to a file (the CLI), ``iter_export_rows`` gives the rows as dicts.
-The rows are read a chunk at a time through ``simeval.service.queries.iter_rows`` inside one
-read session (one consistent snapshot), and what a row names beyond its capture (the eval's
-name, the matched reference, the run's status) is read once per export, not once per row.
+The rows are read a chunk at a time inside one read session (one consistent snapshot): the
+captures' columns straight from the driver (``simeval.store.sql.stream_rows``; on PostgreSQL a
+binary server-side cursor), a data-set run's rows through ``simeval.service.queries``, merged
+by time. What a row names beyond its capture (the eval's name, the matched reference, the
+run's status) is read once per export, not once per row, and the CSV is written as cells:
+what the rows of a capture or an eval version share (texts, time, metadata, references) is
+made into a cell once and each row joined from cells (``csv_cell``), the bytes
+``csv.writer`` would write, without it scanning every shared text again on every row. The
+JSON document is made the same way from encoded values (``_captured_json``), the same text as
+each row's object encoded whole.
 
 A failing captured row's ``reasoning`` names the reference terms its output lacks (or the
 required terms it misses). Those are computed here in bulk, through the eval-set engine: the
@@ -28,7 +35,7 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import IO, Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc
@@ -39,10 +46,20 @@ from simeval.scoring.required import Required
 from simeval.service.capture_walk import scope_select
 from simeval.service.filters import ResultFilter, filter_of, meta_matches
 from simeval.service.models import ResultOut
-from simeval.service.queries import Row, capture_reviews, capture_scope, iter_rows, iter_run_rows
+from simeval.service.queries import Row, capture_scope, iter_rows, iter_run_rows
 from simeval.service.results import ResultsMixin
 from simeval.service.runstatus import effective_status
-from simeval.store import Capture, Eval, EvalVersion, Result, Run, unpack_results
+from simeval.store import (
+    Capture,
+    Eval,
+    EvalVersion,
+    PackedResults,
+    Result,
+    Review,
+    Run,
+    unpack_results,
+)
+from simeval.store.sql import stream_rows
 
 EXPORT_COLUMNS = (
     "result_id",
@@ -294,99 +311,296 @@ _CAPTURE_COLUMNS = [
     Capture.captured_at,
     Capture.scores,
 ]
-_Item = tuple[datetime, int, int, list[tuple[Any, ...]]]  # (time, kind, id, its rows)
+_Item = tuple[datetime, int, int, list[Any]]  # (time, kind, id, its rows: tuples or CSV lines)
+# (id, input, output, conversation id, metadata, time, packed results) of one capture
+_CaptureRow = tuple[int, str, str, str | None, Any, datetime, PackedResults]
 
 
 def _item_key(item: _Item) -> tuple[datetime, int, int]:
     return item[0], item[1], item[2]
 
 
-def _captured_items(
-    s: Session, f: ResultFilter, eval_id: int | None, look: _Lookups, for_csv: bool
-) -> Iterator[_Item]:
-    """Per capture of ``f``'s scope (oldest first), its rows that ``f`` keeps: the captures
-    read as plain columns a chunk at a time (``scope_select``), their results unpacked, the
-    reviews of a chunk read at once."""
+def csv_cell(value: Any) -> str:
+    """``value`` as one cell of the export's CSV, exactly as ``csv.writer`` (this module's
+    dialect: minimal quoting, ``"`` doubled, lines ending in ``\n``) writes it: a text with
+    no comma, quote or line break as it is, one with a comma or a quote quoted; a line break
+    (rare) is left to the writer itself, whose rules for ``\r`` differ between Pythons.
+
+    >>> csv_cell("Paris"), csv_cell('say "hi", then'), csv_cell(None), csv_cell(0.5)
+    ('Paris', '"say ""hi"", then"', '', '0.5')
+    """
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)  # csv writes str() of the rest
+    if "," in text or '"' in text or "\n" in text or "\r" in text:
+        if "\n" in text or "\r" in text:
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerow((text, None))
+            return buf.getvalue()[:-2]  # the cell before ",\n"
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def csv_line(values: Sequence[Any]) -> str:
+    """One row of the export's CSV, as ``csv.writer`` writes it (``csv_cell``)."""
+    return ",".join([csv_cell(v) for v in values]) + "\n"
+
+
+def _capture_rows(s: Session, f: ResultFilter, look: _Lookups) -> Iterator[tuple[_CaptureRow, Any]]:
+    """Per capture of ``f``'s scope (oldest first), its values and its chunk's reviews: the
+    captures' columns read straight from the driver a chunk at a time (``stream_rows``: no
+    SQLAlchemy work per row; on PostgreSQL a binary server-side cursor), their results
+    unpacked, the names and versions they meet loaded (``look``), the reviews of a chunk read
+    at once."""
     q, checked = scope_select(s, capture_scope(f), _CAPTURE_COLUMNS)
-    result = s.connection().execute(q.execution_options(yield_per=CAPTURE_CHUNK))
-    text = look.text
-    truth: tuple[Any, Any] = ("false", "true") if for_csv else (False, True)
-    info = look.pairs
-    want_review, want_pass = f.reviewed, f.passed
-    unknown = (None, text("similarity"), (), None)
-    for part in result.partitions():
-        if checked:
-            part = [row for row in part if meta_matches(row[-1], checked)]
-        packs = [unpack_results(row[6]) for row in part]
-        pairs = {pair for p in packs for pair in zip(p.eval_ids, p.versions, strict=True)}
+    parse_time = datetime.fromisoformat
+    as_text = s.get_bind().dialect.name == "sqlite"
+    for part in stream_rows(s.connection(), q, CAPTURE_CHUNK):
+        rows: list[_CaptureRow] = []
+        for row in part:
+            cid, input_, output, conv, meta, at, blob = row[:7]
+            if as_text and meta is not None:  # SQLite gives the JSON's text, PostgreSQL its value
+                meta = json.loads(meta)
+            if checked and not meta_matches(meta, checked):
+                continue
+            if isinstance(at, str):  # SQLite gives the stored text of the time
+                at = parse_time(at)
+            rows.append((cid, input_, output, conv, meta, at, unpack_results(blob)))
+        pairs = {pair for r in rows for pair in zip(r[6].eval_ids, r[6].versions, strict=True)}
         look.load({e for e, _ in pairs}, pairs, set())
-        reviews = capture_reviews(s, [row[0] for row in part])
-        for row, p in zip(part, packs, strict=True):
-            cid, input_, output, conv, meta, at = row[:6]
-            at_text = as_utc(at).isoformat()
-            if for_csv:
-                input_c, output_c = text(input_), text(output)
-                conv = None if conv is None else text(conv)
-                meta = None if meta is None else json.dumps(meta, ensure_ascii=False)
+        reviews = _reviews_of(s, [r[0] for r in rows])
+        for row in rows:
+            yield row, reviews
+
+
+def _reviews_of(s: Session, capture_ids: list[int]) -> dict[tuple[int, int], Review]:
+    """The reviews of a chunk's captures by (capture, eval), as ``capture_reviews`` reads
+    them, with the ids written into the SQL (integers the store gave): a driver that parses
+    its placeholders (psycopg) spent more on 500 of them per chunk than the query took."""
+    if not capture_ids:
+        return {}
+    ids: Any = bindparam("ids", capture_ids, literal_execute=True)
+    q = select(Review).where(Review.capture_id.in_(ids))
+    return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
+
+
+# per result kept: (eval id, version, automated score, threshold, matched index, automated
+# verdict, fingerprint index, review, effective verdict, effective score)
+_Entry = tuple[int, int, float, float, int, bool, int, Any, bool, float]
+
+
+def _entries(
+    p: PackedResults, cid: int, reviews: Any, eval_id: int | None, f: ResultFilter
+) -> Iterator[_Entry]:
+    """The results of one capture's packed ``p`` that ``f`` keeps (its eval, its verdict and
+    review filters; a review's score decides the verdict)."""
+    want_review, want_pass = f.reviewed, f.passed
+    columns = (p.eval_ids, p.versions, p.scores, p.thresholds, p.matched, p.passed, p.fp_index)
+    for eid, version, auto_score, threshold, matched_at, ok, fpi in zip(*columns, strict=True):
+        if eval_id is not None and eid != eval_id:
+            continue
+        review = reviews.get((cid, eid)) if reviews else None
+        if review is None:
+            if want_review:
+                continue
+            passed, score = ok != 0, auto_score
+        else:
+            if want_review is False:
+                continue
+            passed, score = review.score >= threshold, review.score
+        if want_pass is not None and passed != want_pass:
+            continue
+        yield eid, version, auto_score, threshold, matched_at, ok != 0, fpi, review, passed, score
+
+
+def _verdict(
+    why: _Why, v: _Version | None, refs: Sequence[str], e: _Entry, fp: str
+) -> tuple[str, list[str]]:
+    """(reasoning, required terms missed) of one kept result ``e``: a passing unreviewed one
+    in numbers alone, a failing one explained in bulk (``_Why``)."""
+    _, _, _, threshold, matched_at, _, _, review, passed, score = e
+    if passed and review is None:
+        return f"{score:.2f} ≥ {threshold:.2f}", []
+    required: list[str] = []
+    missing: list[str] = []
+    reason = None
+    if not passed and v is not None and refs:
+        required, missing, reason = why.of(v, matched_at, fp, review is not None)
+    return reason_line(
+        score, passed, threshold, review is not None, required, missing, reason
+    ), required
+
+
+def _captured_items(
+    s: Session, f: ResultFilter, eval_id: int | None, look: _Lookups
+) -> Iterator[_Item]:
+    """Per capture of ``f``'s scope (oldest first), its rows that ``f`` keeps, as tuples in
+    ``EXPORT_COLUMNS`` order (the JSON document, ``iter_export_rows``)."""
+    unknown = (None, "similarity", (), None)
+    for (cid, input_, output, conv, meta, at, p), reviews in _capture_rows(s, f, look):
+        at_text = as_utc(at).isoformat()
+        why = _Why(input_, output, look.asked)
+        fps = p.fingerprints
+        out = []
+        for e in _entries(p, cid, reviews, eval_id, f):
+            eid, version, auto_score, threshold, matched_at, auto, fpi, review, passed, _ = e
+            fp = fps[fpi]
+            name, etype, refs, v = look.pairs.get((eid, version), unknown)
+            line, required = _verdict(why, v, refs, e, fp)
+            if review is None:
+                reviewed: tuple[Any, ...] = (None, None, None)
             else:
-                input_c, output_c = input_, output
-            why: _Why | None = None
-            fps = p.fingerprints
-            out = []
-            columns = (p.eval_ids, p.versions, p.scores, p.thresholds, p.matched, p.passed,
-                       p.fp_index)  # fmt: skip
-            for eid, version, auto_score, threshold, matched_at, ok, fpi in zip(
-                *columns, strict=True
-            ):
-                if eval_id is not None and eid != eval_id:
-                    continue
-                review = reviews.get((cid, eid)) if reviews else None
-                auto = ok != 0
-                if review is None:
-                    if want_review:
-                        continue
-                    passed, score = auto, auto_score
-                    r_score = r_note = r_at = None
-                else:
-                    if want_review is False:
-                        continue
-                    r_score, r_note = review.score, text(review.note)
-                    r_at = as_utc(review.created_at).isoformat()
-                    passed, score = r_score >= threshold, r_score
-                if want_pass is not None and passed != want_pass:
-                    continue
-                fp = fps[fpi]
-                name, etype, ref_list, v = info.get((eid, version), unknown)
-                if passed and review is None:
-                    line, lacking = f"{score:.2f} ≥ {threshold:.2f}", ""
-                else:
-                    required: list[str] = []
-                    missing: list[str] = []
-                    reason = None
-                    if not passed and v is not None and ref_list:
-                        if why is None:
-                            why = _Why(input_, output, look.asked)
-                        required, missing, reason = why.of(v, matched_at, fp, review is not None)
-                    line = reason_line(
-                        score, passed, threshold, review is not None, required, missing, reason
-                    )
-                    lacking = text(", ".join(required)) if required else ""
-                out.append(
-                    (f"{cid}-{eid}", cid, None, None, conv, at_text, name, etype, version,
-                     input_c, output_c, auto_score, truth[passed], truth[auto], threshold,
-                     r_score, r_note, r_at, fp,
-                     ref_list[matched_at] if matched_at < len(ref_list) else None,
-                     meta, line, lacking)
-                )  # fmt: skip
-            if out:
-                yield at, 1, cid, out
+                reviewed = (review.score, review.note, as_utc(review.created_at).isoformat())
+            out.append(
+                (f"{cid}-{eid}", cid, None, None, conv, at_text, name, etype, version,
+                 input_, output, auto_score, passed, auto, threshold, *reviewed, fp,
+                 refs[matched_at] if matched_at < len(refs) else None,
+                 meta, line, ", ".join(required))
+            )  # fmt: skip
+        if out:
+            yield at, 1, cid, out
 
 
-def _run_items(rows: Iterator[Row], look: _Lookups, for_csv: bool) -> Iterator[_Item]:
-    """Per data-set run row, its export row (their evals' names and runs' status read a
-    chunk at a time)."""
+# an eval version's "name,type," cells, its references' cells, its references, its version
+_PairCells = tuple[str, list[str], Sequence[str], "_Version | None"]
+
+
+def _captured_lines(
+    s: Session, f: ResultFilter, eval_id: int | None, look: _Lookups
+) -> Iterator[_Item]:
+    """``_captured_items`` as the CSV's lines: what several rows share (a capture's texts,
+    time and metadata; an eval version's name and references) made into cells once, a row
+    joining them with its own few (``csv_cell``: the bytes ``csv.writer`` writes)."""
     text = look.text
-    truth: tuple[Any, Any] = ("false", "true") if for_csv else (False, True)
+    truth = ("false", "true")
+    unknown: _PairCells = ("," + text("similarity") + ",", [], (), None)
+    shared: dict[tuple[int, int], _PairCells] = {}
+    for (cid, input_, output, conv, meta, at, p), reviews in _capture_rows(s, f, look):
+        head = f",{cid},,,{'' if conv is None else csv_cell(text(conv))},{as_utc(at).isoformat()},"
+        texts = f"{csv_cell(text(input_))},{csv_cell(text(output))},"
+        meta_cell = "" if meta is None else csv_cell(json.dumps(meta, ensure_ascii=False))
+        why = _Why(input_, output, look.asked)
+        fps = p.fingerprints
+        fp_cells = [csv_cell(fp) for fp in fps]
+        out = []
+        for e in _entries(p, cid, reviews, eval_id, f):
+            eid, version, auto_score, threshold, matched_at, auto, fpi, review, passed, _ = e
+            pair = (eid, version)
+            cells = shared.get(pair)
+            if cells is None:
+                cells = shared[pair] = _pair_cells(look, pair) or unknown
+            pair_cell, ref_cells, refs, v = cells
+            line, required = _verdict(why, v, refs, e, fps[fpi])
+            if review is None:
+                reviewed = ",,,"
+            else:
+                note = "" if review.note is None else csv_cell(text(review.note))
+                reviewed = f"{review.score},{note},{as_utc(review.created_at).isoformat()},"
+            ref_cell = ref_cells[matched_at] if matched_at < len(ref_cells) else ""
+            lacking = csv_cell(text(", ".join(required))) if required else ""
+            out.append(
+                f"{cid}-{eid}{head}{pair_cell}{version},{texts}{auto_score},{truth[passed]},"
+                f"{truth[auto]},{threshold},{reviewed}{fp_cells[fpi]},{ref_cell},{meta_cell},"
+                f"{csv_cell(line)},{lacking}\n"
+            )
+        if out:
+            yield at, 1, cid, out
+
+
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # the JSON document's encoder
+
+
+def _json_float(x: float) -> str:
+    """A float as ``_to_json`` writes it (its repr when finite; NaN, Infinity otherwise)."""
+    return repr(x) if x - x == 0 else _to_json(x)
+
+
+def _json_object(values: Sequence[Any]) -> str:
+    """One row of the JSON document: its ``EXPORT_COLUMNS`` and values as one object."""
+    return _to_json(dict(zip(EXPORT_COLUMNS, values, strict=True)))
+
+
+def _captured_json(
+    s: Session, f: ResultFilter, eval_id: int | None, look: _Lookups
+) -> Iterator[_Item]:
+    """``_captured_items`` as the JSON document's objects, each the text ``_json_object``
+    makes of it: what the rows of a capture or an eval version share encoded once, each row
+    joined from the encoded values with its own few."""
+    enc, num = _to_json, _json_float
+    truth = ("false", "true")
+    unknown: tuple[str, list[str], Sequence[str], _Version | None] = (
+        '"eval_name": null, "eval_type": "similarity", ',
+        [],
+        (),
+        None,
+    )
+    shared: dict[tuple[int, int], tuple[str, list[str], Sequence[str], _Version | None]] = {}
+    for (cid, input_, output, conv, meta, at, p), reviews in _capture_rows(s, f, look):
+        head = (
+            f'", "capture_id": {cid}, "run_id": null, "run_status": null, "conversation_id": '
+            f'{enc(conv)}, "captured_at": {enc(as_utc(at).isoformat())}, '
+        )
+        texts = f'"input": {enc(input_)}, "output": {enc(output)}, '
+        tail = f', "metadata": {enc(meta)}, "reasoning": '
+        why = _Why(input_, output, look.asked)
+        fps = p.fingerprints
+        fp_json = [enc(fp) for fp in fps]
+        out = []
+        for e in _entries(p, cid, reviews, eval_id, f):
+            eid, version, auto_score, threshold, matched_at, auto, fpi, review, passed, _ = e
+            pair = (eid, version)
+            found = shared.get(pair)
+            if found is None:
+                named = look.pairs.get(pair)
+                if named is None:
+                    found = unknown
+                else:
+                    name, etype, refs_, v_ = named
+                    found = (
+                        f'"eval_name": {enc(name)}, "eval_type": {enc(etype)}, ',
+                        [enc(r) for r in refs_],
+                        refs_,
+                        v_,
+                    )
+                shared[pair] = found
+            pair_json, ref_json, refs, v = found
+            line, required = _verdict(why, v, refs, e, fps[fpi])
+            if review is None:
+                reviewed = '"human_override_score": null, "human_override_note": null, '
+                reviewed += '"reviewed_at": null'
+            else:
+                reviewed = (
+                    f'"human_override_score": {num(review.score)}, "human_override_note": '
+                    f"{enc(review.note)}, "
+                    f'"reviewed_at": {enc(as_utc(review.created_at).isoformat())}'
+                )
+            ref = ref_json[matched_at] if matched_at < len(ref_json) else "null"
+            out.append(
+                f'{{"result_id": "{cid}-{eid}{head}{pair_json}"eval_version": {version}, '
+                f'{texts}"score": {num(auto_score)}, "pass": {truth[passed]}, '
+                f'"automated_pass": {truth[auto]}, "threshold": {num(threshold)}, {reviewed}, '
+                f'"fingerprint": {fp_json[fpi]}, "matched_reference": {ref}{tail}'
+                f'{enc(line)}, "missing_required": {enc(", ".join(required))}}}'
+            )
+        if out:
+            yield at, 1, cid, out
+
+
+def _pair_cells(look: _Lookups, pair: tuple[int, int]) -> _PairCells | None:
+    """An eval version's shared CSV cells: "name,type," and each reference's cell, beside
+    its references and prepared version (None when the store knows neither)."""
+    found = look.pairs.get(pair)
+    if found is None:
+        return None
+    name, etype, refs, v = found
+    return f"{csv_cell(name)},{csv_cell(etype)},", [csv_cell(r) for r in refs], refs, v
+
+
+def _run_items(rows: Iterator[Row], look: _Lookups, form: str) -> Iterator[_Item]:
+    """Per data-set run row, its export row in ``form`` (``_export_values``; their evals'
+    names and runs' status read a chunk at a time)."""
+    text = look.text
+    truth: tuple[Any, Any] = ("false", "true") if form == "csv" else (False, True)
     while chunk := list(islice(rows, EXPORT_CHUNK)):
         look.load_rows(chunk)
         for r in chunk:
@@ -412,30 +626,32 @@ def _run_items(rows: Iterator[Row], look: _Lookups, for_csv: bool) -> Iterator[_
                 text(r.fingerprint), None if run.reference is None else text(run.reference),
                 None, text(line), text(", ".join(required)),
             )  # fmt: skip
-            yield r.created_at, 0, int(r.id[1:]), [row]
+            shaped = (
+                row if form == "rows" else (csv_line(row) if form == "csv" else _json_object(row))
+            )
+            yield r.created_at, 0, int(r.id[1:]), [shaped]
 
 
 class ExportMixin(ResultsMixin):
     """Results export."""
 
-    def _export_values(
-        self, s: Session, f: ResultFilter, for_csv: bool
-    ) -> Iterator[tuple[Any, ...]]:
-        """The rows of ``f`` as tuples in ``EXPORT_COLUMNS`` order, oldest first, in the
-        order of ``iter_rows``. ``for_csv``: the values as the CSV writes them (texts with
-        ``neutralise_formula``, booleans as true/false, metadata as its JSON text), each made
-        once where several rows share it."""
+    def _export_values(self, s: Session, f: ResultFilter, form: str) -> Iterator[Any]:
+        """The rows of ``f``, oldest first, in the order of ``iter_rows``, in ``form``:
+        "rows", tuples in ``EXPORT_COLUMNS`` order; "csv", the CSV's lines (texts with
+        ``neutralise_formula``, booleans as true/false, metadata as its JSON text); "json",
+        the JSON document's objects. Each shared value is made once."""
         eval_id = self._eval_id(s, f)
-        look = _Lookups(s, for_csv)
+        look = _Lookups(s, form == "csv")
         if f.run_id is not None:  # one run's rows: no capture
-            items: Iterator[_Item] = _run_items(iter_rows(s, f, eval_id, False), look, for_csv)
+            items: Iterator[_Item] = _run_items(iter_rows(s, f, eval_id, False), look, form)
         else:
-            items = _captured_items(s, f, eval_id, look, for_csv)
+            walk = {"csv": _captured_lines, "json": _captured_json}.get(form, _captured_items)
+            items = walk(s, f, eval_id, look)
             if not f.captures_only:
                 runs = iter_run_rows(s, f, eval_id, newest=False)
                 first = next(runs, None)
                 if first is not None:
-                    run_items = _run_items(chain((first,), runs), look, for_csv)
+                    run_items = _run_items(chain((first,), runs), look, form)
                     items = heapq.merge(items, run_items, key=_item_key)
         for item in items:
             yield from item[3]
@@ -448,7 +664,7 @@ class ExportMixin(ResultsMixin):
         the automated score, ``pass`` the effective verdict, ``human_override_*`` the review."""
         f = filter_of(where, filters)
         with self.store.read() as s:
-            for values in self._export_values(s, f, for_csv=False):
+            for values in self._export_values(s, f, "rows"):
                 yield dict(zip(EXPORT_COLUMNS, values, strict=True))
 
     def iter_export(
@@ -469,26 +685,20 @@ class ExportMixin(ResultsMixin):
         buf = io.StringIO()
         n = 0
         with self.store.read() as s:
-            values = self._export_values(s, f, for_csv=fmt == "csv")
+            values = self._export_values(s, f, fmt)
             if fmt == "csv":
-                writer = csv.writer(buf, lineterminator="\n")
-                writer.writerow(EXPORT_COLUMNS)
+                csv.writer(buf, lineterminator="\n").writerow(EXPORT_COLUMNS)
+                head = buf.getvalue()
                 while chunk := list(islice(values, EXPORT_CHUNK)):
-                    writer.writerows(chunk)
                     n += len(chunk)
-                    yield n, buf.getvalue()
-                    buf.seek(0)
-                    buf.truncate()
+                    yield n, head + "".join(chunk)
+                    head = ""
                 if n == 0:
-                    yield 0, buf.getvalue()
+                    yield 0, head
                 return
-            dumps = json.JSONEncoder(ensure_ascii=False).encode
             head = "[\n"
             while chunk := list(islice(values, EXPORT_CHUNK)):
-                text = ",\n".join(
-                    dumps(dict(zip(EXPORT_COLUMNS, row, strict=True))) for row in chunk
-                )
-                yield n + len(chunk), head + text
+                yield n + len(chunk), head + ",\n".join(chunk)
                 head = ",\n"
                 n += len(chunk)
             yield n, "\n]\n" if n else "[]\n"

@@ -8,22 +8,34 @@ table does not hold: the partial hours at either end of the range (through the m
 index, by time) and the captures past the watermark (a few hundred, by id). Reviews are
 applied on read, as the trend rollup's readers apply them: only reviews of captures holding
 the pair count. Several pairs, or a pair the index cannot answer, are counted by the walk.
+
+The number of captures under one answered pair (``/api/captures?meta=``'s total) is summed the
+same way from ``meta_capture_rollup`` (captures per key, value and hour, scored or not): the
+whole hours from its primary-key range, the partial hours counted on the metadata index,
+the captures past the watermark read by id (``capture_count``).
+
+A pair whose key the rollups do not count (``meta_index.NOT_ROLLED_UP``: per-capture values
+such as ``latency_ms``, each held by few captures) is counted from the metadata index alone:
+its captures in the range, one range of the index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from simeval.service.rollup import watermark
+from simeval.checks import naive_utc
+from simeval.service.capture_walk import CaptureScope, split_pairs
+from simeval.service.rollup import chunks_after, reviews_of, watermark
 from simeval.store import PACK_HEAD, Capture, CaptureMeta, Review, packed_fingerprints
-from simeval.store.meta_rollup import hour_start
-from simeval.store.models import MetaRollup
+from simeval.store.meta_index import rolled_up
+from simeval.store.meta_rollup import whole_hours
+from simeval.store.models import MetaCaptureRollup, MetaRollup
 from simeval.store.packing import unpack_results
 
 _CHUNK = 1000
@@ -40,12 +52,6 @@ class MetaCounts:
     passes: int = 0
     reviewed: int = 0
     reviewed_passes: int = 0
-
-
-def _naive(when: datetime | None) -> datetime | None:
-    if when is None or when.tzinfo is None:
-        return when
-    return when.astimezone(UTC).replace(tzinfo=None)
 
 
 def _add_blob(out: MetaCounts, blob: bytes | None, eval_id: int | None) -> None:
@@ -107,51 +113,28 @@ def _past_mark(
     """The packed results of the captures past the watermark holding ``pair``, captured in
     [lo, hi): read by id (a few hundred), their pair looked up on ``capture_meta``'s primary
     key (capture_id, key) and compared here, so no plan walks the value's every capture."""
-    key, value = pair
-    last = mark
-    while True:
-        rows = s.execute(
-            select(Capture.id, Capture.captured_at, Capture.scores)
-            .where(Capture.id > last, Capture.scores.is_not(None))
-            .order_by(Capture.id)
-            .limit(_CHUNK)
-        ).all()
-        if not rows:
-            return
-        kept = [r for r in rows if (lo is None or r[1] >= lo) and (hi is None or r[1] < hi)]
-        if kept:
-            held = {
-                cid
-                for cid, v in s.execute(
-                    select(CaptureMeta.capture_id, CaptureMeta.value).where(
-                        CaptureMeta.capture_id.in_([r[0] for r in kept]),
-                        CaptureMeta.key == key,
-                    )
+    for kept in chunks_after(s, mark, lo, hi):
+        held = _holding(s, pair, [cid for cid, _, _ in kept])
+        for cid, _, blob in kept:
+            if cid in held:
+                yield blob
+
+
+def _holding(s: Session, pair: Pair, ids: list[int]) -> set[int]:
+    """Which of the captures ``ids`` hold ``pair``: their rows of the pair's key looked up on
+    ``capture_meta``'s primary key (capture_id, key), the value compared here."""
+    held: set[int] = set()
+    for i in range(0, len(ids), 500):
+        held.update(
+            cid
+            for cid, v in s.execute(
+                select(CaptureMeta.capture_id, CaptureMeta.value).where(
+                    CaptureMeta.capture_id.in_(ids[i : i + 500]), CaptureMeta.key == pair[0]
                 )
-                if v == value
-            }
-            for cid, _, blob in kept:
-                if cid in held:
-                    yield blob
-        if len(rows) < _CHUNK:
-            return
-        last = rows[-1][0]
-
-
-def _whole_hours(
-    start: datetime | None, end: datetime | None
-) -> tuple[datetime | None, datetime | None, bool]:
-    """The whole hours [h1, h2) of [start, end) (None: open), and whether the range lies
-    within one hour (then its captures are read instead)."""
-    h1 = (
-        None
-        if start is None
-        else (start if start == hour_start(start) else hour_start(start) + _HOUR)
-    )
-    h2 = None if end is None else hour_start(end)
-    if h1 is not None and h2 is not None and h1 >= h2:
-        return None, None, True
-    return h1, h2, False
+            )
+            if v == pair[1]
+        )
+    return held
 
 
 def rollup_sum(pair: Pair, eval_id: int | None, h1: datetime | None, h2: datetime | None) -> Any:
@@ -178,10 +161,11 @@ def meta_counts(
 ) -> MetaCounts:
     """The captured results (of ``eval_id``, or all) of the captures holding the answered
     ``pair`` in [since, until), counted exactly, reviews applied."""
-    start, end = _naive(since), _naive(until)
+    start = None if since is None else naive_utc(since)
+    end = None if until is None else naive_utc(until)
     out = MetaCounts()
-    h1, h2, within = _whole_hours(start, end)
-    if within:
+    h1, h2, within = whole_hours(start, end)
+    if within or not rolled_up(pair[0]):  # no hour summed: the index gives every capture
         for blob in _between(s, pair, start, end):
             _add_blob(out, blob, eval_id)
     else:
@@ -212,31 +196,10 @@ def _apply_reviews(
     verdict replaces the automated one. The reviews (few) are read first, their captures by
     id, and the pair looked up on ``capture_meta``'s primary key for those captures only: a
     join planned from the metadata index would read every capture of the value."""
-    q: Any = (
-        select(Review.capture_id, Review.eval_id, Review.score, Capture.scores)
-        .join(Capture, Capture.id == Review.capture_id)
-        .where(Review.capture_id.is_not(None))
-        .where(Capture.id.in_(select(Review.capture_id).where(Review.capture_id.is_not(None))))
-    )
-    if eval_id is not None:
-        q = q.where(Review.eval_id == eval_id)
-    if start is not None:
-        q = q.where(Capture.captured_at >= start)
-    if end is not None:
-        q = q.where(Capture.captured_at < end)
-    reviews = s.execute(q).all()
-    held: set[int] = set()
-    ids = sorted({r[0] for r in reviews})
-    for i in range(0, len(ids), 500):
-        held.update(
-            cid
-            for cid, v in s.execute(
-                select(CaptureMeta.capture_id, CaptureMeta.value).where(
-                    CaptureMeta.capture_id.in_(ids[i : i + 500]), CaptureMeta.key == pair[0]
-                )
-            )
-            if v == pair[1]
-        )
+    columns = [Review.capture_id, Review.eval_id, Review.score, Capture.scores]
+    wanted = None if eval_id is None else [eval_id]
+    reviews = s.execute(reviews_of(columns, wanted, start, end)).all()
+    held = _holding(s, pair, sorted({r[0] for r in reviews}))
     for cid, reviewed_eval, score, blob in reviews:
         if reviewed_eval is None or cid not in held:
             continue
@@ -248,3 +211,68 @@ def _apply_reviews(
         out.passes += int(ok) - packed.passed[i]
         out.reviewed += 1
         out.reviewed_passes += int(ok)
+
+
+def capture_rollup_sum(pair: Pair, h1: datetime | None, h2: datetime | None) -> Any:
+    """The captures ``meta_capture_rollup`` counts over the hours [h1, h2) of ``pair``: one
+    range of its primary key (key, value, bucket)."""
+    q = select(func.sum(MetaCaptureRollup.count)).where(
+        MetaCaptureRollup.key == pair[0], MetaCaptureRollup.value == pair[1]
+    )
+    if h1 is not None:
+        q = q.where(MetaCaptureRollup.bucket >= h1)
+    if h2 is not None:
+        q = q.where(MetaCaptureRollup.bucket < h2)
+    return q
+
+
+def indexed_count(pair: Pair, start: datetime | None, end: datetime | None) -> Any:
+    """How many captures hold ``pair`` in [start, end): a COUNT over one range of the metadata
+    index (key, value, captured_at, capture_id), used for partial hours (at most one each)."""
+    q = select(func.count()).where(CaptureMeta.key == pair[0], CaptureMeta.value == pair[1])
+    if start is not None:
+        q = q.where(CaptureMeta.captured_at >= start)
+    if end is not None:
+        q = q.where(CaptureMeta.captured_at < end)
+    return q
+
+
+def entries_past(mark: int) -> Any:
+    """The ``capture_meta`` rows of the captures past the watermark ``mark``: a range of its
+    primary key (capture_id, key) and nothing else in the statement, so no plan prefers the
+    metadata index (a key and value there would walk every capture of the value)."""
+    return select(CaptureMeta.key, CaptureMeta.value, CaptureMeta.captured_at).where(
+        CaptureMeta.capture_id > mark
+    )
+
+
+def capture_count(
+    s: Session, pair: Pair, since: datetime | None = None, until: datetime | None = None
+) -> int:
+    """How many captures (scored or not) hold the answered ``pair`` in [since, until):
+    whole hours from ``meta_capture_rollup``, the rest from ``capture_meta``."""
+    start = None if since is None else naive_utc(since)
+    end = None if until is None else naive_utc(until)
+    h1, h2, within = whole_hours(start, end)
+    if within or not rolled_up(pair[0]):  # no hour summed: one range of the index
+        return int(s.scalar(indexed_count(pair, start, end)) or 0)
+    n = 0
+    if start is not None and h1 is not None and start < h1:
+        n += int(s.scalar(indexed_count(pair, start, h1)) or 0)
+    if end is not None and h2 is not None and h2 < end:
+        n += int(s.scalar(indexed_count(pair, h2, end)) or 0)
+    for key, value, at in s.execute(entries_past(watermark(s))):
+        if (key, value) == pair and (h1 is None or at >= h1) and (h2 is None or at < h2):
+            n += 1
+    return n + int(s.scalar(capture_rollup_sum(pair, h1, h2)) or 0)
+
+
+def rolled_capture_count(s: Session, scope: CaptureScope) -> int | None:
+    """``capture_count`` for a scope of one answered pair and a time range only (what
+    ``count_captures`` with one metadata filter asks), else None (the walk counts)."""
+    if len(scope.meta) != 1 or scope.conversation_id is not None or scope.scored or scope.reviewed:
+        return None
+    served, _ = split_pairs(s, scope.meta)
+    if not served:
+        return None
+    return capture_count(s, served[0], scope.since, scope.until)

@@ -33,11 +33,11 @@ from simeval.service.rollup import (
     HOUR,
     Tally,
     captures_after,
-    hour_of,
     review_changes,
     watermark,
 )
 from simeval.store import Eval, TrendRollup
+from simeval.store.meta_rollup import hour_start
 
 # window: (hours, hours per sparkline slot)
 WINDOWS: dict[str, tuple[int, int]] = {"24h": (24, 2), "7d": (168, 12), "30d": (720, 48)}
@@ -147,7 +147,7 @@ def _rollup_slots(
             .group_by(TrendRollup.eval_id, TrendRollup.bucket)
         )
         for eval_id, bucket, c, t, p in s.execute(q):
-            hour = hour_of(bucket)
+            hour = hour_start(bucket)
             board.add(eval_id, _slot(hour, start, per), int(c), float(t or 0.0), int(p or 0))
             board.seen(eval_id, hour)
         return
@@ -172,7 +172,7 @@ def _rollup_slots(
         if old is None or last > old:
             newest[eval_id] = last
     for eval_id, last in newest.items():
-        board.seen(eval_id, hour_of(last))
+        board.seen(eval_id, hour_start(last))
 
 
 def _slot(hour: datetime, start: datetime, per: int) -> int:
@@ -315,7 +315,7 @@ class OverviewMixin(ServiceBase):
             raise InvalidInput(f"sort must be one of {', '.join(SORTS)} (or -NAME), not {sort!r}")
         hours, per = WINDOWS[window]
         when = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
-        end = hour_of(when) + HOUR
+        end = hour_start(when) + HOUR
         start = end - timedelta(hours=hours)
         prev = start - timedelta(hours=hours)
         board = _Board()

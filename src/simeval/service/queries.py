@@ -272,9 +272,18 @@ def run_row(r: Result, review: Review | None) -> Row:
 
 
 def _iter_run_rows(
-    s: Session, f: ResultFilter, eval_id: int | None, newest: bool, after: ResultKey | None
+    s: Session,
+    f: ResultFilter,
+    eval_id: int | None,
+    newest: bool,
+    after: ResultKey | None,
+    limit: int | None = None,
 ) -> Iterator[Row]:
     q = _run_query(f, eval_id)
+    if limit is not None:
+        # the database stops (or keeps a top-N sort) at what the page reads, where a
+        # whole run's rows were sorted for a page of 50
+        q = q.limit(limit)
     if after is not None:
         at, kind, ident, _ = after
         key = tuple_(Result.created_at, Result.id)
@@ -296,14 +305,16 @@ def iter_rows(
     eval_id: int | None,
     newest: bool = True,
     after: ResultKey | None = None,
+    limit: int | None = None,
 ) -> Iterator[Row]:
     """Every result matching ``f`` (its eval looked up: ``eval_id``), newest (or oldest)
     first, from both stores; ``after``: only the results past this ``result_key`` in that
-    order (a cursor: each store's query starts there, through its time index)."""
+    order (a cursor: each store's query starts there, through its time index); ``limit``:
+    the caller reads at most this many rows (the run rows' query is cut there)."""
     if f.captures_only:
         yield from _iter_captured(s, f, eval_id, newest, after)
         return
-    runs = _iter_run_rows(s, f, eval_id, newest, after)
+    runs = _iter_run_rows(s, f, eval_id, newest, after, limit)
     if f.run_id is not None:
         yield from runs
         return

@@ -273,9 +273,11 @@ class ResultsMixin(QueriesMixin):
 
             def fetch(at: Position | None, n: int) -> list[Row]:
                 if at is None:
-                    return list(islice(iter_rows(s, f, eval_id), offset, offset + n))
+                    rows = iter_rows(s, f, eval_id, limit=offset + n)
+                    return list(islice(rows, offset, offset + n))
                 key = cast(ResultKey, at.key)
-                return list(islice(iter_rows(s, f, eval_id, at.direction == OLDER, key), n))
+                rows = iter_rows(s, f, eval_id, at.direction == OLDER, key, limit=n)
+                return list(islice(rows, n))
 
             page = keyset_page("results", fetch, result_key, limit, position, offset > 0)
             return Page(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
@@ -25,6 +25,7 @@ from sqlalchemy import Table, and_, bindparam, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
+from simeval.checks import naive_utc
 from simeval.store import (
     CAPTURE_LOCK,
     PACK_HEAD,
@@ -36,23 +37,22 @@ from simeval.store import (
     packed_fingerprints,
     unpack_results,
 )
-from simeval.store.meta_rollup import MetaKey, add_meta_sums, merge_sums, tally_rows
+from simeval.store.meta_rollup import (
+    ROLLUP_KEY,
+    MetaSums,
+    hour_start,
+    tally_rows,
+    watermark,
+    whole_hours,
+    write_sums,
+)
 
 rollup_table = cast(Table, TrendRollup.__table__)
-ROLLUP_KEY = "rollup_upto"
 ROLLUP_EVERY = 256  # captures past the watermark before the capture path rolls them up
 _CHUNK = 1000
 HOUR = timedelta(hours=1)
 
 Key = tuple[datetime, int, int, str]  # (hour, eval id, eval version, fingerprint)
-
-
-def hour_of(when: datetime | str) -> datetime:
-    """The start of the UTC hour ``when`` falls in (naive, as stored); ``when`` may be the
-    text SQLite stores (``YYYY-MM-DD HH:MM:SS.ffffff``)."""
-    if isinstance(when, str):
-        return datetime.fromisoformat(when[:13] + ":00:00")
-    return when.replace(minute=0, second=0, microsecond=0, tzinfo=None)
 
 
 @dataclass
@@ -153,9 +153,9 @@ class Tally:
         if isinstance(when, str):  # as SQLite stores it: the hour is its first 13 characters
             hour = self._hours.get(when[:13])
             if hour is None:
-                hour = self._hours[when[:13]] = hour_of(when)
+                hour = self._hours[when[:13]] = hour_start(when)
         else:
-            hour = hour_of(when)
+            hour = hour_start(when)
         slot = self._acc.get((hour, layout_key))
         if slot is None:
             slot = self._acc[(hour, layout_key)] = _Slot(n)
@@ -183,14 +183,6 @@ class Tally:
         return out
 
 
-_WATERMARK = select(Setting.value).where(Setting.key == ROLLUP_KEY)
-
-
-def watermark(conn: Connection | Session) -> int:
-    value = conn.execute(_WATERMARK).scalar()
-    return int(value or 0)
-
-
 def roll_up(conn: Connection, upto: int | None = None) -> int:
     """Add the captures past the watermark to ``trend_rollup`` (and, by their indexed
     metadata, to ``meta_rollup``: ``simeval.store.meta_rollup``) and move the watermark; in the
@@ -211,19 +203,19 @@ def roll_up(conn: Connection, upto: int | None = None) -> int:
     past = (
         f"SELECT id, captured_at, scores FROM captures WHERE id > {mark} ORDER BY id LIMIT {_CHUNK}"
     )
-    by_meta: dict[MetaKey, list[int]] = {}  # meta_rollup moves with it (same captures)
+    by_meta = MetaSums()  # meta_rollup and meta_capture_rollup move with it (same captures)
     while True:
         rows = conn.exec_driver_sql(past, (last,)).all()
         if not rows:
             break
         for _, when, blob in rows:
             tally.add(when, blob)
-        merge_sums(by_meta, tally_rows(conn, rows, after=last))
+        by_meta.merge(tally_rows(conn, rows, after=last))
         last = rows[-1][0]
     if last == start:
         return start
     add_sums(conn, tally.sums())
-    add_meta_sums(conn, by_meta)
+    write_sums(conn, by_meta)
     set_watermark(conn, last)
     return last
 
@@ -234,7 +226,7 @@ def add_sums(conn: Connection, sums: dict[Key, Sums]) -> None:
         return
     t = rollup_table
     existing = {
-        (hour_of(b), e, v, f): (c, tot, p)
+        (hour_start(b), e, v, f): (c, tot, p)
         for b, e, v, f, c, tot, p in conn.execute(
             select(
                 t.c.bucket,
@@ -333,44 +325,44 @@ def _captures_between(
         q = first.where(tuple_(Capture.captured_at, Capture.id) > tuple_(last_at, last_id))
 
 
+def chunks_after(
+    s: Session | Connection,
+    after: int,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> Iterator[list[tuple[int, datetime, bytes | None]]]:
+    """The scored captures past the rollup's watermark ``after`` (a few hundred) as (id, time,
+    packed results), by id, a chunk at a time, those captured in [start, end) kept: the range
+    is applied here, not in the query, which would then be planned through the time index
+    over the whole range instead of the few ids."""
+    lo = None if start is None else naive_utc(start)
+    hi = None if end is None else naive_utc(end)
+    q = select(Capture.id, Capture.captured_at, Capture.scores).where(Capture.scores.is_not(None))
+    last = after
+    while True:
+        rows = s.execute(q.where(Capture.id > last).order_by(Capture.id).limit(_CHUNK)).all()
+        kept = [
+            (cid, when, blob)
+            for cid, when, blob in rows
+            if (lo is None or when >= lo) and (hi is None or when < hi)
+        ]
+        if kept:
+            yield kept
+        if len(rows) < _CHUNK:
+            return
+        last = rows[-1][0]
+
+
 def captures_after(
     s: Session | Connection,
     after: int,
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> Iterator[tuple[datetime, bytes | None]]:
-    """The scored captures past the rollup's watermark ``after`` (a few hundred), by id, those
-    captured in [start, end) kept: the range is applied here, not in the query, which would
-    then be planned through the time index over the whole range instead of the few ids."""
-    lo = None if start is None else _naive(start)
-    hi = None if end is None else _naive(end)
-    q = select(Capture.id, Capture.captured_at, Capture.scores).where(Capture.scores.is_not(None))
-    last = after
-    while True:
-        rows = s.execute(q.where(Capture.id > last).order_by(Capture.id).limit(_CHUNK)).all()
-        for _, when, blob in rows:
-            if (lo is None or when >= lo) and (hi is None or when < hi):
-                yield when, blob
-        if len(rows) < _CHUNK:
-            return
-        last = rows[-1][0]
-
-
-def _naive(when: datetime) -> datetime:
-    """``when`` as naive UTC, as stored and read back."""
-    return when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
-
-
-def _hours(
-    start: datetime | None, end: datetime | None
-) -> tuple[datetime | None, datetime | None, bool]:
-    """The whole hours [h1, h2) of [start, end) the rollup answers (None: open), and whether
-    the range lies within one hour (its captures are read instead)."""
-    h1 = None if start is None else (start if start == hour_of(start) else hour_of(start) + HOUR)
-    h2 = None if end is None else hour_of(end)
-    if h1 is not None and h2 is not None and h1 >= h2:
-        return None, None, True
-    return h1, h2, False
+    """(time, packed results) of the captures ``chunks_after`` gives."""
+    for chunk in chunks_after(s, after, start, end):
+        for _, when, blob in chunk:
+            yield when, blob
 
 
 def _tally_captures(
@@ -380,7 +372,7 @@ def _tally_captures(
     hours at either end and the captures past the watermark. Returns the sums and the whole
     hours the rollup answers (None: none, the range lies within one hour)."""
     tally = Tally(wanted)
-    h1, h2, within = _hours(start, end)
+    h1, h2, within = whole_hours(start, end)
     if within:
         assert start is not None and end is not None
         for when, blob in _captures_between(s, start, end):
@@ -431,7 +423,7 @@ def tally_range(
             TrendRollup.passes,
         )
         for b, e, v, f, c, tot, p in s.execute(_rollup_where(q, wanted, *hours)):
-            key = (hour_of(b), e, v, f)
+            key = (hour_start(b), e, v, f)
             mine = out.get(key)
             if mine is None:
                 out[key] = Sums(c, tot, p)
@@ -501,16 +493,16 @@ def _apply_reviews(
         _reviewed(out.get(key), d_total, d_passes, ok)
 
 
-def review_changes(
-    s: Session,
+def reviews_of(
+    columns: list[Any],
     wanted: Iterable[int] | None,
     start: datetime | None,
     end: datetime | None,
-) -> Iterator[tuple[Key, float, int, bool]]:
-    """What each review of a captured result in [start, end) changes in its key's sums:
-    (key, change of the total, change of the passes, whether the reviewed result passes)."""
+) -> Any:
+    """``columns`` of the reviews of captured results (of the evals ``wanted``, or all) whose
+    captures were captured in [start, end), joined to their captures."""
     q = (
-        select(Review.eval_id, Review.score, Capture.captured_at, Capture.scores)
+        select(*columns)
         .join(Capture, Capture.id == Review.capture_id)
         .where(Review.capture_id.is_not(None))
         # the reviewed captures looked up by id: without it SQLite walks the time index over
@@ -523,13 +515,26 @@ def review_changes(
         q = q.where(Capture.captured_at >= start)
     if end is not None:
         q = q.where(Capture.captured_at < end)
-    for eval_id, reviewed, when, blob in s.execute(q):
+    return q
+
+
+def review_changes(
+    s: Session,
+    wanted: Iterable[int] | None,
+    start: datetime | None,
+    end: datetime | None,
+) -> Iterator[tuple[Key, float, int, bool]]:
+    """What each review of a captured result in [start, end) changes in its key's sums:
+    (key, change of the total, change of the passes, whether the reviewed result passes)."""
+    columns = [Review.eval_id, Review.score, Capture.captured_at, Capture.scores]
+    for eval_id, reviewed, when, blob in s.execute(reviews_of(columns, wanted, start, end)):
         if eval_id is None:
             continue
         packed = unpack_results(blob)
         i = packed.position(eval_id)
         if i < 0:
             continue
-        key = (hour_of(when), eval_id, packed.versions[i], packed.fingerprints[packed.fp_index[i]])
+        fingerprint = packed.fingerprints[packed.fp_index[i]]
+        key = (hour_start(when), eval_id, packed.versions[i], fingerprint)
         ok = reviewed >= packed.thresholds[i]
         yield key, reviewed - packed.scores[i], int(ok) - packed.passed[i], ok

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from sqlalchemy import delete, select, text
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
@@ -15,9 +15,10 @@ from simeval.errors import InvalidInput, InvalidType
 from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.base import ServiceBase
 from simeval.service.models import CleanupOut, SettingsOut
-from simeval.service.rollup import HOUR, Tally, add_sums, hour_of, roll_up
+from simeval.service.rollup import HOUR, Tally, add_sums, roll_up
 from simeval.store import (
     CAPTURE_LOCK,
+    PACK_HEAD,
     Capture,
     Eval,
     EvalTest,
@@ -25,10 +26,9 @@ from simeval.store import (
     Run,
     Setting,
     TrendRollup,
-    unpack_results,
 )
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, MAX_INDEXED_KEY, indexed_keys
-from simeval.store.meta_rollup import cut_hours
+from simeval.store.meta_rollup import cut_hours, hour_start
 from simeval.store.summaries import backfill_meta, drop_meta_key, recompute_conversations
 
 # the keys of the settings table: the evals revision (bumped by every change to an eval, so
@@ -213,8 +213,14 @@ class SettingsMixin(ServiceBase):
             return  # nothing to change, nothing left half-done
         pending = writing if isinstance(writing, list) else old
         both = indexed_keys([*pending, *declared])
-        self._write(lambda s: _set_flag(s, META_WRITING_KEY, list(both)))
         added = [k for k in indexed_keys(declared) if k not in indexed_keys(old)]
+        # a key added that no capture writes yet may keep rows of an earlier drop that was
+        # interrupted: the backfill would keep them (stored rows stay) without counting them
+        # in the rollups, so they go first. A key in ``pending`` (an interrupted backfill)
+        # is exact already: captures write it.
+        for key in (k for k in added if k not in indexed_keys(pending)):
+            self._drop_meta_key(key)
+        self._write(lambda s: _set_flag(s, META_WRITING_KEY, list(both)))
         last: int | None = 0
         while added and last is not None:
 
@@ -229,12 +235,16 @@ class SettingsMixin(ServiceBase):
 
         self._write(finish)
         for key in (k for k in both if k not in indexed_keys(declared)):
+            self._drop_meta_key(key)
 
-            def drop(s: Session, key: str = key) -> int:
-                return drop_meta_key(s.connection(), key, _DROP_CHUNK)
+    def _drop_meta_key(self, key: str) -> None:
+        """Delete every ``capture_meta`` and rollup row of ``key``, a chunk per transaction."""
 
-            while self._write(drop) >= _DROP_CHUNK:
-                pass
+        def drop(s: Session) -> int:
+            return drop_meta_key(s.connection(), key, _DROP_CHUNK)
+
+        while self._write(drop) >= _DROP_CHUNK:
+            pass
 
     def cleanup(self, now: Any = None) -> CleanupOut:
         """Delete what is older than the retention period: captures with their results and
@@ -250,9 +260,17 @@ class SettingsMixin(ServiceBase):
             # the rollup first takes in every capture, then loses the deleted ones: whole hours
             # go, the hour the cutoff falls in is summed again from the captures it keeps
             roll_up(conn)
-            results = 0
-            for (blob,) in s.execute(select(Capture.scores).where(Capture.captured_at < cutoff)):
-                results += len(unpack_results(blob))
+            # the deleted captures' results, from their packed header's count (the header's
+            # last uint32), grouped in the database: no capture's results are read
+            count_bytes = func.substr(Capture.scores, PACK_HEAD.size - 3, 4)
+            counts = select(count_bytes, func.count()).where(
+                Capture.captured_at < cutoff, Capture.scores.is_not(None)
+            )
+            results = sum(
+                int.from_bytes(bytes(n), "little") * k
+                for n, k in s.execute(counts.group_by(count_bytes))
+                if n
+            )
             old_runs = select(Run.id).where(Run.created_at < cutoff)
             results += _deleted(s, delete(Result).where(Result.run_id.in_(old_runs)))
             old = select(Capture.conversation_id).where(
@@ -264,7 +282,7 @@ class SettingsMixin(ServiceBase):
             captures = _deleted(s, delete(Capture).where(Capture.captured_at < cutoff))
             recompute_conversations(conn, touched)
             runs = _deleted(s, delete(Run).where(Run.created_at < cutoff))
-            edge = hour_of(cutoff)
+            edge = hour_start(cutoff)
             s.execute(delete(TrendRollup).where(TrendRollup.bucket <= edge))
             cut_hours(conn, edge)  # meta_rollup the same way
             # always, also when the cutoff is on the hour: the hour ``edge`` was deleted

@@ -19,6 +19,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+# Adding a key here needs a migration that fills its ``capture_meta`` rows (and its rollup
+# rows, unless it is in NOT_ROLLED_UP) for the stored captures: the readers take a default
+# key as answered on every store (``answered_meta_keys``), so without one a filter on it
+# would silently miss every capture stored before the change. Migration 0010 fills its own
+# frozen copy of the list, so a change here does not change what it did.
 DEFAULT_INDEXED_KEYS: tuple[str, ...] = (
     "engine",
     "model",
@@ -28,6 +33,13 @@ DEFAULT_INDEXED_KEYS: tuple[str, ...] = (
     "output_tokens",
     "latency_ms",
 )
+# Indexed keys whose values are per-capture measurements (nearly every capture its own
+# value): ``meta_rollup`` / ``meta_capture_rollup`` would keep about one row per capture,
+# eval and key for them, doubling the capture path's cost for sums nobody reads in bulk, so
+# they are not rolled up. A filter on one of them selects few captures and is counted from
+# the index alone. Every other indexed key (the other defaults, every declared key) is
+# rolled up.
+NOT_ROLLED_UP: tuple[str, ...] = ("input_tokens", "output_tokens", "latency_ms")
 MAX_INDEXED_VALUE = 200  # characters of a value's text (the column's width)
 MAX_INDEXED_KEY = 64  # characters of a key (the column's width)
 
@@ -58,6 +70,11 @@ def index_entries(meta: dict[str, Any] | None, keys: Iterable[str]) -> list[tupl
             if len(text) <= MAX_INDEXED_VALUE:
                 out.append((key, text))
     return out
+
+
+def rolled_up(key: str) -> bool:
+    """Whether the rollups by metadata value count the indexed ``key`` (``NOT_ROLLED_UP``)."""
+    return key not in NOT_ROLLED_UP
 
 
 def answerable(pair: tuple[str, str], keys: Iterable[str]) -> bool:

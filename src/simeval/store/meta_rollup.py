@@ -6,7 +6,11 @@ their ``capture_meta`` rows (key, value): a capture with two indexed values is c
 both. It is kept in the same transactions as ``trend_rollup``: when the watermark moves
 (``roll_up``), when a rescore rewrites a counted capture's results, when the retention cleanup
 deletes old hours, and when a declared key's ``capture_meta`` rows are filled in or dropped,
-so for every indexed key it counts exactly the captures at or below the watermark.
+so for every rolled-up key it counts exactly the captures at or below the watermark. Keys
+whose values are per-capture measurements (``meta_index.NOT_ROLLED_UP``: latency, tokens)
+are not counted: they would add about one row per capture and eval.
+``meta_capture_rollup`` (migration 0013) counts the captures themselves per (key, value, hour),
+scored or not, in the same transactions (a rescore leaves it alone: it moves no capture).
 A count under one metadata filter (``simeval.service.meta_counts``) then sums the whole hours
 of one value from the primary key's range (key, value, bucket) and reads only the partial
 hours and the captures past the watermark.
@@ -15,39 +19,63 @@ hours and the captures past the watermark.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
 
+from simeval.checks import naive_utc
 from simeval.store.database import CAPTURE_LOCK
+from simeval.store.meta_index import NOT_ROLLED_UP, rolled_up
 from simeval.store.models import (
     Setting,
     capture_meta_table,
     captures_table,
+    meta_capture_rollup_table,
     meta_rollup_table,
 )
 from simeval.store.packing import PACK_HEAD, PACK_VERSION
 
-WATERMARK_KEY = "rollup_upto"  # the setting ``simeval.service.rollup`` moves (ROLLUP_KEY)
+ROLLUP_KEY = "rollup_upto"  # the setting holding the watermark (``simeval.service.rollup``)
 _IN_CHUNK = 500  # ids in one IN (...) list
+_HOUR = timedelta(hours=1)
 
 Pairs = tuple[tuple[str, str], ...]
 MetaKey = tuple[str, str, datetime, int]  # (key, value, hour, eval id)
+CaptureKey = tuple[str, str, datetime]  # (key, value, hour)
 
 _meta = capture_meta_table.c
 _caps = captures_table.c
 _roll = meta_rollup_table.c
+_held = meta_capture_rollup_table.c
 
 
 def hour_start(when: datetime | str) -> datetime:
-    """The start of the UTC hour ``when`` falls in (naive, as stored); ``when`` may be the
-    text SQLite stores (``YYYY-MM-DD HH:MM:SS.ffffff``)."""
+    """The start of the UTC hour ``when`` falls in (naive, as stored; an aware time converted
+    to UTC first); ``when`` may be the text SQLite stores (``YYYY-MM-DD HH:MM:SS.ffffff``)."""
     if isinstance(when, str):
         return datetime.fromisoformat(when[:13] + ":00:00")
-    return when.replace(minute=0, second=0, microsecond=0, tzinfo=None)
+    return naive_utc(when).replace(minute=0, second=0, microsecond=0)
+
+
+def whole_hours(
+    start: datetime | None, end: datetime | None
+) -> tuple[datetime | None, datetime | None, bool]:
+    """The whole hours [h1, h2) of [start, end) (None: open) a rollup answers, and whether the
+    range lies within one hour (then its captures are read instead)."""
+    h1 = (
+        None
+        if start is None
+        else (start if start == hour_start(start) else hour_start(start) + _HOUR)
+    )
+    h2 = None if end is None else hour_start(end)
+    if h1 is not None and h2 is not None and h1 >= h2:
+        return None, None, True
+    return h1, h2, False
 
 
 class MetaTally:
@@ -55,15 +83,27 @@ class MetaTally:
 
     Captures of one hour with the same eval ids column and the same metadata pairs share a
     slot: their pass columns are kept as raw bytes and summed in one numpy call at the end,
-    so a capture costs the same however many evals scored it."""
+    so a capture costs the same however many evals scored it. The captures themselves are
+    counted per (hour, pairs), with results or without (``capture_sums``)."""
 
     def __init__(self) -> None:
         self._acc: dict[tuple[datetime, bytes, Pairs], list[Any]] = {}
+        self._caps: dict[tuple[datetime, Pairs], int] = {}
         self._hours: dict[str, datetime] = {}
 
     def add(self, when: datetime | str, blob: bytes | None, pairs: Pairs) -> None:
-        """Count one capture's packed results (captured at ``when``) under each of ``pairs``."""
-        if not blob or not pairs:
+        """Count one capture (captured at ``when``) and its packed results under each of
+        ``pairs``."""
+        if not pairs:
+            return
+        if isinstance(when, str):
+            hour = self._hours.get(when[:13])
+            if hour is None:
+                hour = self._hours[when[:13]] = hour_start(when)
+        else:
+            hour = hour_start(when)
+        self._caps[(hour, pairs)] = self._caps.get((hour, pairs), 0) + 1
+        if not blob:
             return
         blob = bytes(blob)
         version, _, nfp, n = PACK_HEAD.unpack_from(blob)
@@ -73,12 +113,6 @@ class MetaTally:
         for _ in range(nfp):
             at += 1 + blob[at]
         passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n  # ids, versions, scores, ..., passed
-        if isinstance(when, str):
-            hour = self._hours.get(when[:13])
-            if hour is None:
-                hour = self._hours[when[:13]] = hour_start(when)
-        else:
-            hour = hour_start(when)
         slot = self._acc.setdefault((hour, blob[at : at + 8 * n], pairs), [0, []])
         slot[0] += 1
         slot[1].append(blob[passed_at : passed_at + n])
@@ -96,6 +130,40 @@ class MetaTally:
                     s[0] += count
                     s[1] += p
         return out
+
+    def capture_sums(self) -> dict[CaptureKey, int]:
+        """Captures per (key, value, hour)."""
+        out: dict[CaptureKey, int] = {}
+        for (hour, pairs), count in self._caps.items():
+            for key, value in pairs:
+                out[(key, value, hour)] = out.get((key, value, hour), 0) + count
+        return out
+
+    def both(self) -> MetaSums:
+        """``sums`` and ``capture_sums`` together."""
+        return MetaSums(self.sums(), self.capture_sums())
+
+
+@dataclass
+class MetaSums:
+    """What some captures add to ``meta_rollup`` (``results``: [count, passes] per (key,
+    value, hour, eval id)) and to ``meta_capture_rollup`` (``captures``: per (key, value,
+    hour))."""
+
+    results: dict[MetaKey, list[int]] = field(default_factory=dict)
+    captures: dict[CaptureKey, int] = field(default_factory=dict)
+
+    def merge(self, more: MetaSums) -> None:
+        """Add ``more`` to these sums."""
+        merge_sums(self.results, more.results)
+        for k, n in more.captures.items():
+            self.captures[k] = self.captures.get(k, 0) + n
+
+
+def write_sums(conn: Connection, sums: MetaSums) -> None:
+    """Add ``sums`` to both tables (rows created when missing)."""
+    add_meta_sums(conn, sums.results)
+    add_capture_sums(conn, sums.captures)
 
 
 def merge_sums(into: dict[MetaKey, list[int]], more: dict[MetaKey, list[int]]) -> None:
@@ -129,22 +197,41 @@ def add_meta_sums(conn: Connection, sums: dict[MetaKey, list[int]]) -> None:
     conn.execute(stmt, rows)
 
 
+def add_capture_sums(conn: Connection, counts: dict[CaptureKey, int]) -> None:
+    """Add ``counts`` to their ``meta_capture_rollup`` rows (created when missing): one
+    upsert."""
+    rows = [{"key": k, "value": v, "bucket": b, "count": n} for (k, v, b), n in counts.items() if n]
+    if not rows:
+        return
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    pg = conn.dialect.name == "postgresql"
+    stmt: Any = (postgresql.insert if pg else sqlite.insert)(meta_capture_rollup_table)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[_held.key, _held.value, _held.bucket],
+        set_={"count": _held.count + stmt.excluded.count},
+    )
+    conn.execute(stmt, rows)
+
+
 def pairs_between(conn: Connection, after: int, upto: int) -> dict[int, Pairs]:
-    """The ``capture_meta`` pairs of the captures with ids in (after, upto] (its primary key's
-    range), per capture id."""
+    """The ``capture_meta`` pairs the rollups count (keys not in ``NOT_ROLLED_UP``) of the
+    captures with ids in (after, upto] (its primary key's range), per capture id."""
     q = select(_meta.capture_id, _meta.key, _meta.value).where(
-        _meta.capture_id > after, _meta.capture_id <= upto
+        _meta.capture_id > after, _meta.capture_id <= upto, _meta.key.not_in(NOT_ROLLED_UP)
     )
     return _grouped(conn.execute(q))
 
 
 def pairs_of(conn: Connection, capture_ids: Iterable[int]) -> dict[int, Pairs]:
-    """The ``capture_meta`` pairs of ``capture_ids``, per capture id."""
+    """The ``capture_meta`` pairs the rollups count of ``capture_ids``, per capture id."""
     ids = sorted(set(capture_ids))
     rows: list[Any] = []
     for i in range(0, len(ids), _IN_CHUNK):
         part = ids[i : i + _IN_CHUNK]
-        q = select(_meta.capture_id, _meta.key, _meta.value).where(_meta.capture_id.in_(part))
+        q = select(_meta.capture_id, _meta.key, _meta.value).where(
+            _meta.capture_id.in_(part), _meta.key.not_in(NOT_ROLLED_UP)
+        )
         rows.extend(conn.execute(q))
     return _grouped(rows)
 
@@ -158,12 +245,12 @@ def _grouped(rows: Iterable[Any]) -> dict[int, Pairs]:
 
 def tally_rows(
     conn: Connection, rows: Sequence[tuple[int, Any, bytes | None]], after: int | None = None
-) -> dict[MetaKey, list[int]]:
-    """The sums of captures ``rows`` = (id, captured_at, packed results) under their
-    ``capture_meta`` pairs; ``after``: the rows are every capture with an id in
+) -> MetaSums:
+    """The sums of captures ``rows`` = (id, captured_at, packed results) and of their results
+    under their ``capture_meta`` pairs; ``after``: the rows are every capture with an id in
     (after, last id] (their pairs read as one range), else any captures."""
     if not rows:
-        return {}
+        return MetaSums()
     if after is None:
         pairs = pairs_of(conn, [r[0] for r in rows])
     else:
@@ -173,13 +260,16 @@ def tally_rows(
         mine = pairs.get(int(cid))
         if mine:
             tally.add(when, blob, mine)
-    return tally.sums()
+    return tally.both()
 
 
-def stored_watermark(conn: Connection) -> int:
-    """The rollup's watermark: the last capture id both rollups count."""
-    value = conn.execute(select(Setting.value).where(Setting.key == WATERMARK_KEY)).scalar()
-    return int(value or 0)
+_WATERMARK = select(Setting.value).where(Setting.key == ROLLUP_KEY)
+
+
+def watermark(conn: Connection | Session) -> int:
+    """The rollups' watermark: the last capture id ``trend_rollup`` and the rollups by
+    metadata value count."""
+    return int(conn.execute(_WATERMARK).scalar() or 0)
 
 
 def backfill_rollup(
@@ -189,7 +279,8 @@ def backfill_rollup(
     ``entries`` (``capture_meta`` rows to add) less those already stored, and the captures at
     or below the watermark counted under the new ones. On PostgreSQL the capture lock is
     taken exclusively first, as ``roll_up`` takes it: the watermark does not move meanwhile
-    and no capture of the chunk is still being written."""
+    and no capture of the chunk is still being written. ``meta_capture_rollup`` counts those
+    captures under the new ones too."""
     if not entries:
         return entries
     if conn.dialect.name == "postgresql":
@@ -203,10 +294,10 @@ def backfill_rollup(
         ).all()
     )
     fresh = [e for e in entries if (e["capture_id"], e["key"]) not in stored]
-    mark = stored_watermark(conn)
+    mark = watermark(conn)
     counted: dict[int, list[tuple[str, str]]] = {}
     for e in fresh:
-        if e["capture_id"] <= mark:
+        if e["capture_id"] <= mark and rolled_up(e["key"]):
             counted.setdefault(e["capture_id"], []).append((e["key"], e["value"]))
     tally = MetaTally()
     ids = sorted(counted)
@@ -216,13 +307,15 @@ def backfill_rollup(
         )
         for cid, when, blob in conn.execute(q):
             tally.add(when, blob, tuple(sorted(counted[cid])))
-    add_meta_sums(conn, tally.sums())
+    write_sums(conn, tally.both())
     return fresh
 
 
 def drop_rollup_key(conn: Connection, key: str) -> None:
-    """Delete the ``meta_rollup`` rows of ``key`` (a key no longer indexed)."""
+    """Delete the ``meta_rollup`` and ``meta_capture_rollup`` rows of ``key`` (a key no longer
+    indexed)."""
     conn.execute(delete(meta_rollup_table).where(_roll.key == key))
+    conn.execute(delete(meta_capture_rollup_table).where(_held.key == key))
 
 
 def add_capture_changes(
@@ -244,14 +337,14 @@ def add_capture_changes(
 
 
 def cut_hours(conn: Connection, edge: datetime) -> None:
-    """The retention cleanup's step: delete the hours up to ``edge`` (inclusive) and sum the
-    hour starting at ``edge`` again from the captures it keeps (every capture is counted: the
-    cleanup rolled up first)."""
+    """The retention cleanup's step: delete the hours up to ``edge`` (inclusive) of both tables
+    and sum the hour starting at ``edge`` again from the captures it keeps (every capture is
+    counted: the cleanup rolled up first; unscored ones count as captures)."""
     conn.execute(delete(meta_rollup_table).where(_roll.bucket <= edge))
+    conn.execute(delete(meta_capture_rollup_table).where(_held.bucket <= edge))
     q = select(_caps.id, _caps.captured_at, _caps.scores).where(
         _caps.captured_at >= edge,
         _caps.captured_at < edge + timedelta(hours=1),
-        _caps.scores.is_not(None),
     )
     rows = [tuple(r) for r in conn.execute(q)]
-    add_meta_sums(conn, tally_rows(conn, rows))
+    write_sums(conn, tally_rows(conn, rows))

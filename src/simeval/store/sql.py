@@ -63,7 +63,11 @@ def stream_rows(conn: Connection, query: Any, chunk: int) -> Iterator[Sequence[A
     values = compiled.construct_params()
     bound = {}
     for name, value in values.items():  # each value as SQLAlchemy would bind it
-        process = compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+        # an IN list's values are named after its parameter, ``ids_1`` -> ``ids_1_1``, ...
+        param = compiled.binds.get(name)
+        if param is None:
+            param = compiled.binds[name.rpartition("_")[0]]
+        process = param.type.dialect_impl(dialect).bind_processor(dialect)
         bound[name] = value if process is None else process(value)
     params: Any = (
         tuple(bound[n] for n in compiled.positiontup or ()) if dialect.positional else bound

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
+from simeval.store.database import CAPTURE_LOCK
 from simeval.store.meta_index import index_entries
 from simeval.store.meta_rollup import backfill_rollup, drop_rollup_key
 from simeval.store.models import capture_meta_table, captures_table, conversations_table
@@ -108,7 +109,11 @@ def backfill_meta(conn: Connection, keys: Sequence[str], after: int, limit: int)
 
 def drop_meta_key(conn: Connection, key: str, limit: int) -> int:
     """Delete up to ``limit`` ``capture_meta`` rows of ``key`` (a key no longer indexed);
-    returns how many were deleted (fewer than ``limit``: none is left)."""
+    returns how many were deleted (fewer than ``limit``: none is left). On PostgreSQL the
+    capture lock is taken exclusively first, as ``roll_up`` takes it: a rollup that read the
+    key's rows before this deletes them cannot commit its sums after it."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})")
     drop_rollup_key(conn, key)  # every call: a rollup meanwhile counted rows not yet deleted
     some = select(_meta.capture_id).where(_meta.key == key).limit(limit)
     result = conn.execute(

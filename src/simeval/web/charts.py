@@ -63,17 +63,10 @@ def as_json(fig: Any) -> Markup:
     return Markup(safe)
 
 
-def trend_figure(trend: TrendOut) -> Any:
-    """Mean score and pass rate per bucket, the threshold line, version and scorer changes
-    (a plotly figure of ``trend_spec``)."""
-    import plotly.graph_objects as go  # imported on first use: it takes a while
-
-    return go.Figure(trend_spec(trend))
-
-
 def trend_spec(trend: TrendOut) -> dict[str, Any]:
-    """``trend_figure`` as plotly.js reads it, built without plotly's Python objects (their
-    validation cost tens of milliseconds a figure, most of a dashboard's time)."""
+    """Mean score and pass rate per bucket, the threshold line, version and scorer changes,
+    as plotly.js reads the figure: built without plotly's Python objects (their validation
+    cost tens of milliseconds a figure, most of a dashboard's time)."""
     buckets = trend.buckets
     x = [b.start for b in buckets]
     data: list[dict[str, Any]] = [
@@ -176,23 +169,14 @@ def _time_axis(x: Sequence[datetime], bucket: str) -> dict[str, Any]:
     return axis
 
 
-def histogram_figure(
-    scores: Sequence[float], threshold: float, passed: Sequence[bool] | None = None
-) -> Any:
-    """Distribution of the raw scores, passing and failing bars apart, the threshold marked
-    (a plotly figure of ``histogram_spec``).
-
-    ``passed``: each score's verdict as it was scored (against the threshold of its time);
-    without it a score passes at ``threshold``, the threshold in force, which is marked."""
-    import plotly.graph_objects as go
-
-    return go.Figure(histogram_spec(scores, threshold, passed))
-
-
 def histogram_spec(
     scores: Sequence[float], threshold: float, passed: Sequence[bool] | None = None
 ) -> dict[str, Any]:
-    """``histogram_figure`` as plotly.js reads it, built without plotly's Python objects."""
+    """Distribution of the raw scores, passing and failing bars apart, the threshold marked,
+    as plotly.js reads the figure (built without plotly's Python objects).
+
+    ``passed``: each score's verdict as it was scored (against the threshold of its time);
+    without it a score passes at ``threshold``, the threshold in force, which is marked."""
     # Binned here, 20 bins over [0, 1] with 1.0 in the last one: plotly's own bins put a
     # score of exactly 1.0 in a bin [1.0, 1.05) past the axis end, where it never showed.
     size = 0.05

@@ -92,6 +92,17 @@ def check_workers(value: int | str) -> int:
     return n
 
 
+def check_shared_db(url: str) -> None:
+    """A one-line ``InvalidInput`` when the database of ``url`` (as ``resolve_db_url`` gives
+    it) cannot be shared by several processes: an in-memory SQLite database is private to the
+    process that opens it, so each worker would store and answer from its own."""
+    if url.startswith("sqlite:") and (url == "sqlite://" or ":memory:" in url):
+        raise InvalidInput(
+            "--workers needs a database every worker opens: an in-memory database is private "
+            "to one process; give a SQLite file or a PostgreSQL URL, or serve with --workers 1"
+        )
+
+
 def new_run_dir(config: WorkerConfig) -> Path:
     """A private directory (mode 0700) holding ``config`` (mode 0600: it may hold the token);
     ``remove_run_dir`` deletes it when the server stops."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from simeval.web.pages._render import PER_PAGE, page_count, render, service_of
+from simeval.web.pages._render import PER_PAGE, render, service_of
 from simeval.web.schema import IntParam
 
 router = APIRouter(include_in_schema=False)
@@ -34,13 +34,20 @@ def runs_page(request: Request, page: IntParam = 1, cursor: str | None = None) -
 
 
 @router.get("/runs/{run_id}")
-def run_page(request: Request, run_id: IntParam, page: IntParam = 1) -> Response:
-    """A stored run: summary, worst cases, its results, and "compare with…" another run."""
+def run_page(
+    request: Request, run_id: IntParam, page: IntParam = 1, cursor: str | None = None
+) -> Response:
+    """A stored run: summary, worst cases, its results (pages of 50, Older/Newer by cursor;
+    ``page=N`` still reads a shallow page by offset), and "compare with…" another run."""
     service = service_of(request)
     run = service.get_run(run_id)
     page = max(page, 1)
-    results = service.list_results(
-        run_id=run_id, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, explain=False
+    found = service.page_results(
+        run_id=run_id,
+        limit=PER_PAGE,
+        offset=0 if cursor else (page - 1) * PER_PAGE,
+        cursor=cursor or None,
+        explain=False,
     )
     others = [r for r in service.list_runs(limit=50) if r.id != run_id]
     return render(
@@ -49,9 +56,9 @@ def run_page(request: Request, run_id: IntParam, page: IntParam = 1) -> Response
         {
             "run": run,
             "worst": service.run_worst(run_id, 5),
-            "results": results,
+            "results": found.items,
             "others": others,
-            "page": page,
-            "pages": page_count(run.results),
+            "older": found.next_cursor,
+            "newer": found.prev_cursor,
         },
     )

@@ -65,7 +65,10 @@ async def save_settings(request: Request) -> Response:
         except ValueError:
             raise InvalidInput(f"retention must be a number of days, not {raw!r}") from None
         keys = form.get("indexed_meta")
-        service_of(request).update_settings(
+        # declaring a metadata key indexes every stored capture: off the event loop, so the
+        # server's other requests (captures, health) do not wait for it
+        await run_in_threadpool(
+            service_of(request).update_settings,
             auto_evaluate=form.get("auto_evaluate") is not None,
             retention_days=retention,
             otlp_export=form_text(form, "otlp_export"),
@@ -85,5 +88,5 @@ async def save_settings(request: Request) -> Response:
 async def run_cleanup(request: Request) -> Response:
     """Delete what is older than the retention period, now."""
     await checked_form(request)
-    out = service_of(request).cleanup()
+    out = await run_in_threadpool(service_of(request).cleanup)  # a long delete: off the loop
     return _settings_page(request, cleaned=out)

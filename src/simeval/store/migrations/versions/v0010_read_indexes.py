@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from simeval.store.meta_index import index_entries, indexed_keys
+from simeval.store.meta_index import index_entries
 from simeval.store.packing import unpack_results
 
 revision = "0010"
@@ -94,11 +94,25 @@ def upgrade() -> None:
     op.create_index("ix_conversations_last_at", "conversations", ["last_at", "conversation_id"])
 
 
+# the default keys as this revision indexed them, frozen: a key added to
+# ``meta_index.DEFAULT_INDEXED_KEYS`` later is filled by its own migration, not here
+_DEFAULT_KEYS = (
+    "engine",
+    "model",
+    "provider",
+    "finish_reason",
+    "input_tokens",
+    "output_tokens",
+    "latency_ms",
+)
+
+
 def _fill(conn: sa.Connection) -> None:
     declared = conn.execute(
         sa.select(_settings.c.value).where(_settings.c.key == "indexed_meta")
     ).scalar()
-    keys = indexed_keys(declared if isinstance(declared, list) else None)
+    more = [str(k) for k in declared] if isinstance(declared, list) else []
+    keys = tuple(dict.fromkeys([*_DEFAULT_KEYS, *more]))  # the defaults, then declared ones
     talks: dict[str, list[Any]] = {}
     last = 0
     while True:

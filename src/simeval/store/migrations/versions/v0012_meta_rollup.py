@@ -27,6 +27,7 @@ depends_on: str | None = None
 
 _CHUNK = 5000
 _INSERT_CHUNK = 5000
+_FLUSH = 200_000  # sums held before they are added to the table (memory stays bounded)
 
 _captures = sa.table(
     "captures",
@@ -98,12 +99,31 @@ def _fill(conn: sa.Connection) -> None:
                 tally.add(at, blob, tuple(sorted(mine)))
         merge_sums(total, tally.sums())
         last = rows[-1][0]
+        if len(total) >= _FLUSH:  # per-capture values (latency, tokens) give a row each
+            _add(conn, total)
+            total = {}
+    _add(conn, total)
+
+
+def _add(conn: sa.Connection, total: dict[MetaKey, list[int]]) -> None:
+    """Add ``total`` to the table: an upsert, as an earlier flush may hold some of its rows."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
     out: list[dict[str, Any]] = [
         {"key": k, "value": v, "bucket": b, "eval_id": e, "count": c, "passes": p}
         for (k, v, b, e), (c, p) in total.items()
     ]
+    pg = conn.dialect.name == "postgresql"
+    stmt: Any = (postgresql.insert if pg else sqlite.insert)(_rollup)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["key", "value", "bucket", "eval_id"],
+        set_={
+            "count": _rollup.c.count + stmt.excluded.count,
+            "passes": _rollup.c.passes + stmt.excluded.passes,
+        },
+    )
     for i in range(0, len(out), _INSERT_CHUNK):
-        conn.execute(_rollup.insert(), out[i : i + _INSERT_CHUNK])
+        conn.execute(stmt, out[i : i + _INSERT_CHUNK])
 
 
 def downgrade() -> None:
