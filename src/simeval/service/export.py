@@ -35,7 +35,7 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import IO, Any, cast
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc
@@ -46,7 +46,7 @@ from simeval.scoring.required import Required
 from simeval.service.capture_walk import scope_select
 from simeval.service.filters import ResultFilter, filter_of, meta_matches
 from simeval.service.models import ResultOut
-from simeval.service.queries import Row, capture_scope, iter_rows, iter_run_rows
+from simeval.service.queries import Row, capture_reviews, capture_scope, iter_rows, iter_run_rows
 from simeval.service.results import ResultsMixin
 from simeval.service.runstatus import effective_status
 from simeval.store import (
@@ -55,7 +55,6 @@ from simeval.store import (
     EvalVersion,
     PackedResults,
     Result,
-    Review,
     Run,
     unpack_results,
 )
@@ -368,20 +367,9 @@ def _capture_rows(s: Session, f: ResultFilter, look: _Lookups) -> Iterator[tuple
             rows.append((cid, input_, output, conv, meta, at, unpack_results(blob)))
         pairs = {pair for r in rows for pair in zip(r[6].eval_ids, r[6].versions, strict=True)}
         look.load({e for e, _ in pairs}, pairs, set())
-        reviews = _reviews_of(s, [r[0] for r in rows])
+        reviews = capture_reviews(s, [r[0] for r in rows])
         for row in rows:
             yield row, reviews
-
-
-def _reviews_of(s: Session, capture_ids: list[int]) -> dict[tuple[int, int], Review]:
-    """The reviews of a chunk's captures by (capture, eval), as ``capture_reviews`` reads
-    them, with the ids written into the SQL (integers the store gave): a driver that parses
-    its placeholders (psycopg) spent more on 500 of them per chunk than the query took."""
-    if not capture_ids:
-        return {}
-    ids: Any = bindparam("ids", capture_ids, literal_execute=True)
-    q = select(Review).where(Review.capture_id.in_(ids))
-    return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
 
 
 # per result kept: (eval id, version, automated score, threshold, matched index, automated

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, false, func, or_, select, true, tuple_
+from sqlalchemy import and_, bindparam, false, func, or_, select, true, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -176,9 +176,13 @@ def capture_rows(s: Session, cap: Capture, reviews: dict[tuple[int, int], Review
 
 
 def capture_reviews(s: Session, capture_ids: list[int]) -> dict[tuple[int, int], Review]:
+    """The reviews of ``capture_ids`` by (capture, eval). The ids (integers the store gave)
+    are written into the SQL: a driver that parses its placeholders (psycopg) spent more on
+    the 500 of an export's chunk than the query took."""
     if not capture_ids:
         return {}
-    q = select(Review).where(Review.capture_id.in_(capture_ids))
+    ids: Any = bindparam("ids", capture_ids, literal_execute=True)
+    q = select(Review).where(Review.capture_id.in_(ids))
     return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
 
 
