@@ -107,7 +107,17 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--scale",
         type=click.Choice(SCALES),
         default=None,
-        help="bands (default: calibrated to the strictness bands) or cosine (the raw cosine).",
+        help="bands (default: calibrated to the strictness bands), bands-1 (0.1.0's) or cosine.",
+    )
+    @click.option(
+        "--answer/--no-answer",
+        default=None,
+        help="With the question known, score the share of the reference the output holds.",
+    )
+    @click.option(
+        "--contradiction/--no-contradiction",
+        default=None,
+        help="Veto negated, other-number/date/name and refusal pairs below 0.70.",
     )
     @click.option(
         "--require",

@@ -108,6 +108,8 @@ def score(
                     "reason",
                     "demoted",
                     "negation",
+                    "coverage",
+                    "veto",
                 )
             }
         elif result.reason:

@@ -253,7 +253,7 @@ def _plain_hit(
     prepared = [r.vec for r in rs]
     asked = state.input_terms(scorer, text_in)
     if vec and all(prepared):
-        score, at = scorer.best_vector(vec, prepared, asked)
+        score, at = scorer.best_vector(vec, prepared, asked, scorer.asks(text_in), output, refs)
     else:  # an empty vector: score_detail decides (identical texts without terms)
         score, at = scorer.score_detail(output, refs, text_in)
     return [(-1, score, at, scorer)], vec, asked, rs

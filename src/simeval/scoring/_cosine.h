@@ -42,6 +42,13 @@ static int has_any(const Term *a, size_t na, HashSet s) {
 
 /* The options that change the cosine: the input's term hashes with their weight, and the
  * negator hashes with their factor (see Scorer.best_vector for the formula). */
+/* The reference's share found in the output, from the shared and the whole squared weight. */
+static double coverage_of(double shared, double whole) {
+    if (whole <= 0.0) return 0.0;
+    double c = shared / whole;
+    return c < 0.0 ? 0.0 : (c > 1.0 ? 1.0 : c);
+}
+
 typedef struct {
     int pair;
     HashSet demote;
@@ -50,16 +57,27 @@ typedef struct {
     double negation;
 } CosOpts;
 
-static double cosine_packed(const Term *a, size_t na, const Term *b, size_t nb,
-                            const CosOpts *o) {
+/* What the answer score of a question-answer pair reads beside the cosine, with the same
+ * question weights: `cov`, the share of the reference `b`'s squared weight whose terms the
+ * output `a` holds, and `prec`, the share of `a`'s squared weight on terms of `b`. */
+typedef struct {
+    double cov, prec;
+} Cover;
+
+static double cosine_cov(const Term *a, size_t na, const Term *b, size_t nb, const CosOpts *o,
+                         Cover *cv) {
+    if (cv) cv->cov = cv->prec = 0.0;
     if (na == 0 || nb == 0) return 0.0;
-    if (na == nb && memcmp(a, b, na * sizeof(Term)) == 0) return 1.0;
+    if (na == nb && memcmp(a, b, na * sizeof(Term)) == 0) {
+        if (cv) cv->cov = cv->prec = 1.0;
+        return 1.0;
+    }
     int pair = o->pair;
     /* the input's terms, walked in step with the merge (hashes only grow) */
     const uint64_t *dem = o->demote.h;
     size_t nd = o->input_weight != 1.0 ? o->demote.n : 0, d = 0;
     double iw = o->input_weight;
-    double dot = 0.0, sa = 0.0, sb = 0.0;
+    double dot = 0.0, sa = 0.0, sb = 0.0, sh = 0.0, ph = 0.0;
     size_t i = 0, j = 0;
     while (i < na || j < nb) {
         uint64_t h;
@@ -98,21 +116,32 @@ static double cosine_packed(const Term *a, size_t na, const Term *b, size_t nb,
             }
             sa += wa * wa;
             sb += wb * wb;
+            sh += wb * wb;
+            ph += wa * wa;
             dot += wa * wb;
             i++;
             j++;
         }
     }
     if (sa <= 0.0 || sb <= 0.0) return 0.0;
+    if (cv) {
+        cv->cov = coverage_of(sh, sb);
+        cv->prec = coverage_of(ph, sa);
+    }
     double s = dot / (sqrt(sa) * sqrt(sb));
     return s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+}
+
+static double cosine_packed(const Term *a, size_t na, const Term *b, size_t nb,
+                            const CosOpts *o) {
+    return cosine_cov(a, na, b, nb, o, NULL);
 }
 
 /* The score: the cosine, times the negation factor when exactly one vector has a negator.
  * `neg_a`: whether `a` has one (-1: not known yet). */
 static double score_packed(const Term *a, size_t na, const Term *b, size_t nb, const CosOpts *o,
-                           int neg_a) {
-    double s = cosine_packed(a, na, b, nb, o);
+                           int neg_a, Cover *cv) {
+    double s = cosine_cov(a, na, b, nb, o, cv);
     if (o->negation != 1.0 && o->negators.n && s > 0.0) {
         if (neg_a < 0) neg_a = has_any(a, na, o->negators);
         if (neg_a != has_any(b, nb, o->negators)) s *= o->negation;
@@ -127,16 +156,36 @@ typedef struct {
     double k[3];
     double y[3];
     double allowance, exponent, floor;
+    /* a question-answer pair's curve (bands.Curve.answer_packed): its cosine knots `ck`, the
+     * answer knots `ak`, the precision below which the answer score falls in proportion
+     * (`prec_floor`) and the most reference terms the answer score is read for (`max_terms`) */
+    int answer;
+    double ck[3], ak[3];
+    double prec_floor, max_terms;
 } Bands;
 
-/* A curve from its packed floats (`n` bytes); none (the raw cosine) when `n` is 0. Returns -1
- * for a length that is not nine float64. */
+#define BANDS_N 9   /* float64 of a plain curve */
+#define ANSWER_N 17 /* float64 of a question-answer pair's: the nine, ck, ak, floor, terms */
+
+/* A curve from its packed floats (`n` bytes); none (the raw cosine) when `n` is 0; BANDS_N
+ * float64 for a pair without a question, ANSWER_N for a question-answer pair. Returns -1 for
+ * another length. */
 static int bands_from(const void *buf, size_t n, Bands *b) {
     b->on = 0;
+    b->answer = 0;
     if (n == 0) return 0;
-    if (n != 9 * sizeof(double)) return -1;
-    double v[9];
-    memcpy(v, buf, sizeof v);
+    if (n != BANDS_N * sizeof(double) && n != ANSWER_N * sizeof(double)) return -1;
+    double v[ANSWER_N];
+    memcpy(v, buf, n);
+    if (n == ANSWER_N * sizeof(double)) {
+        b->answer = 1;
+        for (int i = 0; i < 3; i++) {
+            b->ck[i] = v[9 + i];
+            b->ak[i] = v[12 + i];
+        }
+        b->prec_floor = v[15];
+        b->max_terms = v[16];
+    }
     for (int i = 0; i < 3; i++) {
         b->k[i] = v[i];
         b->y[i] = v[3 + i];
@@ -173,6 +222,40 @@ static double bands_score(double c, size_t n_out, size_t n_ref, const Bands *b) 
         lo = 0.0, hi = x1, ylo = 0.0, yhi = b->y[0];
     }
     return ylo + (yhi - ylo) * (c - lo) / (hi - lo);
+}
+
+/* The piecewise-linear map through (0, 0), (k[i], y[i]), (1, 1), as bands_score without the
+ * length rule: a question-answer pair's cosine and answer score. */
+static double piecewise(double c, const double *k, const double *y) {
+    if (c <= 0.0) return 0.0;
+    if (c >= 1.0) return 1.0;
+    double lo, hi, ylo, yhi;
+    if (c >= k[2]) {
+        lo = k[2], hi = 1.0, ylo = y[2], yhi = 1.0;
+    } else if (c >= k[1]) {
+        lo = k[1], hi = k[2], ylo = y[1], yhi = y[2];
+    } else if (c >= k[0]) {
+        lo = k[0], hi = k[1], ylo = y[0], yhi = y[1];
+    } else {
+        lo = 0.0, hi = k[0], ylo = 0.0, yhi = y[0];
+    }
+    return ylo + (yhi - ylo) * (c - lo) / (hi - lo);
+}
+
+/* The score of a pair from its cosine `s` (after negation): through the curve; for a
+ * question-answer pair through its cosine knots, and for a reference of at most `max_terms`
+ * terms the better of that and the answer score, the coverage times min(1, prec /
+ * prec_floor) through the answer knots. */
+static double final_score(double s, const Cover *cv, size_t n_out, size_t n_ref, const Bands *b) {
+    if (!(b->on && b->answer)) return bands_score(s, n_out, n_ref, b);
+    double out = piecewise(s, b->ck, b->y);
+    if ((double)n_ref <= b->max_terms) {
+        double a = cv->cov;
+        if (cv->prec < b->prec_floor) a = a * (cv->prec / b->prec_floor);
+        double ans = piecewise(a, b->ak, b->y);
+        if (ans > out) out = ans;
+    }
+    return out;
 }
 
 #endif

@@ -157,7 +157,7 @@ static int hash_set(Py_buffer *buf, HashSet *out) {
 
 static int curve_of(Py_buffer *buf, Bands *out) {
     if (bands_from(buf->obj ? buf->buf : NULL, buf->obj ? (size_t)buf->len : 0, out) < 0) {
-        PyErr_SetString(PyExc_ValueError, "a bands curve is nine packed float64");
+        PyErr_SetString(PyExc_ValueError, "a bands curve is 9 or 17 packed float64");
         return -1;
     }
     return 0;
@@ -180,8 +180,9 @@ static PyObject *cosine(PyObject *self, PyObject *args) {
     if (hash_set(&dem, &o.demote) == 0 && hash_set(&neg, &o.negators) == 0 &&
         curve_of(&cur, &bands) == 0) {
         size_t na = (size_t)a.len / sizeof(Term), nb = (size_t)b.len / sizeof(Term);
-        double s = score_packed((const Term *)a.buf, na, (const Term *)b.buf, nb, &o, -1);
-        out = PyFloat_FromDouble(bands_score(s, na, nb, &bands));
+        Cover cv;
+        double s = score_packed((const Term *)a.buf, na, (const Term *)b.buf, nb, &o, -1, &cv);
+        out = PyFloat_FromDouble(final_score(s, &cv, na, nb, &bands));
     }
     PyBuffer_Release(&a);
     PyBuffer_Release(&b);
@@ -235,8 +236,9 @@ static PyObject *best(PyObject *self, PyObject *args) {
             goto done;
         }
         size_t nb = (size_t)PyBytes_GET_SIZE(r) / sizeof(Term);
-        double s = score_packed(ta, na, (const Term *)PyBytes_AS_STRING(r), nb, &o, neg_a);
-        s = bands_score(s, na, nb, &bands);
+        Cover cv;
+        double s = score_packed(ta, na, (const Term *)PyBytes_AS_STRING(r), nb, &o, neg_a, &cv);
+        s = final_score(s, &cv, na, nb, &bands);
         if (s > top) {
             top = s;
             at = i;

@@ -21,9 +21,11 @@
  *       curve: bytes = b"")
  *   offsets are int32 [n_evals + 1]: the references of eval e are
  *   prepared[offsets[e]:offsets[e + 1]]; negators are sorted uint64 hashes.
- * Index.best(vec: bytes, demote: bytes = b"", input_weight: float = 1)
+ * Index.best(vec: bytes, demote: bytes = b"", input_weight: float = 1, curve: bytes = b"")
  *   -> (scores: bytes of float64, at: bytes of int32), one per eval: the best score and the
- *   first reference reaching it, as `_fast.best` gives.
+ *   first reference reaching it, as `_fast.best` gives. `curve`, when not empty, replaces the
+ *   index's curve for this call: a question-answer pair's (twelve float64, the answer knots
+ *   last), under which each reference's coverage is accumulated beside its dot product.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -53,6 +55,8 @@ typedef struct {
     uint32_t *post_ref;
     double *post_w;
     double *acc;         /* scratch: one dot product per reference */
+    double *cov;         /* scratch: per reference, its squared weight the output holds */
+    double *prec;        /* scratch: per reference, the output's squared weight on its terms */
     unsigned char *mark; /* scratch: references holding a term of the question */
     unsigned char *neg;  /* per reference: it has a negator term */
     uint64_t *negators;
@@ -82,6 +86,8 @@ static void index_free(Index *ix) {
     PyMem_Free(ix->post_ref);
     PyMem_Free(ix->post_w);
     PyMem_Free(ix->acc);
+    PyMem_Free(ix->cov);
+    PyMem_Free(ix->prec);
     PyMem_Free(ix->mark);
     PyMem_Free(ix->neg);
     PyMem_Free(ix->negators);
@@ -89,7 +95,7 @@ static void index_free(Index *ix) {
     ix->negators = NULL;
     ix->nneg = 0;
     ix->offsets = NULL;
-    ix->root_sb = ix->sb = ix->post_w = ix->acc = NULL;
+    ix->root_sb = ix->sb = ix->post_w = ix->acc = ix->cov = ix->prec = NULL;
     ix->table = NULL;
     ix->post_ref = NULL;
 }
@@ -104,7 +110,7 @@ static int index_init(Index *ix, PyObject *args, PyObject *kwds) {
     int rc = -1;
     Triple *triples = NULL;
     if (bands_from(cur.obj ? cur.buf : NULL, cur.obj ? (size_t)cur.len : 0, &ix->bands) < 0) {
-        PyErr_SetString(PyExc_ValueError, "a bands curve is nine packed float64");
+        PyErr_SetString(PyExc_ValueError, "a bands curve is 9 or 17 packed float64");
         goto done;
     }
     ix->refs = PySequence_Tuple(prepared);
@@ -132,9 +138,11 @@ static int index_init(Index *ix, PyObject *args, PyObject *kwds) {
     ix->root_sb = PyMem_Malloc((nref + 1) * sizeof(double));
     ix->sb = PyMem_Malloc((nref + 1) * sizeof(double));
     ix->acc = PyMem_Calloc(nref + 1, sizeof(double));
+    ix->cov = PyMem_Calloc(nref + 1, sizeof(double));
+    ix->prec = PyMem_Calloc(nref + 1, sizeof(double));
     ix->mark = PyMem_Calloc(nref + 1, 1);
     ix->neg = PyMem_Calloc(nref + 1, 1);
-    if (!ix->root_sb || !ix->sb || !ix->acc || !ix->mark || !ix->neg) goto nomem;
+    if (!ix->root_sb || !ix->sb || !ix->acc || !ix->cov || !ix->prec || !ix->mark || !ix->neg) goto nomem;
     if (negb.obj != NULL && negb.len > 0) {
         if (negb.len % 8) {
             PyErr_SetString(PyExc_ValueError, "negators must be packed uint64 hashes");
@@ -233,13 +241,27 @@ static const Bucket *lookup(const Index *ix, uint64_t h) {
 }
 
 static PyObject *index_best(Index *ix, PyObject *args) {
-    Py_buffer a, demb = {0};
+    Py_buffer a, demb = {0}, curb = {0};
     double iw = 1.0;
     if (!ix->offsets) {
         PyErr_SetString(PyExc_RuntimeError, "Index not initialised");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*|y*d", &a, &demb, &iw)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*|y*dy*", &a, &demb, &iw, &curb)) return NULL;
+    /* a curve given here (a question-answer pair's, with its answer knots) replaces the
+     * index's own for this call */
+    Bands bands = ix->bands;
+    if (curb.obj != NULL) {
+        int bad = curb.len > 0 && bands_from(curb.buf, (size_t)curb.len, &bands) < 0;
+        PyBuffer_Release(&curb);
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "a bands curve is 9 or 17 packed float64");
+            PyBuffer_Release(&a);
+            if (demb.obj != NULL) PyBuffer_Release(&demb);
+            return NULL;
+        }
+    }
+    int answering = bands.on && bands.answer;
     HashSet dem = {NULL, 0};
     if (demb.obj != NULL) {
         if (demb.len % 8) {
@@ -260,6 +282,11 @@ static PyObject *index_best(Index *ix, PyObject *args) {
     size_t nref = (size_t)ix->nrefs;
     double *acc = ix->acc;
     memset(acc, 0, nref * sizeof(double));
+    double *cv = ix->cov, *pv = ix->prec;
+    if (answering) {
+        memset(cv, 0, nref * sizeof(double));
+        memset(pv, 0, nref * sizeof(double));
+    }
     if (demoting) {
         /* the references holding a term of the question: scored by the full walk below */
         memset(ix->mark, 0, nref);
@@ -285,6 +312,13 @@ static PyObject *index_best(Index *ix, PyObject *args) {
             const double *pw = ix->post_w + bk->start;
             uint32_t c = bk->count;
             for (uint32_t p = 0; p < c; p++) acc[pr[p]] += wa * pw[p];
+            if (answering) {
+                double wa2 = wa * wa;
+                for (uint32_t p = 0; p < c; p++) {
+                    cv[pr[p]] += pw[p] * pw[p];
+                    pv[pr[p]] += wa2;
+                }
+            }
         }
     }
     double root_sa = sqrt(sa);
@@ -309,20 +343,26 @@ static PyObject *index_best(Index *ix, PyObject *args) {
             const Term *tb = (const Term *)PyBytes_AS_STRING(b);
             size_t nb = (size_t)PyBytes_GET_SIZE(b) / sizeof(Term);
             double s;
+            Cover cov = {0.0, 0.0};
             if (demoting && ix->mark[r]) {
-                s = cosine_packed(t, na, tb, nb, &opts);
+                s = cosine_cov(t, na, tb, nb, &opts, &cov);
             } else if (na == 0 || nb == 0) {
                 s = 0.0;
             } else if (na == nb && memcmp(t, tb, na * sizeof(Term)) == 0) {
                 s = 1.0;
+                cov.cov = cov.prec = 1.0;
             } else if (sa <= 0.0 || ix->sb[r] <= 0.0) {
                 s = 0.0;
             } else {
                 s = acc[r] / (root_sa * ix->root_sb[r]);
                 s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+                if (answering) {
+                    cov.cov = coverage_of(cv[r], ix->sb[r]);
+                    cov.prec = coverage_of(pv[r], sa);
+                }
             }
             if (negating && s > 0.0 && neg_a != ix->neg[r]) s *= ix->negation;
-            s = bands_score(s, na, nb, &ix->bands);
+            s = final_score(s, &cov, na, nb, &bands);
             if (s > top) {
                 top = s;
                 best_at = r - ix->offsets[e];

@@ -19,6 +19,9 @@ _ENTRY = struct.Struct("=Qd")
 _HASH = struct.Struct("=Q")
 RECORD_SIZE = _TERM.size  # bytes per record of a packed vector
 _CURVE = struct.Struct("=9d")  # bands curve: knots (3), scores (3), allowance, exponent, floor
+# after the nine, a question-answer pair's: cosine knots (3), answer knots (3), precision floor,
+# most reference terms
+_ANSWER = struct.Struct("=8d")
 PAIR_IDF_ONE = 1.4054651081081644  # ln(3/2) + 1: sklearn's smoothed idf, term in one of two texts
 PAIR_IDF_TWO = 1.0  # ln(3/3) + 1: term in both texts
 
@@ -104,8 +107,10 @@ def _cosine(
     pair: bool,
     demote: frozenset[int],
     iw: float,
-) -> float:
-    dot = sa = sb = 0.0
+) -> tuple[float, float, float]:
+    """The cosine, the coverage (the share of ``tb``'s squared weight whose terms ``ta`` holds)
+    and the precision (the share of ``ta``'s squared weight on terms of ``tb``)."""
+    dot = sa = sb = sh = ph = 0.0
     i = j = 0
     na, nb = len(ta), len(tb)
     while i < na or j < nb:
@@ -129,13 +134,15 @@ def _cosine(
                 wb *= iw
             sa += wa * wa
             sb += wb * wb
+            sh += wb * wb
+            ph += wa * wa
             dot += wa * wb
             i += 1
             j += 1
     if sa <= 0.0 or sb <= 0.0:
-        return 0.0
+        return 0.0, 0.0, 0.0
     s = dot / (math.sqrt(sa) * math.sqrt(sb))
-    return min(1.0, max(0.0, s))
+    return min(1.0, max(0.0, s)), min(1.0, max(0.0, sh / sb)), min(1.0, max(0.0, ph / sa))
 
 
 def cosine_py(
@@ -148,18 +155,86 @@ def cosine_py(
     negation: float = 1.0,
     curve: bytes | None = None,
 ) -> float:
+    s, cov, prec = _score(a, b, pair, demote, input_weight, negators, negation)
+    return final_py(s, cov, prec, len(a) // _TERM.size, len(b) // _TERM.size, curve)
+
+
+def _score(
+    a: bytes,
+    b: bytes,
+    pair: bool,
+    demote: bytes | None,
+    input_weight: float,
+    negators: bytes | None,
+    negation: float,
+) -> tuple[float, float, float]:
+    # the cosine after the negation factor, the coverage and the precision
     if not a or not b:
-        return 0.0
+        return 0.0, 0.0, 0.0
     if a == b:
-        return 1.0
+        return 1.0, 1.0, 1.0
     dem = _hash_set(demote) if input_weight != 1.0 else frozenset()
-    s = _cosine(unpack(a), unpack(b), pair, dem, input_weight)
+    s, cov, prec = _cosine(unpack(a), unpack(b), pair, dem, input_weight)
     one_negates = negators and has_any_py(a, negators) != has_any_py(b, negators)
     if negation != 1.0 and s > 0.0 and one_negates:
         s *= negation
-    if curve:
-        s = bands_py(s, len(a) // _TERM.size, len(b) // _TERM.size, curve)
-    return s
+    return s, cov, prec
+
+
+def coverage(
+    a: bytes, b: bytes, pair: bool, demote: bytes | None = None, input_weight: float = 1.0
+) -> tuple[float, float]:
+    """The coverage (the share of ``b``'s squared weight whose terms ``a`` holds) and the
+    precision (the share of ``a``'s on terms of ``b``), the question's terms at
+    ``input_weight``, as the C core computes them beside the cosine: 1.0 for the same vector,
+    0.0 when either is empty."""
+    if not a or not b:
+        return 0.0, 0.0
+    if a == b:
+        return 1.0, 1.0
+    dem = _hash_set(demote) if input_weight != 1.0 else frozenset()
+    _, cov, prec = _cosine(unpack(a), unpack(b), pair, dem, input_weight)
+    return cov, prec
+
+
+def final_py(
+    s: float, cov: float, prec: float, n_out: int, n_ref: int, curve: bytes | None
+) -> float:
+    """The score of a pair from its cosine ``s`` (after negation), coverage ``cov`` and
+    precision ``prec`` (``_cosine.h``'s ``final_score``): the ``bands`` score of ``s``; with a
+    question-answer curve (17 float64), ``s`` through its cosine knots and, for a reference of
+    at most ``max_terms`` terms, the better of that and the answer score: ``cov`` times
+    ``min(1, prec / floor)`` through the answer knots."""
+    if not curve or len(curve) == _CURVE.size:
+        return bands_py(s, n_out, n_ref, curve)
+    _, _, _, y1, y2, y3, *_ = _CURVE.unpack_from(curve)
+    c1, c2, c3, a1, a2, a3, floor, max_terms = _ANSWER.unpack_from(curve, _CURVE.size)
+    out = _piecewise(s, (c1, c2, c3), (y1, y2, y3))
+    if float(n_ref) <= max_terms:
+        a = cov
+        if prec < floor:
+            a = a * (prec / floor)
+        out = max(out, _piecewise(a, (a1, a2, a3), (y1, y2, y3)))
+    return out
+
+
+def _piecewise(
+    c: float, knots: tuple[float, float, float], ys: tuple[float, float, float]
+) -> float:
+    if c <= 0.0:
+        return 0.0
+    if c >= 1.0:
+        return 1.0
+    (k1, k2, k3), (y1, y2, y3) = knots, ys
+    if c >= k3:
+        lo, hi, ylo, yhi = k3, 1.0, y3, 1.0
+    elif c >= k2:
+        lo, hi, ylo, yhi = k2, k3, y2, y3
+    elif c >= k1:
+        lo, hi, ylo, yhi = k1, k2, y1, y2
+    else:
+        lo, hi, ylo, yhi = 0.0, k1, 0.0, y1
+    return ylo + (yhi - ylo) * (c - lo) / (hi - lo)
 
 
 def bands_py(c: float, n_out: int, n_ref: int, curve: bytes | None) -> float:
@@ -171,7 +246,7 @@ def bands_py(c: float, n_out: int, n_ref: int, curve: bytes | None) -> float:
         return 0.0
     if c >= 1.0:
         return 1.0
-    k1, k2, k3, y1, y2, y3, allowance, exponent, floor = _CURVE.unpack(curve)
+    k1, k2, k3, y1, y2, y3, allowance, exponent, floor = _CURVE.unpack_from(curve)
     no = float(n_out) if n_out > 1 else 1.0
     nr = float(n_ref) if n_ref > 1 else 1.0
     r = allowance * nr / no
@@ -205,9 +280,8 @@ def best_py(
     top, at = -1.0, -1
     na = len(a) // _TERM.size
     for i, r in enumerate(refs):
-        s = cosine_py(a, r, pair, demote, input_weight, negators, negation)
-        if curve:
-            s = bands_py(s, na, len(r) // _TERM.size, curve)
+        s, cov, prec = _score(a, r, pair, demote, input_weight, negators, negation)
+        s = final_py(s, cov, prec, na, len(r) // _TERM.size, curve)
         if s > top:
             top, at = s, i
     return (0.0 if at < 0 else top), at

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simeval.errors import SimevalError
+from simeval.scoring import vetoes
 from simeval.scoring.analyzer import scope_key
 from simeval.scoring.required import Required, required_of
 from simeval.scoring.scorer import Scorer, get_scorer, same_text
@@ -208,32 +209,51 @@ class EvalSet:
             if vectors is not None:
                 vectors[id(scorer)] = vec
             terms = scorer.input_terms(input) if input is not None else b""
+            asked = scorer.asks(input)
             if group.index is not None and vec:
-                raw_scores, raw_at = group.index.best(vec, terms, scorer.input_weight)
+                curve = scorer.answer_curve if asked else b""
+                raw_scores, raw_at = group.index.best(vec, terms, scorer.input_weight, curve)
                 scores: Sequence[float] = memoryview(raw_scores).cast("d")
                 at: Sequence[int] = memoryview(raw_at).cast("i")
-                if group.special:
+                # the members a veto may press (above its floor) and those with a reference
+                # without terms take score_detail's own loop
+                redo = group.special
+                if scorer.vetoing:
+                    floor = vetoes.FLOOR
+                    high = [m for m in range(n) if scores[m] > floor]
+                    redo = sorted(set(high) | set(redo)) if redo else high
+                if redo:
                     scores, at = list(scores), list(at)
-                    for m in group.special:
-                        scores[m], at[m] = self._detail(group, m, vec, output, terms)
+                    for m in redo:
+                        scores[m], at[m] = self._detail(group, m, vec, output, terms, asked)
             else:
-                pairs = [self._detail(group, m, vec, output, terms) for m in range(n)]
+                pairs = [self._detail(group, m, vec, output, terms, asked) for m in range(n)]
                 scores = [p[0] for p in pairs]
                 at = [p[1] for p in pairs]
             yield group, members, scores, at
 
     def _detail(
-        self, group: _Group, member: int, vec: bytes, output: str, terms: bytes
+        self,
+        group: _Group,
+        member: int,
+        vec: bytes,
+        output: str,
+        terms: bytes,
+        asked: bool = False,
     ) -> tuple[float, int]:
         """``score_detail``'s loop for one eval, on its prepared vectors."""
         scorer = group.scorer
         refs = self.evals[group.positions[member]].references
         prepared = group.prepared[member]
         if vec and all(prepared):
-            return scorer.best_vector(vec, prepared, terms)
+            return scorer.best_vector(vec, prepared, terms, asked, output, refs)
         top, at = -1.0, 0
         for i, rvec in enumerate(prepared):
-            s = scorer.best_vector(vec, [rvec], terms)[0] if vec and rvec else 0.0
+            s = (
+                scorer.best_vector(vec, [rvec], terms, asked, output, refs[i : i + 1])[0]
+                if vec and rvec
+                else 0.0
+            )
             if not (vec and rvec) and same_text(output, refs[i]):
                 s = 1.0
             if s > top:

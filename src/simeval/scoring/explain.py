@@ -16,7 +16,10 @@ its weight (ties by the word) and cut to ``top``:
 
 with ``w(t) = tf(t) * idf(t)`` as the score uses it (``simeval.scoring.scorer``): a term the
 input (the question) contains counts at ``input_weight`` on both sides and is ``demoted``,
-and ``negation`` is the factor applied when only one text has a negator.
+and ``negation`` is the factor applied when only one text has a negator. A question-answer
+pair also has its ``coverage`` (the share of the reference's weight the output holds, what
+its answer score reads), and ``veto`` names the contradiction that pressed a score below the
+band (``simeval.scoring.vetoes``: ``number: 1912 vs 1921``, ``refusal``, ...).
 
 Two paths give the same terms, weights and order (the tests hold them to equal output):
 
@@ -74,6 +77,11 @@ class _Scorer(Protocol):
     def has_negator(self, vec: bytes) -> bool: ...
     def first_words(self, text: str) -> dict[int, str] | None: ...
     def cosine_vector(self, a: bytes, b: bytes, input_terms: bytes | None = None) -> float: ...
+    def coverage_vector(
+        self, a: bytes, b: bytes, input_terms: bytes | None = None
+    ) -> tuple[float, float]: ...
+    def asks(self, input: str | None) -> bool: ...
+    def veto_applied(self, output: str, reference: str, input: str | None = None) -> str | None: ...
     def score_detail(
         self, output: str, reference: str | Sequence[str], input: str | None = None
     ) -> tuple[float, int]: ...
@@ -101,6 +109,9 @@ class Explanation:
     reference lacks, by their weight in the output. Terms the input contains are marked
     ``demoted`` and listed in ``demoted`` (their weight was multiplied by ``input_weight``).
     ``negation``: the factor applied because only one text has a negator (1.0 when not).
+    ``coverage``: for a question-answer pair, the share of the reference's weight whose terms
+    the output holds (None otherwise). ``veto``: the contradiction that pressed the score
+    below the "Moderate" band (None when none did).
     """
 
     score: float
@@ -118,6 +129,8 @@ class Explanation:
     missing_required: list[str] = field(default_factory=list)
     cosine: float | None = None
     scale: str = "cosine"
+    coverage: float | None = None
+    veto: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,6 +142,8 @@ class Explanation:
         lines = [f"{head} (reference {self.matched_reference + 1})"]
         if self.reason:
             lines.append(f"reason: {self.reason}")
+        if self.coverage is not None:
+            lines.append(f"answer: the output holds {self.coverage:.0%} of the reference")
         for title, terms in (
             ("matched", self.shared),
             ("missing from output", self.missing),
@@ -172,7 +187,23 @@ def explain(
         terms = scorer.input_terms(input)
         exp = engine.explain_scored(output, scorer.vector(output), ref, score, at, terms, top)
     exp.missing_required = missing_required(scorer, output)
+    judge(scorer, exp, output, input)
     return mark_synonyms(scorer.analyzer, exp, output)  # "begin ~ commence"
+
+
+def judge(scorer: _Scorer, exp: Explanation, output: str, input: str | None) -> None:
+    """Add what judged the answer to an explanation of ``output`` against its matched
+    reference: the coverage of a question-answer pair and the veto that fired, which is then
+    the reason."""
+    ref = exp.reference
+    if not output.strip() or not ref.strip():
+        return
+    if scorer.asks(input):
+        vec, rvec = scorer.vector(output), scorer.vector(ref)
+        exp.coverage = round(scorer.coverage_vector(vec, rvec, scorer.input_terms(input))[0], 6)
+    exp.veto = scorer.veto_applied(output, ref, input)
+    if exp.veto is not None:
+        exp.reason = exp.veto
 
 
 def cosine_of(scorer: _Scorer, vec: bytes, rvec: bytes, terms: bytes, score: float) -> float:

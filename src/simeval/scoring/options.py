@@ -31,6 +31,11 @@ DEFAULTS: dict[str, Any] = {
     "negation": 0.9,
     # the calibrated scale (simeval.scoring.bands, README "How the score works")
     "scale": "bands",
+    # README "A pass means a right answer": with the question known, the score is also read as
+    # the share of the reference the output holds; contradictions (negation, numbers, dates,
+    # names, refusals) are vetoed below the threshold band
+    "answer": True,
+    "contradiction": True,
     # per eval (README "Required terms and synonyms"): words in one group count as one term;
     # terms an output must contain to pass (not part of the score, nor of the fingerprint)
     "synonyms": (),
@@ -44,7 +49,12 @@ PREVIOUS_DEFAULTS: dict[str, Any] = {
     "input_weight": 1.0,
     "negation": 1.0,
     "scale": "cosine",
+    "answer": False,
+    "contradiction": False,
 }
+# The options that give the default scores of simeval 0.1.0 exactly (its calibrated curve with
+# the length rule, no answer reading, no vetoes).
+RELEASE_0_1_DEFAULTS: dict[str, Any] = {"scale": "bands-1", "answer": False, "contradiction": False}
 OPTION_HELP = {
     "language": "stemmer and background word list, e.g. english, german, fr",
     "stemming": "Snowball stemming on/off",
@@ -58,9 +68,11 @@ OPTION_HELP = {
     "negation": "factor when exactly one text has a negator, 0-1 (1 = off)",
     "synonyms": "groups of words counted as one term, e.g. begin,commence,start (repeatable)",
     "required": "a term the output must contain to pass, whatever its score (repeatable)",
-    "scale": "bands (calibrated to the strictness bands) or cosine (the raw TF-IDF cosine)",
+    "scale": "bands (calibrated to the strictness bands), bands-1 (0.1.0's curve) or cosine",
+    "answer": "with the question known, score the share of the reference the output holds",
+    "contradiction": "veto negated, other-number/date/name and refusal pairs below 0.70",
 }
-SCALES = ("bands", "cosine")
+SCALES = ("bands", "bands-1", "cosine")
 
 
 # -- yes/no words ---------------------------------------------------------------------------------
@@ -143,6 +155,8 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
         "input_weight": _as_factor("input_weight", merged["input_weight"]),
         "negation": _as_factor("negation", merged["negation"]),
         "scale": _as_scale(merged["scale"]),
+        "answer": _as_bool("answer", merged["answer"]),
+        "contradiction": _as_bool("contradiction", merged["contradiction"]),
         "synonyms": synonym_groups(merged["synonyms"]),
         "required": required_words(merged["required"]),
     }

@@ -18,12 +18,19 @@ With several references the score is the best match (the best mapped score). Sum
 fixed order (by a hash of the term text), so the same inputs and options give the same float
 on every machine and in every process.
 
-Two adjustments (see ``Scorer.best_vector`` for the exact arithmetic):
+Adjustments (see ``Scorer.best_vector`` for the exact arithmetic):
 
 - the input (the question): a term the input contains gets ``input_weight`` times its weight
   in both vectors, as repeating the question says little about the answer;
 - negation: when exactly one of the two texts contains a negator ("not", "never", "n't", ...),
-  the cosine is multiplied by ``negation``.
+  the cosine is multiplied by ``negation``;
+- the answer (option ``answer``, with the question known and ``scale=bands``): the score is
+  the better of the scaled cosine and the scaled coverage, the share of the reference's
+  squared weight the output holds (``simeval.scoring.bands``), so a long right answer passes
+  and unrelated padding earns nothing;
+- vetoes (option ``contradiction``): a pair that says the same thing but for a negation,
+  another number, weekday, month or name, or a refusal is pressed below the "Moderate" band
+  (``simeval.scoring.vetoes``), whatever the scale made of it.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring import bands as bands_mod
 from simeval.scoring import explain as explain_engine
 from simeval.scoring import options as options_mod
+from simeval.scoring import vetoes
 from simeval.scoring._vector import (
     ACCELERATED,
     RECORD_SIZE,
@@ -48,6 +56,7 @@ from simeval.scoring._vector import (
     bands,
     best,
     cosine,
+    coverage,
     entry,
     has_any,
     pack_hashes,
@@ -63,11 +72,14 @@ from simeval.scoring.options import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
 from simeval.scoring.options import DEFAULTS as DEFAULTS
 from simeval.scoring.options import OPTION_HELP as OPTION_HELP
 from simeval.scoring.options import PREVIOUS_DEFAULTS as PREVIOUS_DEFAULTS
+from simeval.scoring.options import RELEASE_0_1_DEFAULTS as RELEASE_0_1_DEFAULTS
 from simeval.scoring.options import analyzer_from_options as analyzer_from_options
 from simeval.scoring.options import check_threshold as check_threshold
 
 ALGORITHM_VERSION = 1
 _TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts over (~100 MB)
+_FACTS_LIMIT = 100_000  # cached texts' facts (the vetoes') per scorer before it starts over
+VETO_VERSION = 1  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
 
 
 def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -136,8 +148,25 @@ class Scorer:
         self.input_weight: float = o["input_weight"]
         self.negation: float = o["negation"]
         self.scale: str = o["scale"]
-        # the packed curve the cosine goes through (b"": the raw cosine)
-        self.curve: bytes = bands_mod.PACKED if self.scale == "bands" else b""
+        # the packed curve the cosine goes through (b"": the raw cosine), and the one of a
+        # question-answer pair (with the answer knots when ``answer`` is on)
+        self.curve_model = (
+            bands_mod.CURVE
+            if self.scale == "bands"
+            else bands_mod.CURVE_1
+            if self.scale == "bands-1"
+            else None
+        )
+        self.curve: bytes = self.curve_model.packed() if self.curve_model else b""
+        self.answering: bool = bool(
+            o["answer"] and self.curve_model and self.curve_model.answer
+        )
+        self.answer_curve: bytes = (
+            self.curve_model.answer_packed() if self.answering and self.curve_model else self.curve
+        )
+        # vetoes press a score below a band: on a calibrated scale only (the raw cosine stays raw)
+        self.vetoing: bool = o["contradiction"] and self.curve_model is not None
+        self._facts: dict[str, vetoes.Facts] = {}
         if isinstance(o["idf"], IdfTable):
             if o["idf"].analyzer != self.analyzer.config():
                 raise InvalidOption(
@@ -186,8 +215,12 @@ class Scorer:
         if self.negation != 1.0:
             ident["negation"] = self.negation
             ident["negators"] = self.negator_hashes.hex()
-        if self.curve:
-            ident["scale"] = bands_mod.CURVE.version
+        if self.curve_model is not None:
+            ident["scale"] = self.curve_model.version
+        if self.answering:
+            ident["answer"] = self.answer_curve.hex()
+        if self.vetoing:
+            ident["vetoes"] = VETO_VERSION
         if self.analyzer.synonyms:
             # the terms as analysed: groups that analyse alike fingerprint alike
             ident["synonyms"] = sorted(self.analyzer.synonym_terms.items())
@@ -257,10 +290,71 @@ class Scorer:
         """Vectors of reference answers, to score many outputs against them with ``best``."""
         return [self.vector(r) for r in check_references(reference)]
 
-    def _cos(self, a: bytes, b: bytes, terms: bytes) -> float:
+    def asks(self, input: str | None) -> bool:
+        """Whether ``input`` (already checked as text) makes a pair a question-answer pair: a
+        non-blank question under option ``answer`` and a curve with answer knots."""
+        return self.answering and input is not None and bool(input.strip())
+
+    def curve_for(self, asked: bool) -> bytes:
+        """The packed curve of a pair: a question-answer pair's (``asked``) or the plain one."""
+        return self.answer_curve if asked else self.curve
+
+    def facts(self, text: str) -> vetoes.Facts:
+        """What the vetoes read of a text (cached per scorer)."""
+        found = self._facts.get(text)
+        if found is None:
+            if len(self._facts) > _FACTS_LIMIT:
+                self._facts.clear()
+            found = self._facts[text] = vetoes.facts(text, self.analyzer)
+        return found
+
+    def veto(self, output: str, reference: str) -> str | None:
+        """Why an output contradicts a reference (``simeval.scoring.vetoes``), None for no veto
+        or with the option off."""
+        if not self.vetoing:
+            return None
+        return vetoes.veto(self.facts(output), self.facts(reference))
+
+    def veto_applied(self, output: str, reference: str, input: str | None = None) -> str | None:
+        """The veto that pressed the score of this pair (one reference), None when none did:
+        what an explanation names."""
+        if not (self.vetoing and output.strip() and reference.strip()):
+            return None
+        va, vb = self.vector(output), self.vector(reference)
+        if not (va and vb):
+            return None
+        terms = self.input_terms(input)
+        if self._cos(va, vb, terms, self.asks(input)) <= vetoes.FLOOR:
+            return None
+        return self.veto(output, reference)
+
+    def checked(self, score: float, output: str, reference: str) -> float:
+        """A pair's score after the vetoes: pressed below the "Moderate" band when one fires
+        (scores at or below ``vetoes.FLOOR`` are never checked: a veto leaves them alone)."""
+        if score > vetoes.FLOOR and self.vetoing and self.veto(output, reference) is not None:
+            return vetoes.pressed(score)
+        return score
+
+    def _cos(self, a: bytes, b: bytes, terms: bytes, asked: bool = False) -> float:
         return cosine(
-            a, b, self.pair, terms, self.input_weight, self.negators, self.negation, self.curve
+            a,
+            b,
+            self.pair,
+            terms,
+            self.input_weight,
+            self.negators,
+            self.negation,
+            self.curve_for(asked),
         )
+
+    def coverage_vector(
+        self, a: bytes, b: bytes, input_terms: bytes | None = None
+    ) -> tuple[float, float]:
+        """The coverage (the share of reference vector ``b``'s squared weight whose terms
+        output vector ``a`` holds) and the precision (the share of ``a``'s on terms of ``b``),
+        the question's terms demoted as in the cosine: what a question-answer pair's answer
+        score reads (``best_vector``'s step 5)."""
+        return coverage(a, b, self.pair, input_terms or b"", self.input_weight)
 
     def cosine_vector(self, a: bytes, b: bytes, input_terms: bytes | None = None) -> float:
         """The cosine of an output vector against a reference vector before the scale
@@ -288,10 +382,17 @@ class Scorer:
         check_text(output, "output")
         if not output.strip():
             return 0.0, 0
-        return self.best_vector(self.vector(output), prepared, self.input_terms(input))
+        terms = self.input_terms(input)
+        return self.best_vector(self.vector(output), prepared, terms, self.asks(input))
 
     def best_vector(
-        self, vec: bytes, prepared: Sequence[bytes], input_terms: bytes | None = None
+        self,
+        vec: bytes,
+        prepared: Sequence[bytes],
+        input_terms: bytes | None = None,
+        asked: bool = False,
+        output: str | None = None,
+        references: Sequence[str] | None = None,
     ) -> tuple[float, int]:
         """``best`` for an output already vectorised: one output against many evals.
 
@@ -313,22 +414,30 @@ class Scorer:
         4. If ``negation != 1``, ``s > 0`` and exactly one of ``a`` and ``b`` has a hash in
            ``negator_hashes`` (``has_negator``): ``s = s * negation``.
         5. ``scale`` ``bands``: ``s`` goes through the curve (``simeval.scoring.bands``) with
-           ``n_out`` and ``n_ref`` the records of ``a`` and ``b`` (``curve`` packs it).
+           ``n_out`` and ``n_ref`` the records of ``a`` and ``b`` (``curve`` packs it). A
+           question-answer pair (``asked``, see ``asks``) takes ``answer_curve``: the better of
+           that and the coverage ``sh / sb`` (``sh``: ``sb``'s sum over the shared hashes only)
+           through the answer knots.
+        6. With ``output`` and ``references`` (the texts of ``vec`` and ``prepared``) and option
+           ``contradiction`` on: a score above ``vetoes.FLOOR`` whose pair a veto fires on is
+           pressed below the band (``checked``). Without the texts there are no vetoes.
 
         The best is the first index with the highest score (0.0 and -1 for no references).
         """
         if not vec:
             return 0.0, 0
-        return best(
-            vec,
-            prepared,
-            self.pair,
-            input_terms or b"",
-            self.input_weight,
-            self.negators,
-            self.negation,
-            self.curve,
+        terms = input_terms or b""
+        curve = self.answer_curve if asked else self.curve
+        top, at = best(
+            vec, prepared, self.pair, terms, self.input_weight, self.negators, self.negation, curve
         )
+        if top > vetoes.FLOOR and self.vetoing and output is not None and references is not None:
+            top, at = -1.0, 0
+            for i, rvec in enumerate(prepared):
+                s = self.checked(self._cos(vec, rvec, terms, asked), output, references[i])
+                if s > top:
+                    top, at = s, i
+        return top, at
 
     def score_detail(
         self,
@@ -344,12 +453,15 @@ class Scorer:
             return 0.0, 0
         vec = self.vector(output)
         terms = self.input_terms(input)
+        asked = self.asks(input)
         top, at = -1.0, 0
         for i, ref in enumerate(refs):
             rvec = self.vector(ref)
-            s = self._cos(vec, rvec, terms)
+            s = self._cos(vec, rvec, terms, asked)
             if not (vec and rvec) and same_text(output, ref):
                 s = 1.0  # identical texts without scorable terms (e.g. only stop words)
+            else:
+                s = self.checked(s, output, ref)
             if s > top:
                 top, at = s, i
         return top, at
@@ -365,9 +477,14 @@ class Scorer:
         check_text(output, "output")
         if type(reference) is str and reference.strip() and output.strip():
             va, vb = self.vector(output), self.vector(reference)
-            s = self._cos(va, vb, self.input_terms(input) if input is not None else b"")
+            if input is None:
+                s = self._cos(va, vb, b"")
+            else:
+                s = self._cos(va, vb, self.input_terms(input), self.asks(input))
             if not (va and vb) and same_text(output, reference):
-                s = 1.0  # identical texts without scorable terms (e.g. only stop words)
+                return 1.0  # identical texts without scorable terms (e.g. only stop words)
+            if s > vetoes.FLOOR and self.vetoing:
+                s = self.checked(s, output, reference)
             return s
         return self.score_detail(output, reference, input)[0]
 

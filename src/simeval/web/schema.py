@@ -239,6 +239,8 @@ OPTIONS = {
         "input_weight": _maybe({"type": "number", "minimum": 0, "maximum": 1}),
         "negation": _maybe({"type": "number", "minimum": 0, "maximum": 1}),
         "scale": _maybe({"enum": list(SCALES)}),
+        "answer": _maybe({"type": "boolean"}),
+        "contradiction": _maybe({"type": "boolean"}),
         "synonyms": GROUPS,
         # a number among them is its digits (YAML reads "9" in [nine, 9] as a number)
         "required": {

@@ -84,8 +84,14 @@ def explained(
         "missing": explanation.get("missing", []),
         "extra": explanation.get("extra", []),
         "reason": explanation.get("reason"),
+        "veto": explanation.get("veto"),
+        "coverage": explanation.get("coverage"),
         "missing_required": explanation.get("missing_required") or [],
         # both numbers under the bands scale (a stored explanation from before it has neither)
-        "cosine": explanation.get("cosine") if explanation.get("scale") == "bands" else None,
+        "cosine": (
+            explanation.get("cosine")
+            if explanation.get("scale") in ("bands", "bands-1")
+            else None
+        ),
         "score": explanation.get("score"),
     }

@@ -1,0 +1,281 @@
+"""Contradiction checks: the vetoes that keep a pair below the threshold band whatever its cosine.
+
+Two texts can share nearly every term and still say opposite things. A veto fires when, in the
+same place, the two texts differ by
+
+- a negation: a term the one text negates ("not", "never", "no" ... before it, within its
+  clause) occurs in the other text outside any negation;
+- a number, a weekday or a month: each text has one the other lacks ("1912" vs "1921");
+- a name (or any other word): the output holds the whole reference but one of its words,
+  which it replaces in the same place by another ("is Lyon" vs "is Paris");
+- a refusal: exactly one of the two says it cannot answer ("I don't know", "As an AI ...")
+  and does not go on to answer after all ("..., but", "However, ...").
+
+A vetoed score above ``FLOOR`` is pressed into ``(FLOOR, TOP]`` (below the "Moderate" band,
+order kept); below ``FLOOR`` it is left alone. The checks read positions in the text, so they
+never depend on what follows the pair's shared part: text appended to an output that shares no
+term with the reference (and negates none of its terms) can add a veto but never remove one.
+
+>>> from simeval.scoring.analyzer import Analyzer
+>>> a = Analyzer()
+>>> veto(facts("The meeting is on Thursday.", a), facts("The meeting is on Tuesday.", a))
+'weekday: thursday vs tuesday'
+>>> veto(facts("The capital is not Paris.", a), facts("The capital is Paris.", a))
+'contradiction: "not" only in the output'
+>>> round(pressed(0.95), 4)
+0.6788
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from simeval.scoring.analyzer import Analyzer, stop_word_set
+
+FLOOR = 0.60  # a vetoed score above this is pressed into (FLOOR, TOP]
+TOP = 0.69
+
+# words that end a negation's reach (besides punctuation): the clause goes on without it
+_CLAUSE_ENDS = frozenset(
+    "but and or however instead rather though although yet while whereas because so".split()
+)
+_SCOPE = 4  # a negator reaches at most this many words
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+_MONTH_WORDS = frozenset(_MONTHS) | {"sept"} | {m[:3] for m in _MONTHS if m not in ("may",)}
+_MONTH_OF = {w: next(m for m in _MONTHS if m.startswith(w[:3])) for w in _MONTH_WORDS}
+# month names that are also common words (case plays no part in a score: they never count)
+_AMBIGUOUS_MONTHS = frozenset({"may", "march", "mar", "jun", "jan", "dec", "oct", "aug", "sept"})
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+    if w != "_"
+} | {w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
+_REFUSAL = re.compile(
+    r"\b(?:i\s+(?:do\s+not|don'?t|cannot|can'?t|am\s+unable\s+to|'?m\s+unable\s+to|"
+    r"am\s+not\s+able\s+to|'?m\s+not\s+able\s+to)\s+(?:know|answer|provide|determine|say|"
+    r"tell|browse|access|predict|find)"
+    r"|i\s+(?:do\s+not|don'?t)\s+have\s+(?:access|information|enough|real-time|the\s+ability)"
+    r"|as\s+an\s+ai\b|i'?m\s+sorry,?\s+but\s+i\b|no\s+information\s+(?:is\s+)?available"
+    r"|(?:it\s+is|it'?s)\s+(?:not\s+possible|impossible)\s+to\s+(?:know|determine|say))"
+)
+# what a refusal may be followed by when the text answers after all
+_GOES_ON = re.compile(
+    r"\b(?:however|but|that said|nevertheless|nonetheless|although|according to|based on)\b"
+)
+# a word (letters, with an English contraction's n't), a number, or a clause boundary
+_WORD = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?|[.!?;:,()\[\]\"“”]")
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the checks read of one text."""
+
+    terms: frozenset[str]  # every term (as the analyzer makes them)
+    negated: frozenset[str]  # terms within a negator's reach
+    plain: frozenset[str]  # terms that occur at least once outside any negator's reach
+    negators: tuple[str, ...]  # the negator words, in order of first use
+    # per kind ("number", "weekday", "month"): the values the text names
+    values: dict[str, frozenset[str]]
+    # every content term in its place: (term before, term, term after, kind, value, word);
+    # None before or after at a clause boundary; kind and value None for a plain word, kind
+    # "name" for a capitalised word within a sentence of a text that has lowercase words
+    slots: tuple[tuple[str | None, str, str | None, str | None, str | None, str], ...]
+    refusal: bool
+
+
+_KINDS = ("number", "weekday", "month")
+
+
+def _number(token: str) -> str:
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", token):
+        token = token.replace(",", "")
+    return token
+
+
+def _kind(word: str, low: str) -> tuple[str | None, str | None]:
+    if word[0].isdigit():
+        return "number", _number(word)
+    if low in _NUMBER_WORDS:
+        return "number", _NUMBER_WORDS[low]
+    if low in _DAYS:
+        return "weekday", low
+    if low in _MONTH_WORDS and low not in _AMBIGUOUS_MONTHS:
+        return "month", _MONTH_OF[low]
+    return None, None
+
+
+@functools.lru_cache(maxsize=16)
+def _common_words(language: str, count: int) -> frozenset[str]:
+    # the language's most frequent words: what a negation or a substitution is not about
+    return stop_word_set(language, count)
+
+
+def _refuses(text: str) -> bool:
+    # a refusal that the text does not go on to answer after ("..., but", "However, ...")
+    found = _REFUSAL.search(text)
+    return found is not None and _GOES_ON.search(text, found.end()) is None
+
+
+def facts(text: str, analyzer: Analyzer) -> Facts:
+    """The facts of ``text`` as ``analyzer`` reads its terms (see the module doc). Case marks
+    names only (a capitalised word within a sentence, in a text that has lowercase words too);
+    the checks read the names of the reference alone, so the case of an output never changes
+    a score."""
+    nfkc = unicodedata.normalize("NFKC", text)
+    low_text = nfkc.casefold()
+    mixed = any(c.islower() for c in nfkc) and any(c.isupper() for c in nfkc)
+    start = True  # at the start of a sentence
+    negator_words = analyzer.negators
+    function_words = _common_words(analyzer.language, 100)
+    terms: set[str] = set()
+    negated: set[str] = set()
+    plain: set[str] = set()
+    negs: list[str] = []
+    values: dict[str, set[str]] = {k: set() for k in _KINDS}
+    # the text's content terms in order, None at a clause boundary:
+    # (term, kind, value, word)
+    seq: list[tuple[str, str | None, str | None, str] | None] = []
+    reach = 0
+    for cased in _WORD.findall(nfkc):
+        raw = cased.casefold()
+        if len(raw) == 1 and not raw.isalnum():
+            reach = 0
+            seq.append(None)
+            start = start or raw in ".!?"
+            continue
+        named = mixed and not start and cased[0].isupper() and not cased.isupper()
+        start = False
+        if raw in _CLAUSE_ENDS:
+            reach = 0
+        kind, value = _kind(raw, raw)
+        if kind is not None and value is not None:
+            values[kind].add(value)
+        elif named:
+            kind = "name"
+        for token in analyzer.tokens(raw):
+            term = analyzer.term(token)
+            if token in negator_words:
+                if token not in negs:
+                    negs.append(token)
+                reach = _SCOPE
+                if term is not None:
+                    terms.add(term)
+                    plain.add(term)
+                continue
+            if term is None:
+                continue
+            terms.add(term)
+            if token in function_words and kind in (None, "name"):
+                if reach == 0:
+                    plain.add(term)
+                continue  # neither negated nor a place a substitution is read at
+            if reach > 0:
+                negated.add(term)
+                reach -= 1
+            else:
+                plain.add(term)
+            seq.append((term, kind, value, raw))
+            kind = value = None  # "isn't": only the first token
+    slots = []
+    for i, item in enumerate(seq):
+        if item is None:
+            continue
+        before = seq[i - 1] if i else None
+        after = seq[i + 1] if i + 1 < len(seq) else None
+        slots.append(
+            (
+                before[0] if before else None,
+                item[0],
+                after[0] if after else None,
+                item[1],
+                item[2],
+                item[3],
+            )
+        )
+    return Facts(
+        frozenset(terms),
+        frozenset(negated),
+        frozenset(plain),
+        tuple(negs),
+        {k: frozenset(v) for k, v in values.items()},
+        tuple(slots),
+        _refuses(low_text),
+    )
+
+
+def _negation(one: Facts, other: Facts) -> str | None:
+    # a term ``one`` negates that ``other`` states plainly (``other`` not negating it too)
+    hit = (one.negated & other.plain) - other.negated
+    if hit:
+        return one.negators[0] if one.negators else "not"
+    return None
+
+
+def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
+    """A word of the reference of ``kind`` that the output replaces in the same place by one
+    the reference does not have: (output word, reference word). The same place: the terms
+    before and after the reference's word stand before and after the output's (a clause
+    boundary of the reference matches anything, but not on both sides). A name is replaced by
+    any word, and only where the output holds all the rest of the reference; a number, weekday
+    or month by one of its kind that the reference does not name."""
+    if kind == "name" and not (ref.terms - out.terms):
+        return None
+    for before, term, after, k, value, word in ref.slots:
+        if k != kind or (before is None and after is None):
+            continue
+        if kind == "name":
+            if ref.terms - out.terms != {term}:
+                continue
+        elif value in out.values[kind]:
+            continue
+        for b2, t2, a2, k2, v2, w2 in out.slots:
+            if t2 == term or t2 in ref.terms:
+                continue
+            if kind != "name" and (k2 != kind or v2 in ref.values[kind]):
+                continue
+            if (before is None or before == b2) and (after is None or after == a2):
+                return (v2 or w2), (value or word)
+    return None
+
+
+def veto(out: Facts, ref: Facts) -> str | None:
+    """The reason an output contradicts a reference (``None``: no veto). Every check but the
+    name's is symmetric; that one reads the reference's side (its names, and the whole
+    reference but the name in the output), so that neither text appended to the output nor
+    the output's case can change it."""
+    word = _negation(out, ref)
+    if word is not None:
+        return f'contradiction: "{word}" only in the output'
+    word = _negation(ref, out)
+    if word is not None:
+        return f'contradiction: "{word}" only in the reference'
+    for kind in _KINDS:
+        a, b = out.values[kind], ref.values[kind]
+        pair = (min(a), min(b)) if a and b and not a & b else _in_place(out, ref, kind)
+        if pair is None:
+            flipped = _in_place(ref, out, kind)
+            pair = (flipped[1], flipped[0]) if flipped is not None else None
+        if pair is not None:
+            return f"{kind}: {pair[0]} vs {pair[1]}"
+    if out.refusal != ref.refusal:
+        return "refusal" if out.refusal else "refusal: only the reference declines"
+    pair = _in_place(out, ref, "name")
+    if pair is not None:
+        return f"name: {pair[0]} vs {pair[1]}"
+    return None
+
+
+def pressed(score: float) -> float:
+    """A vetoed score: above ``FLOOR``, pressed into ``(FLOOR, TOP]`` keeping the order."""
+    if score <= FLOOR:
+        return score
+    return FLOOR + (TOP - FLOOR) * (score - FLOOR) / (1.0 - FLOOR)
