@@ -57,9 +57,10 @@ typedef struct {
     double negation;
 } CosOpts;
 
-/* What the answer score of a question-answer pair reads beside the cosine, with the same
- * question weights: `cov`, the share of the reference `b`'s squared weight whose terms the
- * output `a` holds, and `prec`, the share of `a`'s squared weight on terms of `b`. */
+/* What the answer score of a question-answer pair reads beside the cosine: `cov`, the share
+ * of the reference `b`'s squared weight whose terms the output `a` holds, the question's own
+ * terms left out (unless the reference has no other), and `prec`, the share of `a`'s squared
+ * weight on terms of `b` (question weights as in the cosine). */
 typedef struct {
     double cov, prec;
 } Cover;
@@ -77,7 +78,9 @@ static double cosine_cov(const Term *a, size_t na, const Term *b, size_t nb, con
     const uint64_t *dem = o->demote.h;
     size_t nd = o->input_weight != 1.0 ? o->demote.n : 0, d = 0;
     double iw = o->input_weight;
-    double dot = 0.0, sa = 0.0, sb = 0.0, sh = 0.0, ph = 0.0;
+    /* sh, ph: the shared terms' part of sb and sa; sn, sq: sb and sh off the question's terms
+     * (repeating the question's own words is no sign of a right answer) */
+    double dot = 0.0, sa = 0.0, sb = 0.0, sh = 0.0, ph = 0.0, sn = 0.0, sq = 0.0;
     size_t i = 0, j = 0;
     while (i < na || j < nb) {
         uint64_t h;
@@ -105,6 +108,7 @@ static double cosine_cov(const Term *a, size_t na, const Term *b, size_t nb, con
         } else if (side == 2) {
             double w = b[j].tfw * (pair ? PAIR_IDF_ONE : b[j].idf);
             if (demoted) w *= iw;
+            else sn += w * w;
             sb += w * w;
             j++;
         } else {
@@ -118,6 +122,10 @@ static double cosine_cov(const Term *a, size_t na, const Term *b, size_t nb, con
             sb += wb * wb;
             sh += wb * wb;
             ph += wa * wa;
+            if (!demoted) {
+                sn += wb * wb;
+                sq += wb * wb;
+            }
             dot += wa * wb;
             i++;
             j++;
@@ -125,7 +133,7 @@ static double cosine_cov(const Term *a, size_t na, const Term *b, size_t nb, con
     }
     if (sa <= 0.0 || sb <= 0.0) return 0.0;
     if (cv) {
-        cv->cov = coverage_of(sh, sb);
+        cv->cov = sn > 0.0 ? coverage_of(sq, sn) : coverage_of(sh, sb);
         cv->prec = coverage_of(ph, sa);
     }
     double s = dot / (sqrt(sa) * sqrt(sb));

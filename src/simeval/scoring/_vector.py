@@ -110,7 +110,7 @@ def _cosine(
 ) -> tuple[float, float, float]:
     """The cosine, the coverage (the share of ``tb``'s squared weight whose terms ``ta`` holds)
     and the precision (the share of ``ta``'s squared weight on terms of ``tb``)."""
-    dot = sa = sb = sh = ph = 0.0
+    dot = sa = sb = sh = ph = sn = sq = 0.0
     i = j = 0
     na, nb = len(ta), len(tb)
     while i < na or j < nb:
@@ -124,25 +124,32 @@ def _cosine(
             w = tb[j][1] * (PAIR_IDF_ONE if pair else tb[j][2])
             if tb[j][0] in demote:
                 w *= iw
+            else:
+                sn += w * w
             sb += w * w
             j += 1
         else:
             wa = ta[i][1] * (PAIR_IDF_TWO if pair else ta[i][2])
             wb = tb[j][1] * (PAIR_IDF_TWO if pair else tb[j][2])
-            if ta[i][0] in demote:
+            asked = ta[i][0] in demote
+            if asked:
                 wa *= iw
                 wb *= iw
             sa += wa * wa
             sb += wb * wb
             sh += wb * wb
             ph += wa * wa
+            if not asked:
+                sn += wb * wb
+                sq += wb * wb
             dot += wa * wb
             i += 1
             j += 1
     if sa <= 0.0 or sb <= 0.0:
         return 0.0, 0.0, 0.0
     s = dot / (math.sqrt(sa) * math.sqrt(sb))
-    return min(1.0, max(0.0, s)), min(1.0, max(0.0, sh / sb)), min(1.0, max(0.0, ph / sa))
+    cov = sq / sn if sn > 0.0 else sh / sb
+    return min(1.0, max(0.0, s)), min(1.0, max(0.0, cov)), min(1.0, max(0.0, ph / sa))
 
 
 def cosine_py(
