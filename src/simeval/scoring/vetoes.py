@@ -3,8 +3,8 @@
 Two texts can share nearly every term and still say opposite things. A veto fires when, in the
 same place, the two texts differ by
 
-- a negation: a term the one text negates ("not", "never", "no" ... before it, within its
-  clause) occurs in the other text outside any negation;
+- a negation: only one of the texts has a negator ("not", "never", "no" ...), and a term
+  within its reach (the next few words of its clause) occurs in the other text;
 - a number, a weekday or a month: each text has one the other lacks ("1912" vs "1921");
 - a name (or any other word): the output holds the whole reference but one of its words,
   which it replaces in the same place by another ("is Lyon" vs "is Paris");
@@ -145,7 +145,8 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
     # (term, kind, value, word)
     seq: list[tuple[str, str | None, str | None, str] | None] = []
     reach = 0
-    for cased in _WORD.findall(nfkc):
+    words = _WORD.findall(nfkc)
+    for i, cased in enumerate(words):
         raw = cased.casefold()
         if len(raw) == 1 and not raw.isalnum():
             reach = 0
@@ -163,7 +164,7 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
             kind = "name"
         for token in analyzer.tokens(raw):
             term = analyzer.term(token)
-            if token in negator_words:
+            if token in negator_words and not _numbered(token, words, i):
                 if token not in negs:
                     negs.append(token)
                 reach = _SCOPE
@@ -212,11 +213,20 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
     )
 
 
+def _numbered(token: str, words: list[str], i: int) -> bool:
+    # "No 7", "No. 7": a number's abbreviation, not a negation
+    if token != "no":
+        return False
+    after = [w for w in words[i + 1 : i + 3] if w != "."]
+    return bool(after) and after[0][:1].isdigit()
+
+
 def _negation(one: Facts, other: Facts) -> str | None:
-    # a term ``one`` negates that ``other`` states plainly (``other`` not negating it too)
-    hit = (one.negated & other.plain) - other.negated
-    if hit:
-        return one.negators[0] if one.negators else "not"
+    # only ``one`` negates, and what it negates ``other`` states
+    if not one.negators or other.negators:
+        return None
+    if one.negated & other.plain:
+        return one.negators[0]
     return None
 
 
