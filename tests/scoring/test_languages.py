@@ -136,14 +136,15 @@ ANSWER = "It simulates portions of the software product before it is built."
 
 @pytest.mark.parametrize("kind", SCORERS)
 def test_input_weight_one_changes_nothing(kind: str) -> None:
+    # with the answer reading off (the question's presence turns it on, see test_answers.py)
     for opts in ({}, {"idf": "pair"}, {"negation": 1.0}):
-        s = scorer(kind, **opts, input_weight=1.0)
+        s = scorer(kind, **opts, input_weight=1.0, answer=False)
         for out in (PARROT, ANSWER):
             plain = s.score(out, REFERENCE)
             assert s.score(out, REFERENCE, QUESTION) == plain  # exactly
-            assert s.score(out, REFERENCE) == Scorer(**opts, input_weight=0.5).score(
-                out, REFERENCE
-            )  # and without an input, the weight does not matter
+            assert s.score(out, REFERENCE) == Scorer(
+                **opts, input_weight=0.5, answer=False
+            ).score(out, REFERENCE)  # and without an input, the weight does not matter
 
 
 @pytest.mark.parametrize("kind", SCORERS)
@@ -174,9 +175,10 @@ def test_capture_api_gives_score_detail_bit_for_bit() -> None:
     prepared = s.prepare(refs)
     for out in (PARROT, ANSWER, "The prototype is not a product.", "是这样"):
         for q in (QUESTION, None, "", "是吗"):
-            got = s.best_vector(s.vector(out), prepared, s.input_terms(q))
+            vec, terms = s.vector(out), s.input_terms(q)
+            got = s.best_vector(vec, prepared, terms, s.asks(q), out, refs)
             assert got == s.score_detail(out, refs, input=q)
-            assert s.best(out, prepared, q) == got
+            assert s.best(out, prepared, q, refs) == got
     assert s.input_terms(None) == s.input_terms("  ") == b""
     assert Scorer(input_weight=1.0).input_terms(QUESTION) == b""
     terms = s.input_terms("cat, cat and dog")
@@ -231,7 +233,11 @@ def test_negation_applied_once_when_one_side_negates(kind: str) -> None:
 
 def test_negation_in_explanation_and_other_languages() -> None:
     exp = simeval.explain("The test is not valid", "The test is valid")
-    assert exp.negation == 0.9 and "negator" in (exp.reason or "")
+    # the factor on the cosine, and the veto that then keeps the pair below the band
+    assert exp.negation == 0.9 and exp.veto == 'contradiction: "not" only in the output'
+    assert exp.reason == exp.veto and exp.score < 0.7
+    plain = simeval.explain("The test is not valid", "The test is valid", contradiction=False)
+    assert plain.veto is None and "negator" in (plain.reason or "")
     assert sum(t.weight for t in exp.shared) == pytest.approx(exp.cosine, abs=1e-5)
     de = Scorer(language="de")
     assert de.score("Der Test ist nicht gültig", "Der Test ist gültig") < de.score(

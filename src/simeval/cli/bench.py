@@ -83,6 +83,9 @@ def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
         )
     console.print(table)
     console.print(_at_default_table(report))
+    for extra in (_judged_table(report), _checks_table(report)):
+        if extra is not None:
+            console.print(extra)
     for other in ("previous", "pair"):
         base = report["configs"].get(other)
         if base and pooled:
@@ -91,6 +94,71 @@ def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
                 - base["sts_pooled"]["pearson"]
             )
             console.print(f"default - {other}, pooled STS Pearson: {d:+.3f}")
+
+
+def _judged_table(report: dict[str, Any]) -> Table | None:
+    """Answers judged right or wrong by people: per file and system, the accuracy of pass/fail
+    at 0.80 and the pass rate beside the share judged right, for the default and 0.1.0; the
+    lexical match (a gold answer inside the answer) beside them."""
+    configs = report["configs"]
+    names = [n for n in ("default", "0.1.0") if n in configs and "judged" in configs[n]]
+    if not names:
+        return None
+    table = Table(
+        title="Judged answers at 0.80: accuracy (pass rate vs share judged right); "
+        "lexical: a normalised gold answer inside the answer"
+    )
+    table.add_column("file / system")
+    for n in names:
+        table.add_column(n, justify="right")
+    table.add_column("lexical", justify="right")
+    for f, rep in configs[names[0]]["judged"].items():
+        for system, first in rep["systems"].items():
+            cells = []
+            for n in names:
+                e = configs[n]["judged"][f]["systems"][system]
+                cells.append(
+                    f"[bold]{e['accuracy']:.3f}[/bold] ({e['pass_rate']:.3f} vs "
+                    f"{e['right_rate']:.3f})"
+                )
+            table.add_row(f"{f} / {system}", *cells, f"{first['lexical_accuracy']:.3f}")
+    return table
+
+
+def _checks_table(report: dict[str, Any]) -> Table | None:
+    """SICK's contradictions and entailments passing at 0.80, and wrong graded answers padded
+    with ten answers to other questions (pass rate before -> after, share of scores raised)."""
+    configs = report["configs"]
+    names = [n for n in ("default", "0.1.0") if n in configs]
+    rows: list[tuple[str, list[str]]] = []
+    for f, first in configs[names[0]]["files"].items():
+        if "entailment" in first:
+            cells = []
+            for n in names:
+                e = configs[n]["files"][f]["entailment"]
+                cells.append(
+                    f"contradictions {e['contradictions_pass']:.3f}, "
+                    f"entailments >= 4 {e['entailments_pass']:.3f}"
+                )
+            rows.append((f"{f}: pass at 0.80", cells))
+        if first.get("padding", {}).get("wrong_answers"):
+            cells = []
+            for n in names:
+                e = configs[n]["files"][f]["padding"]
+                cells.append(
+                    f"pass {e['pass_before']:.3f} -> {e['pass_after']:.3f}, "
+                    f"raised {e['raised']:.3f}"
+                )
+            rows.append((f"{f}: wrong answers padded", cells))
+    if not rows:
+        return None
+    table = Table(title="Contradictions and padding")
+    table.add_column("check")
+    for n in names:
+        table.add_column(n, justify="right")
+    for label, cells in rows:
+        table.add_row(label, *cells)
+    return table
 
 
 def _at_default_table(report: dict[str, Any]) -> Table:

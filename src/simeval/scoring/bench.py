@@ -3,7 +3,9 @@
 Quality reads the ``sts-dev`` layout (SemEval STS ``20*.tsv``, SICK ``sick.*.txt``, MSRP
 ``msrp.*.tsv``), the ``cjk-dev`` layout (``zh-*.tsv``, ``ja-*.tsv``, ``ko-*.tsv``: score, two
 sentences; LCQMC's 0/1 labels as a pass/fail set) and the ``answers-dev`` layout (``*.csv`` of
-graded answers with their question, scored with the question and without), and compares
+graded answers with their question, scored with the question and without) and the ``qa-dev``
+layout (``*.jsonl`` of model answers judged right or wrong: ``simeval.scoring.bench_answers``,
+with SICK's contradictions and the padding check), and compares
 configurations side by side in one run. Speed times simeval and
 its baselines in the same process, on the same texts, and reports ratios: absolute times on a
 shared machine are noise, ratios measured together are not.
@@ -24,16 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from simeval.errors import InvalidInput
+from simeval.scoring import bench_answers
 from simeval.scoring.batch import iter_scores
 from simeval.scoring.calibrate import classify as _classify
 from simeval.scoring.calibrate import ranks, roc_auc, sweep
-from simeval.scoring.scorer import PREVIOUS_DEFAULTS, Scorer, get_scorer
+from simeval.scoring.scorer import PREVIOUS_DEFAULTS, RELEASE_0_1_DEFAULTS, Scorer, get_scorer
 
 # The configurations compared by `bench quality`: the default; the previous default (before
 # CJK characters, symbols and "n't" were terms, and before the input and negation counted);
 # and the naive baseline a hand-written TF-IDF gives (IDF from the pair, no stemming, raw tf).
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
+    # 0.1.0's default (its curve with the length rule, no answer reading, no vetoes)
+    "0.1.0": RELEASE_0_1_DEFAULTS,
     # the default's raw cosine: what the bands scale maps (README "How the score works")
     "cosine": {"scale": "cosine"},
     "previous": PREVIOUS_DEFAULTS,
@@ -55,6 +60,7 @@ class Pairs:
     a: list[str]
     b: list[str]
     inputs: list[str] | None = None
+    labels: list[str] | None = None  # SICK's entailment judgement per pair
 
 
 def _read_lines(path: Path) -> Iterator[list[str]]:
@@ -85,7 +91,8 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
             head.index("sentence_B"),
             head.index("relatedness_score"),
         )
-        rows = [r for r in rows[1:] if len(r) > max(ia, ib, ig)]
+        il = head.index("entailment_judgment") if "entailment_judgment" in head else None
+        rows = [r for r in rows[1:] if len(r) > max(ia, ib, ig, il or 0)]
         out.append(
             Pairs(
                 path.stem,
@@ -93,6 +100,7 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
                 [float(r[ig]) for r in rows],
                 [r[ia] for r in rows],
                 [r[ib] for r in rows],
+                labels=[r[il] for r in rows] if il is not None else None,
             )
         )
     for path in sorted(root.glob("msrp.*.tsv")):
@@ -131,10 +139,10 @@ def load_dataset(directory: str | Path) -> list[Pairs]:
                 [r["question"] for r in answers],
             )
         )
-    if not out:
+    if not out and not list(root.glob("*.jsonl")):
         raise InvalidInput(
             f"no benchmark files in {directory} (STS 20*.tsv, sick.*.txt, msrp.*.tsv, "
-            "zh-/ja-/ko-*.tsv, graded answers *.csv)"
+            "zh-/ja-/ko-*.tsv, graded answers *.csv, judged answers *.jsonl)"
         )
     return out
 
@@ -223,6 +231,7 @@ def quality(
     ``directory``: one data directory or several (their files are reported together)."""
     dirs = [directory] if isinstance(directory, str | Path) else list(directory)
     data = [ds for d in dirs for ds in load_dataset(d)]
+    judged = [j for d in dirs for j in bench_answers.load_judged(Path(d))]
     configs = configs or CONFIGS
     report: dict[str, Any] = {"configs": {}, "options": {}}
     for name, opts in configs.items():
@@ -242,6 +251,10 @@ def quality(
                 entry["pearson"] = pearson(s, ds.gold)
                 entry["spearman"] = spearman(s, ds.gold)
                 entry["pearson_no_input"] = pearson(_scores(scorer, ds, False), ds.gold)
+                if ds.inputs:
+                    entry["padding"] = bench_answers.padding_report(
+                        scorer, ds.a, ds.b, ds.inputs, ds.gold
+                    )
             elif ds.kind in ("msrp", "binary"):
                 entry["roc_auc"] = roc_auc(s, ds.gold)
                 entry["best_accuracy"] = best_threshold(s, ds.gold, "accuracy")
@@ -250,6 +263,10 @@ def quality(
             else:
                 entry["pearson"] = pearson(s, ds.gold)
                 entry["spearman"] = spearman(s, ds.gold)
+                if ds.labels:
+                    entry["entailment"] = bench_answers.entailment_report(
+                        scorer, ds.a, ds.b, ds.gold, ds.labels
+                    )
                 if ds.kind in KINDS_POOLED:
                     pooled_s += s
                     pooled_g += ds.gold
@@ -258,6 +275,12 @@ def quality(
             entry["at_0.80"] = {**entry.get("at_0.80", {}), **at_default(s, ds.gold, same, label)}
             files[ds.name] = entry
         report["configs"][name] = {"files": files}
+        if judged:
+            report["configs"][name]["judged"] = {}
+        for j in judged:
+            if progress:
+                progress(f"{name}: {j.name}")
+            report["configs"][name]["judged"][j.name] = bench_answers.judged_report(scorer, j)
         if pooled_s:
             report["configs"][name]["sts_pooled"] = {
                 "pairs": len(pooled_s),

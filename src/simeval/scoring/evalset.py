@@ -218,7 +218,7 @@ class EvalSet:
                 # the members a veto may press (above its floor) and those with a reference
                 # without terms take score_detail's own loop
                 redo = group.special
-                if scorer.vetoing:
+                if scorer.vetoing or (asked and scorer.answering):
                     floor = vetoes.FLOOR
                     high = [m for m in range(n) if scores[m] > floor]
                     redo = sorted(set(high) | set(redo)) if redo else high

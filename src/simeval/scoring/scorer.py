@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import os
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ from simeval.scoring import options as options_mod
 from simeval.scoring import vetoes
 from simeval.scoring._vector import (
     ACCELERATED,
+    PAIR_IDF_ONE,
+    PAIR_IDF_TWO,
     RECORD_SIZE,
     Vectorizer,
     bands,
@@ -58,9 +61,11 @@ from simeval.scoring._vector import (
     cosine,
     coverage,
     entry,
+    final_py,
     has_any,
     pack_hashes,
     term_hash,
+    unpack,
     vectorize,
 )
 from simeval.scoring._vector import hashes as hash_set
@@ -323,17 +328,74 @@ class Scorer:
         va, vb = self.vector(output), self.vector(reference)
         if not (va and vb):
             return None
-        terms = self.input_terms(input)
-        if self._cos(va, vb, terms, self.asks(input)) <= vetoes.FLOOR:
+        terms, asked = self.input_terms(input), self.asks(input)
+        s = self._cos(va, vb, terms, asked)
+        if s > vetoes.FLOOR and asked:
+            s = self.together(s, output, reference, va, vb, terms)
+        if s <= vetoes.FLOOR:
             return None
         return self.veto(output, reference)
 
-    def checked(self, score: float, output: str, reference: str) -> float:
-        """A pair's score after the vetoes: pressed below the "Moderate" band when one fires
-        (scores at or below ``vetoes.FLOOR`` are never checked: a veto leaves them alone)."""
-        if score > vetoes.FLOOR and self.vetoing and self.veto(output, reference) is not None:
+    def checked(
+        self,
+        score: float,
+        output: str,
+        reference: str,
+        vec: bytes,
+        rvec: bytes,
+        terms: bytes = b"",
+        asked: bool = False,
+    ) -> float:
+        """A pair's score after the checks that read the texts (``best_vector``'s step 6):
+        scores at or below ``vetoes.FLOOR`` are left alone, as neither check takes a score
+        below it. A question-answer pair's answer score reads its coverage in one place
+        (``together``); a veto presses the score below the "Moderate" band."""
+        if score <= vetoes.FLOOR:
+            return score
+        if asked and self.answering:
+            score = self.together(score, output, reference, vec, rvec, terms)
+        if self.vetoing and score > vetoes.FLOOR and self.veto(output, reference) is not None:
             return vetoes.pressed(score)
         return score
+
+    def together(
+        self, score: float, output: str, reference: str, vec: bytes, rvec: bytes, terms: bytes
+    ) -> float:
+        """A question-answer pair's score with its answer score read from the reference's
+        terms the output holds within one stretch of text (``vetoes.together``: twice the
+        reference's length and two terms), not scattered through it: padding an answer with
+        other answers that happen to hold the reference's words does not make it right. Only
+        a score the answer part decides, of a reference of at most ``max_terms`` terms, and
+        never below ``vetoes.FLOOR``."""
+        model = self.curve_model.answer if self.curve_model else None
+        n_ref = len(rvec) // RECORD_SIZE
+        if model is None or n_ref > model.max_terms or self.analyzer.ngram != 1:
+            return score
+        args = (self.pair, terms, self.input_weight, self.negators, self.negation)
+        raw = float(cosine(vec, rvec, *args, b""))
+        cov, prec = self.coverage_vector(vec, rvec, terms)
+        ref_seq, out_seq = self.facts(reference).sequence, self.facts(output).sequence
+        asked = set(array("Q", terms)) if self.input_weight != 1.0 and terms else set()
+        have = {h for h, _, _ in unpack(vec)}
+        records = {h: (tfw, idf) for h, tfw, idf in unpack(rvec)}
+        weights: dict[str, float] = {}
+        every: dict[str, float] = {}
+        for term in set(ref_seq):
+            h = term_hash(term)
+            found = records.get(h)
+            if found is None:
+                continue
+            tfw, idf = found
+            w = tfw * ((PAIR_IDF_TWO if h in have else PAIR_IDF_ONE) if self.pair else idf)
+            every[term] = (w * self.input_weight) ** 2 if h in asked else w * w
+            if h not in asked:
+                weights[term] = w * w
+        near = vetoes.together(out_seq, weights or every, 2 * len(ref_seq) + 2)
+        if near >= cov:
+            return score
+        n_out = len(vec) // RECORD_SIZE
+        local = final_py(raw, near, prec, n_out, n_ref, self.answer_curve)
+        return max(vetoes.FLOOR, local) if local < score else score
 
     def _cos(self, a: bytes, b: bytes, terms: bytes, asked: bool = False) -> float:
         return cosine(
@@ -377,13 +439,16 @@ class Scorer:
         output: str,
         prepared: Sequence[bytes],
         input: str | None = None,
+        references: Sequence[str] | None = None,
     ) -> tuple[float, int]:
-        """Best score of an output against prepared references, and the index that matched."""
+        """Best score of an output against prepared references, and the index that matched;
+        ``references``: their texts, for the vetoes (without them there are none)."""
         check_text(output, "output")
         if not output.strip():
             return 0.0, 0
         terms = self.input_terms(input)
-        return self.best_vector(self.vector(output), prepared, terms, self.asks(input))
+        vec = self.vector(output)
+        return self.best_vector(vec, prepared, terms, self.asks(input), output, references)
 
     def best_vector(
         self,
@@ -431,10 +496,12 @@ class Scorer:
         top, at = best(
             vec, prepared, self.pair, terms, self.input_weight, self.negators, self.negation, curve
         )
-        if top > vetoes.FLOOR and self.vetoing and output is not None and references is not None:
+        rechecks = self.vetoing or (asked and self.answering)
+        if top > vetoes.FLOOR and rechecks and output is not None and references is not None:
             top, at = -1.0, 0
             for i, rvec in enumerate(prepared):
-                s = self.checked(self._cos(vec, rvec, terms, asked), output, references[i])
+                s = self._cos(vec, rvec, terms, asked)
+                s = self.checked(s, output, references[i], vec, rvec, terms, asked)
                 if s > top:
                     top, at = s, i
         return top, at
@@ -461,7 +528,7 @@ class Scorer:
             if not (vec and rvec) and same_text(output, ref):
                 s = 1.0  # identical texts without scorable terms (e.g. only stop words)
             else:
-                s = self.checked(s, output, ref)
+                s = self.checked(s, output, ref, vec, rvec, terms, asked)
             if s > top:
                 top, at = s, i
         return top, at
@@ -477,14 +544,14 @@ class Scorer:
         check_text(output, "output")
         if type(reference) is str and reference.strip() and output.strip():
             va, vb = self.vector(output), self.vector(reference)
-            if input is None:
-                s = self._cos(va, vb, b"")
-            else:
-                s = self._cos(va, vb, self.input_terms(input), self.asks(input))
+            terms, asked = b"", False
+            if input is not None:
+                terms, asked = self.input_terms(input), self.asks(input)
+            s = self._cos(va, vb, terms, asked)
             if not (va and vb) and same_text(output, reference):
                 return 1.0  # identical texts without scorable terms (e.g. only stop words)
-            if s > vetoes.FLOOR and self.vetoing:
-                s = self.checked(s, output, reference)
+            if s > vetoes.FLOOR:
+                s = self.checked(s, output, reference, va, vb, terms, asked)
             return s
         return self.score_detail(output, reference, input)[0]
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simeval.scoring.analyzer import Analyzer, stop_word_set
@@ -90,6 +91,7 @@ class Facts:
     # "name" for a capitalised word within a sentence of a text that has lowercase words
     slots: tuple[tuple[str | None, str, str | None, str | None, str | None, str], ...]
     refusal: bool
+    sequence: tuple[str, ...] = ()  # every term in order (stop words aside): where terms stand
 
 
 _KINDS = ("number", "weekday", "month")
@@ -145,6 +147,7 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
     # (term, kind, value, word)
     seq: list[tuple[str, str | None, str | None, str] | None] = []
     reach = 0
+    sequence: list[str] = []
     words = _WORD.findall(nfkc)
     for i, cased in enumerate(words):
         raw = cased.casefold()
@@ -164,6 +167,8 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
             kind = "name"
         for token in analyzer.tokens(raw):
             term = analyzer.term(token)
+            if term is not None:
+                sequence.append(term)
             if token in negator_words and not _numbered(token, words, i):
                 if token not in negs:
                     negs.append(token)
@@ -210,7 +215,34 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
         {k: frozenset(v) for k, v in values.items()},
         tuple(slots),
         _refuses(low_text),
+        tuple(sequence),
     )
+
+
+def together(sequence: Sequence[str], weights: dict[str, float], width: int) -> float:
+    """The most of ``weights`` (a reference's terms and their squared weights) that any
+    ``width`` consecutive terms of ``sequence`` hold, as a share of all of it: how much of the
+    reference an output says in one place."""
+    whole = sum(weights.values())
+    if whole <= 0.0:
+        return 0.0
+    held: dict[str, int] = {}
+    best = have = 0.0
+    for i, term in enumerate(sequence):
+        w = weights.get(term)
+        if w is not None:
+            if not held.get(term):
+                have += w
+            held[term] = held.get(term, 0) + 1
+        if i >= width:
+            old = sequence[i - width]
+            wo = weights.get(old)
+            if wo is not None:
+                held[old] -= 1
+                if not held[old]:
+                    have -= wo
+        best = max(best, have)
+    return min(1.0, best / whole)
 
 
 def _numbered(token: str, words: list[str], i: int) -> bool:
