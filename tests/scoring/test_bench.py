@@ -94,7 +94,7 @@ def test_quality_cjk_and_answers_beside_the_previous_default(tmp_path) -> None:
     res = CliRunner().invoke(cli, [*args, "--data", str(tmp_path / "answers"), "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
-    assert list(report["configs"]) == ["default", "cosine", "previous", "pair"]
+    assert list(report["configs"]) == ["default", "0.1.0", "cosine", "previous", "pair"]
     at = report["configs"]["default"]["files"]["zh-toy"]["at_0.80"]
     assert at["same_content"] == "rated >= 4 of 5" and at["positives"] == 1
     assert at["balanced_accuracy"] == 0.5 * (at["pass_same"] + 1 - at["pass_other"])
@@ -160,3 +160,46 @@ def test_statistics_helpers() -> None:
     assert roc_auc([0.5, 0.5], [1, 0]) == 0.5
     m = classify([0.9, 0.4, 0.7], [1, 0, 0], 0.6)
     assert m["accuracy"] == 2 / 3 and m["precision"] == 0.5 and m["recall"] == 1.0
+
+
+def test_quality_judged_answers_contradictions_and_padding(tmp_path) -> None:
+    rows = [
+        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare around 1600.", True),
+        ("Who wrote Hamlet?", "Hamlet was written by Christopher Marlowe.", False),
+        ("Who wrote Hamlet?", "I don't know.", False),
+        ("When did the war end?", "It ended in 1945, with the surrender of Japan.", True),
+    ]
+    gold = {
+        "Who wrote Hamlet?": ["William Shakespeare", "Shakespeare"],
+        "When did the war end?": ["1945"],
+    }
+    with (tmp_path / "toy.jsonl").open("w", encoding="utf-8") as fh:
+        for i, (q, out, ok) in enumerate(rows):
+            system = "short" if i % 2 else "long"
+            row = {"input": q, "output": out, "reference": gold[q], "correct": ok, "system": system}
+            fh.write(json.dumps(row) + "\n")
+    (tmp_path / "sick.toy.txt").write_text(
+        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+        "1\tA man is playing a guitar\tA man is not playing a guitar\t3.5\tCONTRADICTION\n"
+        "2\tA man is playing a guitar\tA man plays the guitar\t4.8\tENTAILMENT\n",
+        encoding="utf-8",
+    )
+    res = CliRunner().invoke(cli, ["bench", "quality", "--data", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    judged = report["configs"]["default"]["judged"]["toy"]
+    assert judged["answers"] == 4 and judged["systems"]["all"]["accuracy"] == 1.0
+    assert judged["systems"]["all"]["right_rate"] == 0.5
+    assert set(judged["systems"]) == {"all", "short", "long"}
+    sick = report["configs"]["default"]["files"]["sick.toy"]["entailment"]
+    assert sick == {
+        "contradictions": 1,
+        "contradictions_pass": 0.0,
+        "entailments_rated_4": 1,
+        "entailments_pass": 1.0,
+    }
+    assert (
+        report["configs"]["0.1.0"]["files"]["sick.toy"]["entailment"]["contradictions_pass"] == 1.0
+    )
+    table = CliRunner().invoke(cli, ["bench", "quality", "--data", str(tmp_path)])
+    assert "toy / short" in table.output and "contradictions 0.000" in table.output

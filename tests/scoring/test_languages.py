@@ -142,9 +142,9 @@ def test_input_weight_one_changes_nothing(kind: str) -> None:
         for out in (PARROT, ANSWER):
             plain = s.score(out, REFERENCE)
             assert s.score(out, REFERENCE, QUESTION) == plain  # exactly
-            assert s.score(out, REFERENCE) == Scorer(
-                **opts, input_weight=0.5, answer=False
-            ).score(out, REFERENCE)  # and without an input, the weight does not matter
+            assert s.score(out, REFERENCE) == Scorer(**opts, input_weight=0.5, answer=False).score(
+                out, REFERENCE
+            )  # and without an input, the weight does not matter
 
 
 @pytest.mark.parametrize("kind", SCORERS)

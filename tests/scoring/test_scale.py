@@ -143,7 +143,9 @@ def test_the_issue_examples_pass_the_default() -> None:
 
 
 def test_option_fingerprint_and_previous_defaults() -> None:
-    with pytest.raises(simeval.InvalidOption, match="'scale' must be one of bands, bands-1, cosine"):
+    with pytest.raises(
+        simeval.InvalidOption, match="'scale' must be one of bands, bands-1, cosine"
+    ):
         simeval.score("a", "a", scale="linear")
     assert simeval.get_scorer(scale=" Cosine ").scale == "cosine"
     # the cosine scale leaves the fingerprint as it was before the scale existed, so stored

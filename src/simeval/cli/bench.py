@@ -137,8 +137,8 @@ def _checks_table(report: dict[str, Any]) -> Table | None:
             for n in names:
                 e = configs[n]["files"][f]["entailment"]
                 cells.append(
-                    f"contradictions {e['contradictions_pass']:.3f}, "
-                    f"entailments >= 4 {e['entailments_pass']:.3f}"
+                    f"contradictions {_share(e['contradictions_pass'])}, "
+                    f"entailments >= 4 {_share(e['entailments_pass'])}"
                 )
             rows.append((f"{f}: pass at 0.80", cells))
         if first.get("padding", {}).get("wrong_answers"):
@@ -159,6 +159,10 @@ def _checks_table(report: dict[str, Any]) -> Table | None:
     for label, cells in rows:
         table.add_row(label, *cells)
     return table
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _at_default_table(report: dict[str, Any]) -> Table:

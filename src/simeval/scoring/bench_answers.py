@@ -108,11 +108,19 @@ def judged_report(scorer: Scorer, rows: Judged) -> dict[str, Any]:
 
 
 def entailment_report(
-    scorer: Scorer, a: Sequence[str], b: Sequence[str], grades: Sequence[float], labels: Sequence[str]
+    scorer: Scorer,
+    a: Sequence[str],
+    b: Sequence[str],
+    grades: Sequence[float],
+    labels: Sequence[str],
 ) -> dict[str, Any]:
     """SICK: the share of CONTRADICTION pairs passing at 0.80, and of ENTAILMENT pairs rated
     4 or more."""
-    contra = [scorer.score(x, y) >= THRESHOLD for x, y, lab in zip(a, b, labels) if lab == "CONTRADICTION"]
+    contra = [
+        scorer.score(x, y) >= THRESHOLD
+        for x, y, lab in zip(a, b, labels, strict=False)
+        if lab == "CONTRADICTION"
+    ]
     entail = [
         scorer.score(x, y) >= THRESHOLD
         for x, y, g, lab in zip(a, b, grades, labels, strict=True)

@@ -163,9 +163,7 @@ class Scorer:
             else None
         )
         self.curve: bytes = self.curve_model.packed() if self.curve_model else b""
-        self.answering: bool = bool(
-            o["answer"] and self.curve_model and self.curve_model.answer
-        )
+        self.answering: bool = bool(o["answer"] and self.curve_model and self.curve_model.answer)
         self.answer_curve: bytes = (
             self.curve_model.answer_packed() if self.answering and self.curve_model else self.curve
         )

@@ -41,13 +41,38 @@ TOP = 0.69
 
 # words that end a negation's reach (besides punctuation): the clause goes on without it
 _CLAUSE_ENDS = frozenset(
-    "but and or however instead rather though although yet while whereas because so".split()
+    [
+        "but",
+        "and",
+        "or",
+        "however",
+        "instead",
+        "rather",
+        "though",
+        "although",
+        "yet",
+        "while",
+        "whereas",
+        "because",
+        "so",
+    ]
 )
 _SCOPE = 4  # a negator reaches at most this many words
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTHS = (
-    "january february march april may june july august september october november december"
-).split()
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 _MONTH_WORDS = frozenset(_MONTHS) | {"sept"} | {m[:3] for m in _MONTHS if m not in ("may",)}
 _MONTH_OF = {w: next(m for m in _MONTHS if m.startswith(w[:3])) for w in _MONTH_WORDS}
 # month names that are also common words (case plays no part in a score: they never count)
@@ -55,11 +80,35 @@ _AMBIGUOUS_MONTHS = frozenset({"may", "march", "mar", "jun", "jan", "dec", "oct"
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
-        "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+        [
+            "zero",
+            "_",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
     )
     if w != "_"
-} | {w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
+} | {
+    w: str(10 * i)
+    for i, w in enumerate(["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)
+}
 _REFUSAL = re.compile(
     r"\b(?:i\s+(?:do\s+not|don'?t|cannot|can'?t|am\s+unable\s+to|'?m\s+unable\s+to|"
     r"am\s+not\s+able\s+to|'?m\s+not\s+able\s+to)\s+(?:know|answer|provide|determine|say|"
@@ -294,6 +343,8 @@ def veto(out: Facts, ref: Facts) -> str | None:
     name's is symmetric; that one reads the reference's side (its names, and the whole
     reference but the name in the output), so that neither text appended to the output nor
     the output's case can change it."""
+    if out.refusal != ref.refusal:
+        return "refusal" if out.refusal else "refusal: only the reference declines"
     word = _negation(out, ref)
     if word is not None:
         return f'contradiction: "{word}" only in the output'
@@ -308,8 +359,6 @@ def veto(out: Facts, ref: Facts) -> str | None:
             pair = (flipped[1], flipped[0]) if flipped is not None else None
         if pair is not None:
             return f"{kind}: {pair[0]} vs {pair[1]}"
-    if out.refusal != ref.refusal:
-        return "refusal" if out.refusal else "refusal: only the reference declines"
     pair = _in_place(out, ref, "name")
     if pair is not None:
         return f"name: {pair[0]} vs {pair[1]}"

@@ -89,9 +89,7 @@ def explained(
         "missing_required": explanation.get("missing_required") or [],
         # both numbers under the bands scale (a stored explanation from before it has neither)
         "cosine": (
-            explanation.get("cosine")
-            if explanation.get("scale") in ("bands", "bands-1")
-            else None
+            explanation.get("cosine") if explanation.get("scale") in ("bands", "bands-1") else None
         ),
         "score": explanation.get("score"),
     }
