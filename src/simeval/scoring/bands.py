@@ -28,7 +28,8 @@ keeps it and has no answer knots.
 The curve is data, ``bands.json`` beside this module (``bands-1.json`` for ``bands-1``), with
 its own ``version`` (part of every scorer fingerprint under ``scale=bands``). For a fixed pair
 shape the score is continuous and strictly increasing in ``c``; ``f(0) = 0`` and ``f(1) = 1``
-exactly. The arithmetic, the same operations in the same order in Python (``_vector.bands_py``) and in C (``_cosine.h``):
+exactly. The arithmetic, the same operations in the same order in Python
+(``_vector.bands_py``) and in C (``_cosine.h``):
 
 1. ``c <= 0``: 0.0; ``c >= 1``: 1.0.
 2. ``r = allowance * max(n_ref, 1) / max(n_out, 1)``; ``h = 1`` if ``r >= 1`` else
