@@ -170,6 +170,7 @@ class Scorer:
         # vetoes press a score below a band: on a calibrated scale only (the raw cosine stays raw)
         self.vetoing: bool = o["contradiction"] and self.curve_model is not None
         self._facts: dict[str, vetoes.Facts] = {}
+        self._asked: dict[str, bytes] = {}  # input_terms by question text
         if isinstance(o["idf"], IdfTable):
             if o["idf"].analyzer != self.analyzer.config():
                 raise InvalidOption(
@@ -273,8 +274,16 @@ class Scorer:
         for no input, a blank one, or when ``input_weight`` is 1 (the input changes nothing)."""
         if input is None or self.input_weight == 1.0:
             return b""
+        if type(input) is str:  # the same question recurs (a data set, a tester, a service)
+            got = self._asked.get(input)
+            if got is not None:
+                return got
         check_text(input, "input")
-        return hash_set(self.vector(input)) if input.strip() else b""
+        terms = hash_set(self.vector(input)) if input.strip() else b""
+        if len(self._asked) > _FACTS_LIMIT:
+            self._asked.clear()
+        self._asked[input] = terms
+        return terms
 
     def has_negator(self, vec: bytes) -> bool:
         """Whether a packed vector has a negator term (a hash in ``negator_hashes``)."""

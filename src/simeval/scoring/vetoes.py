@@ -141,6 +141,10 @@ class Facts:
     slots: tuple[tuple[str | None, str, str | None, str | None, str | None, str], ...]
     refusal: bool
     sequence: tuple[str, ...] = ()  # every term in order (stop words aside): where terms stand
+    # whether the text names a number, weekday or month, and has a name: what the checks skip
+    # a pair by
+    named: bool = False
+    valued: bool = False
 
 
 _KINDS = ("number", "weekday", "month")
@@ -265,6 +269,8 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
         tuple(slots),
         _refuses(low_text),
         tuple(sequence),
+        any(s[3] == "name" for s in slots),
+        any(values.values()),
     )
 
 
@@ -345,6 +351,8 @@ def veto(out: Facts, ref: Facts) -> str | None:
     the output's case can change it."""
     if out.refusal != ref.refusal:
         return "refusal" if out.refusal else "refusal: only the reference declines"
+    if not (out.negators or ref.negators or ref.named or (out.valued and ref.valued)):
+        return None  # nothing any check reads
     word = _negation(out, ref)
     if word is not None:
         return f'contradiction: "{word}" only in the output'
