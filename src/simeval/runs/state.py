@@ -89,7 +89,7 @@ class ChunkState:
             es = self.singles.get(pos)
             if es is None:
                 es = self.singles[pos] = EvalSet([eval_spec(self.evals[pos], scoped=False)])
-            ((group, _, scores, at),) = es.score_arrays(output)
+            ((group, _, scores, at),) = es.score_arrays(output, text_in)
             return [(pos, scores[0], at[0], group.scorer)]
         assert self.evalset is not None
         hits: list[tuple[int, float, int, Scorer]] = []
