@@ -17,6 +17,7 @@ from simeval.cli import cli
 from simeval.runs.encode import origin_json
 from simeval.scoring.bench import synthetic_texts
 from simeval.scoring.explain import (
+    judge,
     Reference,
     explain,
     explainer,
@@ -73,6 +74,7 @@ def test_stored_explanation_text_is_the_json_of_explain() -> None:
                 if output.strip():  # a row already scored: the fast path from its vectors
                     vec, asked = scorer.vector(output), scorer.input_terms(question)
                     exp = terms.explain_scored(output, vec, ref, score, at, asked)
+                    judge(scorer, exp, output, question)  # what explain adds: coverage, veto
                 else:
                     exp = explain(scorer, output, [ref_text], input=question)
                 text = json.dumps(exp.to_dict())[:-1] + f', "case": {origin}}}'

@@ -147,11 +147,11 @@ def test_csv_round_trip_with_several_reference_columns(tmp_path: Path) -> None:
     assert [r["case"] for r in out] == ["1", "2", "3"]
     assert out[0]["matched_index"] == "1" and out[0]["pass"] == "true"
     assert float(out[0]["score"]) == simeval.score(
-        "The cat sat on the mat.", ["A dog barked.", "The cat sat on a mat."]
+        "The cat sat on the mat.", ["A dog barked.", "The cat sat on a mat."], input="q1"
     )
     assert out[1]["answer"] == 'Multi\nline, with "quotes"'  # quoting survives
     assert float(out[1]["score"]) == simeval.score(
-        'Multi\nline, with "quotes"', "multi line with quotes"
+        'Multi\nline, with "quotes"', "multi line with quotes", input="q2"
     )
     assert out[2]["score"] == "0.0" and out[2]["pass"] == "false"
     assert out[2]["missing_terms"] == "something"

@@ -69,7 +69,6 @@ def _rows(
     out_col, ref_col, in_col, id_col = cols.output, cols.references[0], cols.input, cols.id
     isdisjoint = frozenset(cfg.result_fields).isdisjoint
     scan, ws, vector, best = scan_json, JSON_WS, scorer.vector, scorer.best_vector
-    asks = scorer.asks
     asked_by, refs_cache, get_ref = state.plain_inputs, state.refs, state.ref
     threshold, top, worst_n, want_store = cfg.threshold, cfg.top_missing, cfg.worst, cfg.store
     missing_of = state.explainer.missing_of
@@ -123,7 +122,7 @@ def _rows(
         if text_in is not None:
             got = asked_by.get(text_in)
             asked = got if got is not None else state.plain_input_terms(text_in)
-        score, at = best(vec, [ref.vec], asked, asks(text_in), output, [reference])
+        score, at = best(vec, [ref.vec], asked, scorer.asks(text_in), output, [reference])
         if score.__class__ is not float_:
             return None
         rows += 1

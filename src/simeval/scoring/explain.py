@@ -186,8 +186,8 @@ def explain(
         ref = Reference(refs[at], scorer.vector(refs[at]))
         terms = scorer.input_terms(input)
         exp = engine.explain_scored(output, scorer.vector(output), ref, score, at, terms, top)
+        judge(scorer, exp, output, input)
     exp.missing_required = missing_required(scorer, output)
-    judge(scorer, exp, output, input)
     return mark_synonyms(scorer.analyzer, exp, output)  # "begin ~ commence"
 
 
@@ -304,6 +304,7 @@ def reference_explanation(
     elif exp.negation != 1.0:
         side = "output" if scorer.has_negator(vo) else "reference"
         exp.reason = f"only the {side} has a negator: score x {scorer.negation:g}"
+    judge(scorer, exp, output, input)
     return exp
 
 
