@@ -13,7 +13,7 @@ from simeval.service import Service
 from simeval.service.rollup import ROLLUP_EVERY, watermark
 
 PARIS = "Paris is the capital of France."
-ROME = "Rome is the capital of Italy."
+ROME = "The Tiber flows through Rome."
 GOOD = "Paris is France's capital."
 BAD = "I like trains."
 NOW = datetime(2026, 3, 10, 12, 30, tzinfo=UTC)

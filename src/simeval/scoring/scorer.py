@@ -398,7 +398,7 @@ class Scorer:
             if h not in asked:
                 weights[term] = w * w
         near = vetoes.together(out_seq, weights or every, 2 * len(ref_seq) + 2)
-        if near >= cov:
+        if near >= cov - 1e-9:  # all of it in one place (sums in another order: rounding)
             return score
         n_out = len(vec) // RECORD_SIZE
         local = final_py(raw, near, prec, n_out, n_ref, self.answer_curve)

@@ -187,7 +187,9 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
     a score."""
     nfkc = unicodedata.normalize("NFKC", text)
     low_text = nfkc.casefold()
-    mixed = any(c.islower() for c in nfkc) and any(c.isupper() for c in nfkc)
+    initials = [w[0] for w in _WORD.findall(nfkc) if w[0].isalpha()]
+    # case marks names only in a text with words of both cases (not in a title or in capitals)
+    mixed = any(c.islower() for c in initials) and any(c.isupper() for c in initials)
     start = True  # at the start of a sentence
     negator_words = analyzer.negators
     function_words = _common_words(analyzer.language, 100)
