@@ -17,10 +17,10 @@ from simeval.cli import cli
 from simeval.runs.encode import origin_json
 from simeval.scoring.bench import synthetic_texts
 from simeval.scoring.explain import (
-    judge,
     Reference,
     explain,
     explainer,
+    judge,
     missing_terms,
     reference_explanation,
 )
