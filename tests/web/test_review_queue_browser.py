@@ -44,7 +44,14 @@ def test_review_queue_by_keyboard_alone(tmp_path: Path) -> None:
         httpx.Client(base_url=base) as api,
     ):
         created = api.post(
-            "/api/evals", json={"name": "capital", "references": [REF], "threshold": 0.8}
+            "/api/evals",
+            # scored as sentence pairs (the inputs are placeholders, not the question)
+            json={
+                "name": "capital",
+                "references": [REF],
+                "threshold": 0.8,
+                "options": {"answer": False},
+            },
         )
         assert created.status_code == 201
         api.post("/api/evals/capital/test", json={"input": "q", "output": GOOD})
