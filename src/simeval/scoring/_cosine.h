@@ -205,35 +205,8 @@ static int bands_from(const void *buf, size_t n, Bands *b) {
     return 0;
 }
 
-/* The score of cosine `c` for a pair of `n_out` and `n_ref` distinct terms. */
-static double bands_score(double c, size_t n_out, size_t n_ref, const Bands *b) {
-    if (!b->on) return c;
-    if (c <= 0.0) return 0.0;
-    if (c >= 1.0) return 1.0;
-    double no = n_out > 1 ? (double)n_out : 1.0;
-    double nr = n_ref > 1 ? (double)n_ref : 1.0;
-    double r = b->allowance * nr / no;
-    double h = 1.0;
-    if (r < 1.0) {
-        h = pow(r, b->exponent);
-        if (h < b->floor) h = b->floor;
-    }
-    double x1 = h * b->k[0], x2 = h * b->k[1], x3 = h * b->k[2];
-    double lo, hi, ylo, yhi;
-    if (c >= x3) {
-        lo = x3, hi = 1.0, ylo = b->y[2], yhi = 1.0;
-    } else if (c >= x2) {
-        lo = x2, hi = x3, ylo = b->y[1], yhi = b->y[2];
-    } else if (c >= x1) {
-        lo = x1, hi = x2, ylo = b->y[0], yhi = b->y[1];
-    } else {
-        lo = 0.0, hi = x1, ylo = 0.0, yhi = b->y[0];
-    }
-    return ylo + (yhi - ylo) * (c - lo) / (hi - lo);
-}
-
-/* The piecewise-linear map through (0, 0), (k[i], y[i]), (1, 1), as bands_score without the
- * length rule: a question-answer pair's cosine and answer score. */
+/* The piecewise-linear map through (0, 0), (k[i], y[i]), (1, 1): the curve once its knots are
+ * placed (bands_score's, a question-answer pair's cosine and answer score). */
 static double piecewise(double c, const double *k, const double *y) {
     if (c <= 0.0) return 0.0;
     if (c >= 1.0) return 1.0;
@@ -249,6 +222,24 @@ static double piecewise(double c, const double *k, const double *y) {
     }
     return ylo + (yhi - ylo) * (c - lo) / (hi - lo);
 }
+
+/* The score of cosine `c` for a pair of `n_out` and `n_ref` distinct terms. */
+static double bands_score(double c, size_t n_out, size_t n_ref, const Bands *b) {
+    if (!b->on) return c;
+    if (c <= 0.0) return 0.0;
+    if (c >= 1.0) return 1.0;
+    double no = n_out > 1 ? (double)n_out : 1.0;
+    double nr = n_ref > 1 ? (double)n_ref : 1.0;
+    double r = b->allowance * nr / no;
+    double h = 1.0;
+    if (r < 1.0) {
+        h = pow(r, b->exponent);
+        if (h < b->floor) h = b->floor;
+    }
+    double x[3] = {h * b->k[0], h * b->k[1], h * b->k[2]};
+    return piecewise(c, x, b->y);
+}
+
 
 /* The score of a pair from its cosine `s` (after negation): through the curve; for a
  * question-answer pair through its cosine knots, and for a reference of at most `max_terms`

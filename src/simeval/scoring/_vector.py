@@ -262,16 +262,7 @@ def bands_py(c: float, n_out: int, n_ref: int, curve: bytes | None) -> float:
         h = r**exponent
         if h < floor:
             h = floor
-    x1, x2, x3 = h * k1, h * k2, h * k3
-    if c >= x3:
-        lo, hi, ylo, yhi = x3, 1.0, y3, 1.0
-    elif c >= x2:
-        lo, hi, ylo, yhi = x2, x3, y2, y3
-    elif c >= x1:
-        lo, hi, ylo, yhi = x1, x2, y1, y2
-    else:
-        lo, hi, ylo, yhi = 0.0, x1, 0.0, y1
-    return ylo + (yhi - ylo) * (c - lo) / (hi - lo)
+    return _piecewise(c, (h * k1, h * k2, h * k3), (y1, y2, y3))
 
 
 def best_py(
