@@ -15,6 +15,7 @@ from simeval.cli import cli
 from simeval.scoring import vetoes
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.options import RELEASE_0_1_DEFAULTS
+from simeval.scoring.required import Required
 
 CAPITAL = "The capital of France is Paris."
 BRIDGE = "The old stone bridge over the river Tyne at Newcastle was opened"
@@ -219,3 +220,34 @@ def test_the_cli_and_the_api_name_the_veto(tmp_path) -> None:
         cli, ["score", "I don't know.", "Paris", "-i", QUESTION, "--no-contradiction"]
     )
     assert "refusal" not in res.output
+
+
+def test_answers_are_read_as_models_write_them() -> None:
+    # words a model ran together, number words, a loop that is also "no loops" elsewhere
+    q = "an influential religion to enter china along the silk route during the han dynasty was"
+    glued = "An influential religion that entered China along the Silk Road wasBuddhism1."
+    assert simeval.score(glued, "Buddhism", input=q) >= 0.80
+    assert simeval.score(glued, "Buddhism", input=q, **RELEASE_0_1_DEFAULTS) < 0.80
+    assert "buddhism" not in [t.term for t in simeval.explain(glued, "Buddhism", input=q).missing]
+    q = "how many episodes in my name is earl season 4"
+    assert simeval.score("Season 4 has a total of27 episodes1.", "27", input=q) >= 0.80
+    q = "what is the number of basic units in the international system of units"
+    for out in ["The International System of Units has 7 basic units.", "It has seven."]:
+        assert simeval.score(out, "seven", input=q) >= 0.80, out
+        assert simeval.score(out, "7", input=q) >= 0.80, out
+    assert simeval.score("It has six basic units.", "seven", input=q) < 0.70
+    q = "how many seasons of johnny bravo are there"
+    four = "There are four seasons of Johnny Bravo, which aired from 1997 to 2004."
+    assert simeval.score(four, "four", input=q) >= 0.80
+    q = "what is an edge that connects a vertex to itself called"
+    loop = "An edge that connects a vertex to itself is called a loop. A simple graph has no loops."
+    assert simeval.score(loop, "loop", input=q) >= 0.80
+    assert simeval.explain(loop, "loop", input=q).veto is None
+    assert simeval.score("A simple graph has no loops.", "A simple graph has loops.") < 0.70
+
+
+def test_a_required_number_word_is_met_by_its_digits() -> None:
+    sc = simeval.get_scorer()
+    need = Required(sc, ("seven",))
+    assert need.missing(sc.vector("There are 7 base units.")) == []
+    assert need.missing(sc.vector("There are 6 base units.")) == ["seven"]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simeval
-from simeval.scoring import _vector
+from simeval.scoring import _vector, written
 from simeval.scoring.analyzer import CI_SIMPLE, WORDS_PATTERN, char_info, normalize
 
 WORDS = [
@@ -153,7 +153,8 @@ def test_c_first_words_match_python(s: str, tokenizer: str) -> None:
 
     sc = simeval.get_scorer(tokenizer=tokenizer)
     python = Explainer(sc).tokens(s)  # the Python tokenizer, term by term
-    words = sc._vz.words(s)
+    words = sc.first_words(s)
+    assert words is not None
     assert words == dict(reversed(python))
     assert list(words) == list(dict.fromkeys(h for h, _ in python))  # first appearance
     assert set(words) == set(array("Q", sc.vector(s))[0::3])
@@ -176,7 +177,19 @@ def test_pieces_cut_only_where_normalisation_allows() -> None:
 @given(s=any_text | text)
 def test_c_vector_matches_python(s: str) -> None:
     sc = simeval.get_scorer()
-    assert sc.vector(s) == _vector.vectorize_py(sc.analyzer.tokens(s), {}, sc._entry, True)
+    tokens = sc.analyzer.tokens(written.unglue_py(s))
+    assert sc.vector(s) == _vector.vectorize_py(tokens, {}, sc._entry, True)
+
+
+glue_text = st.text(alphabet="aAzZs t h n d r 0 9 é\u00e9\u4e00", max_size=24)
+
+
+@pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")
+@settings(max_examples=500, deadline=None)
+@given(s=glue_text | text)
+def test_c_unglue_matches_python(s: str) -> None:
+    # the C core reads glued words apart exactly as the regular expression does
+    assert written.unglue(s) == written.unglue_py(s)
 
 
 @pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")

@@ -366,7 +366,8 @@ def test_c_core_keeps_no_big_buffers_after_a_big_text() -> None:
     counter and the normalised copy of the text are not kept at their grown size)."""
     if not _vector.ACCELERATED:
         pytest.skip("C core not built")
-    sc = simeval.scoring.scorer.Scorer(prefix=0)  # whole words: 20,000 distinct terms below
+    # whole words (20,000 distinct terms below), read as written (no glued words read apart)
+    sc = simeval.scoring.scorer.Scorer(prefix=0, answer=False)
     small = "The quick brown fox jumps over the lazy dog"
     sc.vector(small)
     before = sc._vz.sizes()

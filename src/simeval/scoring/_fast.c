@@ -1049,6 +1049,62 @@ static PyTypeObject VectorizerType = {
               "normaliser and tokenizer with a C token cache.",
 };
 
+/* ``written.unglue`` in C (the regular expression there is the reference, compared on random
+ * text by the tests): a space at every glue point, the text itself when there is none. */
+#define LOWER(c) ((c) >= 'a' && (c) <= 'z')
+#define UPPER(c) ((c) >= 'A' && (c) <= 'Z')
+#define DIGIT(c) ((c) >= '0' && (c) <= '9')
+
+static int glue_at(int kind, const void *data, Py_ssize_t n, Py_ssize_t i) {
+    Py_UCS4 p = PyUnicode_READ(kind, data, i - 1), c = PyUnicode_READ(kind, data, i);
+    if (LOWER(p)) {
+        if (UPPER(c)) return 1;
+        return DIGIT(c) && i >= 2 && LOWER(PyUnicode_READ(kind, data, i - 2));
+    }
+    if (!DIGIT(p) || !LOWER(c)) return 0;
+    Py_ssize_t j = i;
+    while (j < n && LOWER(PyUnicode_READ(kind, data, j))) j++;
+    if (j - i < 2) return 0;
+    if (j - i == 2) { /* an ordinal ending stays on its number */
+        Py_UCS4 a = c, b = PyUnicode_READ(kind, data, i + 1);
+        if ((a == 's' && b == 't') || (a == 'n' && b == 'd') || (a == 'r' && b == 'd') ||
+            (a == 't' && b == 'h'))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *py_unglue(PyObject *self, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "unglue() takes a str");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), k = 0;
+    if (kind == PyUnicode_1BYTE_KIND) { /* the usual case: a byte per character */
+        const Py_UCS1 *d = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 1; i < n; i++) {
+            Py_UCS1 p = d[i - 1], c = d[i];
+            if ((LOWER(p) && (UPPER(c) || DIGIT(c))) || (DIGIT(p) && LOWER(c)))
+                k += glue_at(kind, data, n, i);
+        }
+    } else {
+        for (Py_ssize_t i = 1; i < n; i++) k += glue_at(kind, data, n, i);
+    }
+    if (!k) return Py_NewRef(text);
+    PyObject *out = PyUnicode_New(n + k, PyUnicode_MAX_CHAR_VALUE(text));
+    if (!out) return NULL;
+    int ok = PyUnicode_KIND(out);
+    void *od = PyUnicode_DATA(out);
+    Py_ssize_t o = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i && glue_at(kind, data, n, i)) PyUnicode_WRITE(ok, od, o++, ' ');
+        PyUnicode_WRITE(ok, od, o++, PyUnicode_READ(kind, data, i));
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"vectorize", vectorize, METH_VARARGS, "Pack a token list into a sorted term vector."},
     {"cosine", cosine, METH_VARARGS, "Score of two packed term vectors."},
@@ -1057,6 +1113,7 @@ static PyMethodDef methods[] = {
     {"has_any", py_has_any, METH_VARARGS, "Whether a packed vector has one of the hashes."},
     {"absent", py_absent, METH_VARARGS, "Positions of the first hashes a vector lacks."},
     {"rank", py_rank, METH_VARARGS, "A vector's terms and words, heaviest first."},
+    {"unglue", py_unglue, METH_O, "A text with the words run together read apart."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -73,6 +73,9 @@ class _Scorer(Protocol):
     scale: str
 
     def vector(self, text: str) -> bytes: ...
+    def read(self, text: str) -> str: ...
+    def term(self, token: str) -> str | None: ...
+    def terms(self, text: str) -> list[str]: ...
     def input_terms(self, input: str | None) -> bytes: ...
     def has_negator(self, vec: bytes) -> bool: ...
     def first_words(self, text: str) -> dict[int, str] | None: ...
@@ -270,7 +273,7 @@ def reference_explanation(
     exp.cosine = score
     asked: set[str] = set()
     if scorer.input_terms(input):
-        asked = set(scorer.analyzer.terms(input or ""))
+        asked = set(scorer.terms(input or ""))
     wr, sr = _weights(scorer, ref)
     if not output.strip():
         exp.reason = "output is empty"
@@ -314,8 +317,8 @@ def _weights(scorer: _Scorer, text: str) -> tuple[dict[str, float], dict[str, st
     counts: dict[str, int] = {}
     surface: dict[str, str] = {}
     kept: list[tuple[str, str]] = []
-    for w in analyzer.tokens(text):
-        t = analyzer.term(w)
+    for w in analyzer.tokens(scorer.read(text)):
+        t = scorer.term(w)
         if t is not None:
             kept.append((w, t))
     for w, t in kept:
@@ -398,7 +401,7 @@ class Explainer:
     def _part(self, part: str) -> _Part:
         out = []
         for token in split_tokens(part, self.tokenizer):
-            term = self.analyzer.term(token)
+            term = self.scorer.term(token)
             if term is not None:
                 out.append((term_hash(term), token))
         entry = self.parts[part] = tuple(out)
@@ -409,7 +412,7 @@ class Explainer:
         parts = self.parts
         if len(parts) > _TERM_CACHE_LIMIT:
             parts.clear()
-        words = normalize(text).split()
+        words = normalize(self.scorer.read(text)).split()
         found: list[_Part | None] = list(map(parts.get, words))
         if None in found:
             found = [

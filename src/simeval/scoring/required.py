@@ -30,7 +30,7 @@ class Required:
     def __init__(self, scorer: Any, words: tuple[str, ...]):
         terms: list[tuple[str, frozenset[int]]] = []
         for word in words:
-            hashes = frozenset(term_hash(t) for t in scorer.analyzer.terms(word) if " " not in t)
+            hashes = frozenset(term_hash(t) for t in scorer.terms(word) if " " not in t)
             if not hashes:
                 raise InvalidOption(f"required term {word!r} has no scorable word")
             terms.append((word, hashes))

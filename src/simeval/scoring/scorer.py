@@ -49,7 +49,7 @@ from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring import bands as bands_mod
 from simeval.scoring import explain as explain_engine
 from simeval.scoring import options as options_mod
-from simeval.scoring import vetoes
+from simeval.scoring import vetoes, written
 from simeval.scoring._vector import (
     ACCELERATED,
     PAIR_IDF_ONE,
@@ -84,6 +84,7 @@ from simeval.scoring.options import check_threshold as check_threshold
 ALGORITHM_VERSION = 1
 _TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts over (~100 MB)
 _FACTS_LIMIT = 100_000  # cached texts' facts (the vetoes') per scorer before it starts over
+WRITTEN_VERSION = 1  # simeval.scoring.written (part of the fingerprint with ``answer`` on)
 VETO_VERSION = 1  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
 
 
@@ -167,6 +168,12 @@ class Scorer:
         self.answer_curve: bytes = (
             self.curve_model.answer_packed() if self.answering and self.curve_model else self.curve
         )
+        # answers read as models write them (``simeval.scoring.written``): glued words apart,
+        # English number words as their digits
+        self.unglue: bool = self.answering
+        self.numbers: dict[str, str] = (
+            written.NUMBER_WORDS if self.answering and self.analyzer.language == "english" else {}
+        )
         # vetoes press a score below a band: on a calibrated scale only (the raw cosine stays raw)
         self.vetoing: bool = o["contradiction"] and self.curve_model is not None
         self._facts: dict[str, vetoes.Facts] = {}
@@ -223,6 +230,7 @@ class Scorer:
             ident["scale"] = self.curve_model.version
         if self.answering:
             ident["answer"] = self.answer_curve.hex()
+            ident["written"] = WRITTEN_VERSION
         if self.vetoing:
             ident["vetoes"] = VETO_VERSION
         if self.analyzer.synonyms:
@@ -240,8 +248,24 @@ class Scorer:
         return out
 
     # -- the hot path ---------------------------------------------------------------------
+    def read(self, text: str) -> str:
+        """A text as the scorer reads it: with option ``answer``, the words a model ran
+        together apart (``written.unglue``); the text itself otherwise."""
+        return written.unglue(text) if self.unglue else text
+
+    def term(self, token: str) -> str | None:
+        """The term a normalised token counts as (``Analyzer.term``, an English number word
+        as its digits with option ``answer``), None for a stop word."""
+        return self.analyzer.term(self.numbers.get(token, token))
+
+    def terms(self, text: str) -> list[str]:
+        """The terms of a text in order as the scorer counts them (n-grams after the words)."""
+        if self.analyzer.ngram != 1:
+            return self.analyzer.terms(self.read(text))
+        return [t for t in map(self.term, self.analyzer.tokens(self.read(text))) if t is not None]
+
     def _entry(self, token: str) -> bytes | None:
-        term = self.analyzer.term(token)
+        term = self.term(token)
         return None if term is None else entry(term_hash(term), self.idf.idf(term))
 
     def _miss(self, token: str) -> bytes | None:
@@ -260,6 +284,7 @@ class Scorer:
     def vector(self, text: str) -> bytes:
         """The packed term vector of a text (see ``_vector``): records of (uint64 term
         hash, float64 tf weight, float64 idf) in native byte order, sorted by hash."""
+        text = self.read(text)
         if self._vz is not None:
             return self._vz.vector(text, self.sublinear)
         if self.analyzer.ngram == 1:
@@ -295,7 +320,7 @@ class Scorer:
         ``simeval.scoring.explain`` then finds them itself."""
         if self._vz is None:
             return None
-        words: dict[int, str] = self._vz.words(text)
+        words: dict[int, str] = self._vz.words(self.read(text))
         return words
 
     def prepare(self, reference: str | Sequence[str]) -> list[bytes]:
@@ -317,7 +342,7 @@ class Scorer:
         if found is None:
             if len(self._facts) > _FACTS_LIMIT:
                 self._facts.clear()
-            found = self._facts[text] = vetoes.facts(text, self.analyzer)
+            found = self._facts[text] = vetoes.facts(self.read(text), self.analyzer, self.numbers)
         return found
 
     def veto(self, output: str, reference: str) -> str | None:

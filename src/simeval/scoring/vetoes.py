@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simeval.scoring.analyzer import Analyzer, stop_word_set
+from simeval.scoring.written import NUMBER_WORDS
 
 FLOOR = 0.60  # a vetoed score above this is pressed into (FLOOR, TOP]
 TOP = 0.69
@@ -77,38 +78,6 @@ _MONTH_WORDS = frozenset(_MONTHS) | {"sept"} | {m[:3] for m in _MONTHS if m not 
 _MONTH_OF = {w: next(m for m in _MONTHS if m.startswith(w[:3])) for w in _MONTH_WORDS}
 # month names that are also common words (case plays no part in a score: they never count)
 _AMBIGUOUS_MONTHS = frozenset({"may", "march", "mar", "jun", "jan", "dec", "oct", "aug", "sept"})
-_NUMBER_WORDS = {
-    w: str(i)
-    for i, w in enumerate(
-        [
-            "zero",
-            "_",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
-    if w != "_"
-} | {
-    w: str(10 * i)
-    for i, w in enumerate(["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)
-}
 _REFUSAL = re.compile(
     r"\b(?:i\s+(?:do\s+not|don'?t|cannot|can'?t|am\s+unable\s+to|'?m\s+unable\s+to|"
     r"am\s+not\s+able\s+to|'?m\s+not\s+able\s+to)\s+(?:know|answer|provide|determine|say|"
@@ -159,8 +128,8 @@ def _number(token: str) -> str:
 def _kind(word: str, low: str) -> tuple[str | None, str | None]:
     if word[0].isdigit():
         return "number", _number(word)
-    if low in _NUMBER_WORDS:
-        return "number", _NUMBER_WORDS[low]
+    if low in NUMBER_WORDS:
+        return "number", NUMBER_WORDS[low]
     if low in _DAYS:
         return "weekday", low
     if low in _MONTH_WORDS and low not in _AMBIGUOUS_MONTHS:
@@ -180,8 +149,10 @@ def _refuses(text: str) -> bool:
     return found is not None and _GOES_ON.search(text, found.end()) is None
 
 
-def facts(text: str, analyzer: Analyzer) -> Facts:
-    """The facts of ``text`` as ``analyzer`` reads its terms (see the module doc). Case marks
+def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) -> Facts:
+    """The facts of ``text`` as ``analyzer`` reads its terms (see the module doc), a token in
+    ``numbers`` counted as the term of its digits (``written.NUMBER_WORDS``, as the scorer
+    counts it). Case marks
     names only (a capitalised word within a sentence, in a text that has lowercase words too);
     the checks read the names of the reference alone, so the case of an output never changes
     a score."""
@@ -221,7 +192,7 @@ def facts(text: str, analyzer: Analyzer) -> Facts:
         elif named:
             kind = "name"
         for token in analyzer.tokens(raw):
-            term = analyzer.term(token)
+            term = analyzer.term(numbers.get(token, token) if numbers else token)
             if term is not None:
                 sequence.append(term)
             if token in negator_words and not _numbered(token, words, i):
@@ -311,10 +282,11 @@ def _numbered(token: str, words: list[str], i: int) -> bool:
 
 
 def _negation(one: Facts, other: Facts) -> str | None:
-    # only ``one`` negates, and what it negates ``other`` states
+    # only ``one`` negates, and what it negates (and does not also state) ``other`` states:
+    # "a loop ... no loops" says "a loop"
     if not one.negators or other.negators:
         return None
-    if one.negated & other.plain:
+    if (one.negated - one.plain) & other.plain:
         return one.negators[0]
     return None
 
@@ -328,6 +300,8 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
     or month by one of its kind that the reference does not name."""
     if kind == "name" and not (ref.terms - out.terms):
         return None
+    candidates: list[tuple[str | None, str, str | None, str | None, str | None, str]] | None
+    candidates = None  # the output's slots a reference word of ``kind`` may be replaced at
     for before, term, after, k, value, word in ref.slots:
         if k != kind or (before is None and after is None):
             continue
@@ -336,11 +310,14 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
                 continue
         elif value in out.values[kind]:
             continue
-        for b2, t2, a2, k2, v2, w2 in out.slots:
-            if t2 == term or t2 in ref.terms:
-                continue
-            if kind != "name" and (k2 != kind or v2 in ref.values[kind]):
-                continue
+        if candidates is None:
+            candidates = [
+                s
+                for s in out.slots
+                if s[1] not in ref.terms
+                and (kind == "name" or (s[3] == kind and s[4] not in ref.values[kind]))
+            ]
+        for b2, _t2, a2, _k2, v2, w2 in candidates:
             if (before is None or before == b2) and (after is None or after == a2):
                 return (v2 or w2), (value or word)
     return None
