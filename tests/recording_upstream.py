@@ -5,12 +5,12 @@ query, headers, body), whatever the path.
 
 - ``POST /v1/chat/completions``: ``n`` choices (choice 0 answers ``ANSWER``, choice i
   ``ANSWER (i)``), streamed when asked (the choices' deltas interleaved, ``include_usage``);
-  the reply's id is the request header ``X-Test-Id`` when there is one;
+  the reply's id is the request header ``OpenAI-Test-Id`` when there is one;
 - ``POST /v1/completions``: the same, streamed as ``choices[].text`` deltas;
 - ``POST /v1/responses``: with ``tools`` and no ``previous_response_id``, a function call
   and no text; chained (``previous_response_id`` with ``function_call_output`` items), an
   answer from the tool output (``TOOL_ANSWER``); else ``ANSWER``; streamed when asked;
-- a request header ``X-Test-Encoding: br|zstd|gzip`` compresses the reply (a stream whole);
+- a request header (named so the proxy forwards it) ``OpenAI-Test-Encoding: br|zstd|gzip`` compresses the reply (a stream whole);
   ``fake-br`` says ``br`` but sends the reply as it is (a reply the proxy cannot read);
 - ``GET /v1/models``: an empty list; any other path: ``200 {"ok": true}`` (so a request
   that should never have been forwarded is seen here, not refused by the upstream).
@@ -48,7 +48,7 @@ def _encode(body: bytes, encoding: str) -> bytes:
 
 
 def _reply(body: bytes, media: str, request: Request) -> Response:
-    encoding = request.headers.get("x-test-encoding", "")
+    encoding = request.headers.get("openai-test-encoding", "")
     said = encoding.removeprefix("fake-")  # "fake-br": says br, sends the body as it is
     headers = {"content-encoding": said} if encoding else {}
     return Response(_encode(body, encoding), media_type=media, headers=headers)
@@ -147,7 +147,7 @@ class Upstream:
     async def _chat(self, request: Request) -> Response:
         body = await request.json()
         n = int(body.get("n") or 1)
-        cid = request.headers.get("x-test-id") or self._id("chatcmpl")
+        cid = request.headers.get("openai-test-id") or self._id("chatcmpl")
         base = {"id": cid, "object": "chat.completion", "created": 1, "model": body["model"]}
         if not body.get("stream"):
             choices = [

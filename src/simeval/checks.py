@@ -19,6 +19,7 @@ import unicodedata
 import zlib
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from simeval.errors import InvalidInput, InvalidType, NotFound, TooLarge, Unstorable
 
@@ -331,6 +332,37 @@ def _inflate_other(data: bytes, coding: str, limit: int, what: str) -> bytes:
     if not complete:
         raise InvalidInput(f"{what} ends inside its {coding} stream (truncated)")
     return bytes(out)
+
+
+MAX_URL_CHARS = 2000
+
+
+def check_url(url: Any, what: str, example: str = "https://host/path") -> str:
+    """An http(s) URL with a host (and a valid port), stripped: no whitespace or control
+    character inside, at most ``MAX_URL_CHARS``; else ``InvalidInput`` naming ``what``. Every
+    URL a user gives (webhooks, the proxy's upstream, the OTLP export) is read here.
+
+    >>> check_url(" http://127.0.0.1:9/hook ", "webhook")
+    'http://127.0.0.1:9/hook'
+    >>> check_url("http://[::1", "webhook")
+    Traceback (most recent call last):
+    simeval.errors.InvalidInput: webhook must be an http(s) URL such as https://host/path, not 'http://[::1'
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput(f"{what} must be an http(s) URL such as {example}")
+    text = url.strip()
+    if len(text) > MAX_URL_CHARS:
+        raise InvalidInput(f"{what} has {len(text):,} characters; at most {MAX_URL_CHARS:,}")
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise InvalidInput(f"{what} holds a space or a control character: {text!r}")
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # "http://[::1" (an unclosed IPv6 host), a port out of range
+        parts, port_ok = None, False
+    if parts is None or not port_ok or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(f"{what} must be an http(s) URL such as {example}, not {text!r}")
+    return text
 
 
 def check_scope(scope: Any) -> str | None:

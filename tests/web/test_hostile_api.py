@@ -332,3 +332,12 @@ def test_logout_revokes_the_session_and_a_cookie_is_not_the_tokens_hash(db: str)
         # another session, not logged out, still does
         thief.cookies.set("simeval_session", first)
         assert thief.get("/api/evals").status_code == 200
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://host/a b", "http://h/\r\nX: 1", "ftp://h"])
+def test_a_bad_otlp_export_url_is_a_4xx_and_the_setting_stays(client: TestClient, url: str) -> None:
+    before = client.get("/api/settings").json()
+    r = client.patch("/api/settings", json={"otlp_export": url})
+    refused(r, 400, 422)
+    assert "OTLP export URL" in r.json()["error"]
+    assert client.get("/api/settings").json() == before

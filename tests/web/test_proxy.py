@@ -157,14 +157,15 @@ def test_openai_client_through_the_proxy(served: tuple[Proc, Path], upstream: Pr
     again = via.chat.completions.with_raw_response.create(model="gpt-test", messages=FRANCE)
     assert again.content == a.content
 
-    # the proxy forwarded the client's headers, without its own
+    # the proxy forwarded the client's credentials and the OpenAI headers, nothing else
     via.chat.completions.create(
         model="gpt-test",
         messages=[{"role": "user", "content": "France, once more?"}],
-        extra_headers={"X-Custom": "kept", "X-Simeval-Conversation": "c"},
+        extra_headers={"X-Custom": "dropped", "X-Simeval-Conversation": "c", "OpenAI-Beta": "b"},
     )
     seen = httpx.get(upstream.url.removesuffix("/v1") + "/debug/last").json()
-    assert seen["authorization"] == f"Bearer {KEY}" and seen["x-custom"] == "kept"
+    assert seen["authorization"] == f"Bearer {KEY}" and seen["openai-beta"] == "b"
+    assert "x-custom" not in seen
     assert not any(k.startswith("x-simeval") for k in seen)
 
     # chat (1 + 1 replayed + 1 header test), chat stream x2 (openai, raw), completions,

@@ -81,7 +81,7 @@ def test_streamed_completions_are_captured(server: str) -> None:
 @pytest.mark.parametrize("encoding", ["br", "gzip"])
 def test_compressed_replies_are_captured(server: str, encoding: str) -> None:
     before = health(server)
-    via = client(server, **{"X-Test-Encoding": encoding})
+    via = client(server, **{"OpenAI-Test-Encoding": encoding})
     prompt = f"Capital of France, in {encoding}?"
     messages = [{"role": "user", "content": prompt}]
     raw = via.chat.completions.with_raw_response.create(model="gpt-test", messages=messages)
@@ -101,7 +101,7 @@ def test_zstd_replies_are_captured(server: str) -> None:
     before = health(server)
     prompt = "Capital of France, in zstd?"
     body = {"model": "gpt-test", "messages": [{"role": "user", "content": prompt}]}
-    headers = {"X-Test-Encoding": "zstd", "Accept-Encoding": "zstd"}
+    headers = {"OpenAI-Test-Encoding": "zstd", "Accept-Encoding": "zstd"}
     with httpx.Client(base_url=server + "/v1", headers=headers, timeout=10) as http:
         r = http.post("/chat/completions", json=body)
         assert r.headers["content-encoding"] == "zstd"
@@ -119,7 +119,7 @@ def test_a_reply_that_cannot_be_read_is_counted(server: str) -> None:
     on /api/health (never silently lost)."""
     before = health(server)
     body = {"model": "gpt-test", "messages": [{"role": "user", "content": "Broken br?"}]}
-    headers = {"X-Test-Encoding": "fake-br", "Authorization": "Bearer sk-test"}
+    headers = {"OpenAI-Test-Encoding": "fake-br", "Authorization": "Bearer sk-test"}
     with httpx.stream(
         "POST", server + "/v1/chat/completions", json=body, headers=headers, timeout=10
     ) as r:

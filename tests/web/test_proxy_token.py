@@ -170,22 +170,32 @@ def test_no_token_and_no_otlp_signal_reaches_the_upstream(
     sent = upstream.requests[-1]
     assert sent["path"] == "/v1/chat/completions"
     assert "authorization" not in dict(sent["headers"])
-    # the provider's own key, beside simeval's in X-Simeval-Token, is forwarded; the
-    # studio's cookies are not, other cookies are; nor is a token= query parameter
+    # the provider's own key, beside simeval's in X-Simeval-Token, is forwarded, with the
+    # OpenAI headers; no cookie is (a comma-joined one neither), nor the token under any
+    # other name, nor a token= query parameter
     keyed = openai.OpenAI(
         api_key="sk-provider",
         base_url=url + "/v1",
         max_retries=0,
+        organization="org-test",
+        project="proj-test",
         default_headers={
             "X-Simeval-Token": TOKEN,
-            "Cookie": "simeval_session=abc; theirs=1; simeval_csrf=def",
+            "Cookie": "theirs=1, simeval_session=abc; simeval_csrf=def",
+            "X-Api-Key": TOKEN,
+            "X-Token": f"Token {TOKEN}",
+            "X-Custom-Secret": "kept-out",
         },
     )
     assert [m for m in keyed.models.list(extra_query={"token": TOKEN, "limit": "5"})] == []
     sent = upstream.requests[-1]
     headers = dict(sent["headers"])
     assert headers["authorization"] == "Bearer sk-provider"
-    assert headers["cookie"] == "theirs=1"
+    assert headers["openai-organization"] == "org-test"
+    assert headers["openai-project"] == "proj-test"
+    assert any(k.startswith("x-stainless-") for k in headers)  # the SDK's own headers
+    assert "cookie" not in headers and "x-api-key" not in headers
+    assert "x-token" not in headers and "x-custom-secret" not in headers
     assert sent["path"] == "/v1/models?limit=5"
 
     # a path that is not the OpenAI API's, or would resolve to another, never leaves

@@ -199,7 +199,7 @@ def test_a_call_seen_by_the_proxy_and_a_span_is_stored_once(served: tuple[str, P
     _export_spans(url, [(reply.id, user[0]["content"]), ("chatcmpl-other", "Another call?")])
     # the span first (its exporter flushed before the reply was read), then the proxy
     _export_spans(url, [("chatcmpl-span-first", user[0]["content"])])
-    extra = {"X-Test-Id": "chatcmpl-span-first"}
+    extra = {"OpenAI-Test-Id": "chatcmpl-span-first"}
     again = via.chat.completions.create(model="gpt-test", messages=user, extra_headers=extra)
     assert again.id == "chatcmpl-span-first"
     every = _settled(url)

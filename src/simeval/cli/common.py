@@ -48,13 +48,26 @@ console = _Console(highlight=False)
 err_console = _Console(stderr=True, highlight=False)
 
 
+ERROR_CHARS = 300  # an error line is cut here (a value it quotes may be huge)
+
+
+def one_line(message: str, limit: int = ERROR_CHARS) -> str:
+    """``message`` on one line, at most ``limit`` characters (an ellipsis where it is cut).
+
+    >>> one_line("bad value: " + "x" * 400)[-12:], len(one_line("y" * 400))
+    ('xxxxxxxxxxx…', 300)
+    """
+    text = " ".join(message.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class UserError(click.ClickException):
     """A user mistake: one line on stderr, exit code 2 (never a traceback)."""
 
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        click.echo(f"error: {one_line(self.format_message())}", err=True)
 
 
 class Group(click.Group):

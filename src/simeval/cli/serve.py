@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
+from simeval.checks import check_url
 from simeval.cli.common import UserError, db_option
+from simeval.errors import InvalidInput
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -47,18 +49,15 @@ def db_label(url: str) -> str:
 
 def check_upstream(upstream: str) -> str:
     """An upstream base URL (http or https, with a host), else a one-line ``UserError``."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(upstream.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UserError(
-            f"--upstream must be an http(s) URL such as https://api.openai.com/v1, not {upstream!r}"
-        )
+    try:
+        upstream = check_url(upstream, "--upstream", "https://api.openai.com/v1")
+    except InvalidInput as exc:
+        raise UserError(str(exc)) from None
     try:
         import httpx  # noqa: F401 - the proxy extra
     except ImportError:  # pragma: no cover - a bare install
         raise UserError("the proxy needs httpx: pip install 'simeval[proxy]'") from None
-    return upstream.strip()
+    return upstream
 
 
 def server_url(host: str, port: int) -> str:

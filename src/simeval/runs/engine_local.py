@@ -119,7 +119,7 @@ class CommandEngine:
                 else:
                     try:
                         value = json.loads(line)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         out.error = "the command's answer is not a JSON line"
                     else:
                         broken = False

@@ -370,8 +370,11 @@ def _errored(answers: str, cols: Columns) -> Iterator[Case]:
         for line in fh:
             if b'"engine_error"' not in line:
                 continue
-            row = json.loads(line)
-            if not isinstance(row.get(ENGINE_ERROR), str):
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError):  # an answers file simeval did not write
+                continue
+            if not isinstance(row, dict) or not isinstance(row.get(ENGINE_ERROR), str):
                 continue
             key = row.get(cols.id) if row.get(cols.id) is not None else row.get(cols.input)
             key = None if key is None or key == "" else str(key)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from simeval.errors import InvalidInput
+from simeval.yamlfile import read_yaml
 
 DEFAULT_TEMPLATE = "{input}"
 HTTP_CONCURRENCY = 8  # requests in flight per HTTP engine unless --concurrency says otherwise
@@ -262,15 +263,14 @@ def _prices(value: Any, at: str) -> dict[str, float]:
 
 def load_engines(path: str) -> list[EngineSpec]:
     """The engines of an engines file (YAML or JSON: ``engines:`` a list of mappings)."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise InvalidInput(f"{path}: no such engines file")
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{path}: not YAML or JSON: {str(exc).splitlines()[0]}") from None
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    doc = read_yaml(text, path)
     engines = doc.get("engines") if isinstance(doc, dict) else None
     if not isinstance(engines, list) or not engines:
         raise InvalidInput(f"{path}: no engines: give a list under 'engines:'")

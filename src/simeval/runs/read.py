@@ -170,7 +170,7 @@ def input_fields(path: str, fmt: str, quoting: bool = True) -> tuple[str, ...]:
             if line.strip():
                 try:
                     obj = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # the reader names the line's problem
                     return ()
                 return tuple(obj) if isinstance(obj, dict) else ()
     return ()

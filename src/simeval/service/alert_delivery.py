@@ -1,8 +1,12 @@
 """Posting an alert to a webhook: the body (generic JSON, or Slack-compatible ``{"text": ...}``),
 its signature, and the bounded retries with backoff.
 
-The standard library's ``urllib`` posts: a webhook is one small POST, and httpx is only in the
-optional ``proxy``/``engines`` extras, so a plain install can deliver alerts too.
+The standard library's ``http.client`` posts: a webhook is one small POST, and httpx is only
+in the optional ``proxy``/``engines`` extras, so a plain install can deliver alerts too. A
+delivery never follows a redirect (a 3xx is a failed attempt, recorded with its status: the
+body and its signature go to the URL the rule names and nowhere else), and each attempt has
+one deadline for connecting, sending and the answer's status line and headers together
+(``TIMEOUT_S``), whatever pace the receiver keeps. No HTTP proxy of the environment is used.
 
 Signature: with a rule's ``secret_env`` set, the header ``X-Simeval-Signature`` carries
 ``sha256=<hex>``, the HMAC-SHA256 of the exact body bytes keyed with that variable's value. A
@@ -14,13 +18,16 @@ expects a signature would be refused anyway, and silently dropping the signature
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import http.client
 import json
 import os
+import socket
+import ssl
+import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,17 +72,53 @@ def body_of(payload: dict[str, Any], webhook: str, fmt: str) -> bytes:
     return json.dumps(doc, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
 
+def _cut(conn: http.client.HTTPConnection, cut: threading.Event) -> None:
+    # the deadline: a blocked connect, send or read fails at once
+    cut.set()
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 def post_once(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Attempt:
-    """One POST; a 2xx answer is a success. Never raises for a network problem."""
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    """One POST with one deadline of ``timeout`` seconds for the whole exchange; a 2xx answer
+    is a success, a redirect is not followed. Never raises for a network problem."""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    conn: http.client.HTTPConnection
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return Attempt(0, int(answer.status), 200 <= answer.status < 300, None)
-    except urllib.error.HTTPError as exc:
-        return Attempt(0, exc.code, False, f"HTTP {exc.code} {exc.reason}"[:_ERROR_CHARS])
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Attempt(0, None, False, f"{type(exc).__name__}: {reason}"[:_ERROR_CHARS])
+        if parts.scheme == "https":
+            context = ssl.create_default_context()
+            conn = http.client.HTTPSConnection(
+                parts.hostname or "", parts.port, timeout=timeout, context=context
+            )
+        else:
+            conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
+    except ValueError as exc:  # a URL stored before URLs were checked
+        return Attempt(0, None, False, f"invalid webhook URL: {exc}"[:_ERROR_CHARS])
+    cut = threading.Event()
+    deadline = threading.Timer(timeout, _cut, (conn, cut))
+    deadline.daemon = True
+    deadline.start()
+    try:
+        conn.request("POST", target, body=body, headers=headers)
+        answer = conn.getresponse()
+        status = int(answer.status)
+        if 200 <= status < 300:
+            return Attempt(0, status, True, None)
+        if 300 <= status < 400:
+            error = f"HTTP {status} {answer.reason}: redirects are not followed"
+        else:
+            error = f"HTTP {status} {answer.reason}"
+        return Attempt(0, status, False, error[:_ERROR_CHARS])
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        if cut.is_set():
+            return Attempt(0, None, False, f"no answer within {timeout:g} s")
+        return Attempt(0, None, False, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS])
+    finally:
+        deadline.cancel()
+        conn.close()
 
 
 def _retryable(result: Attempt) -> bool:

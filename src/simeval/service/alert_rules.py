@@ -21,12 +21,11 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from simeval.checks import as_utc, check_name, check_storable, utc_now
+from simeval.checks import as_utc, check_name, check_storable, check_url, utc_now
 from simeval.errors import InvalidInput
 from simeval.service.alert_models import AlertRuleOut
 from simeval.store import AlertRule
@@ -37,6 +36,7 @@ MAX_WINDOW_RESULTS = 100_000
 _WHEN = re.compile(r"^\s*(pass_rate|mean_score)\s*<\s*([0-9]*\.?[0-9]+)\s*$")
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_WINDOW_SECONDS = 3650 * 86400  # ten years: longer than any store keeps results
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -56,8 +56,11 @@ def parse_window(value: Any) -> tuple[int | None, int | None]:
         if value.strip().isdigit():
             return parse_window(int(value))
         m = _DURATION.match(value)
-        if m and int(m.group(1)) > 0:
-            return None, int(m.group(1)) * _UNIT[m.group(2).lower()]
+        if m and len(m.group(1)) <= 12 and int(m.group(1)) > 0:
+            seconds = int(m.group(1)) * _UNIT[m.group(2).lower()]
+            if seconds > MAX_WINDOW_SECONDS:
+                raise InvalidInput(f"window must be at most {MAX_WINDOW_SECONDS // 86400} days")
+            return None, seconds
     raise InvalidInput(
         f"window must be a count of results or a duration such as 30m, 1h or 2d, not {value!r}"
     )
@@ -82,11 +85,7 @@ def when_text(condition: str, threshold: float | None) -> str:
 def _check_webhook(value: Any) -> str | None:
     if value is None:
         return None
-    text = check_storable(str(value), "webhook").strip()
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InvalidInput(f"webhook must be an http(s) URL, not {text!r}")
-    return text
+    return check_url(check_storable(str(value), "webhook"), "webhook")
 
 
 def check_rule(item: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from simeval.service.checks import check_options
 from simeval.service.evals import EvalsMixin, is_pending
 from simeval.service.models import ImportReport
 from simeval.store import Eval
+from simeval.yamlfile import read_yaml
 
 EVALS_FORMAT = 1
 _EVAL_KEYS = {
@@ -89,7 +90,6 @@ def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
     >>> parse_evals_document("evals:\\n  - name: a\\n    references: [x]\\n")
     {'evals': [{'name': 'a', 'references': ['x']}]}
     """
-    import yaml
 
     if isinstance(text, bytes):
         try:
@@ -103,15 +103,7 @@ def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
             raise InvalidInput(
                 f"invalid JSON in {source} at line {exc.lineno}, column {exc.colno}: {exc.msg}"
             ) from None
-    try:
-        return yaml.safe_load(text)
-    except RecursionError:  # a document nested thousands of levels deep
-        raise InvalidInput(f"{source} is nested too deep to read") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InvalidInput(f"invalid YAML in {source}{where}: {problem}") from None
+    return read_yaml(text, source)
 
 
 def dump_evals_document(doc: Any, fmt: str = "yaml") -> str:

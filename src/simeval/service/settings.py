@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from simeval.checks import UNSET, Unset, as_utc, parse_time, utc_now
+from simeval.checks import UNSET, Unset, as_utc, check_url, parse_time, utc_now
 from simeval.errors import InvalidInput, InvalidType
 from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.base import ServiceBase
@@ -60,21 +59,7 @@ def _set_flag(s: Session, key: str, value: Any) -> None:
 
 def check_otlp_url(url: Any) -> str:
     """An OTLP/HTTP URL (http or https, with a host), stripped; else ``InvalidInput``."""
-    if not isinstance(url, str) or not url.strip():
-        raise InvalidInput("the OTLP export URL must be an http(s) URL, e.g. http://127.0.0.1:4318")
-    text = url.strip()
-    parts = urlsplit(text)
-    try:
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:  # a port that is not a number in [0, 65535]
-        port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise InvalidInput(
-            f"the OTLP export URL must be http(s)://host[:port][/path], not {text!r}"
-        )
-    if len(text) > 2000 or any(c.isspace() or not c.isprintable() for c in text):
-        raise InvalidInput("the OTLP export URL is too long or holds spaces or control characters")
-    return text
+    return check_url(url, "the OTLP export URL", "http://127.0.0.1:4318")
 
 
 MAX_DECLARED_KEYS = 32  # metadata keys a user may declare indexed

@@ -4,15 +4,17 @@ A request to one of the OpenAI API's paths under ``/v1`` (``PROXIED``: chat/comp
 completions, responses, conversations, embeddings, models, moderations, audio, images, videos,
 files, uploads, batches, fine_tuning, vector_stores, assistants, threads, containers, evals,
 realtime; each with ``/{id}/...`` after it) goes to the upstream unchanged (method, path,
-query, body and headers, the provider's ``Authorization`` included) and its response comes
+query, body, and the request headers of ``FORWARDED``: the provider's credentials, the
+OpenAI and Anthropic headers, content negotiation, trace context) and its response comes
 back unchanged, chunk by chunk as the upstream sends it (server-sent events are never
 buffered), with one ``Date`` header (the server's own; the upstream's is dropped). Any other
 path is answered 404 and never leaves the machine: OTLP's ``/v1/traces``, ``/v1/logs`` and
 ``/v1/metrics`` are captured by ``simeval.web.otlp``'s routes (in ``serve`` and ``proxy``
-alike), whose exporters carry simeval's token. simeval's credentials are never forwarded: its
-headers (``X-Simeval-*``), ``Authorization: Bearer <SIMEVAL_TOKEN>``, a ``token=`` query
-parameter holding it and the studio's cookies are taken out. Hop-by-hop headers are the
-connection's own, as HTTP requires. A client that hangs up closes the upstream request
+alike), whose exporters carry simeval's token. simeval's credentials are never forwarded: the
+headers go by an allow-list, so no cookie (the studio's session least of all), no
+``X-Simeval-*`` header and no header whatever its name whose value holds simeval's token leaves,
+nor a ``token=`` query parameter holding it. Hop-by-hop headers are the connection's own, as
+HTTP requires. A client that hangs up closes the upstream request
 (nobody pays for tokens nobody reads); of a stream, what was delivered is still captured,
 marked ``client_disconnected`` in its metadata.
 
@@ -60,7 +62,7 @@ from simeval.web.replies import (
     reply_output,
     request_input,
 )
-from simeval.web.security import CSRF_COOKIE, SESSION_COOKIE, secret_matches
+from simeval.web.security import secret_matches
 
 __all__ = [
     "CAPTURED",
@@ -92,6 +94,28 @@ _HOP = frozenset(
         b"content-length",
     }
 )
+# the request headers forwarded upstream (any other is dropped): the provider's credentials,
+# the OpenAI and Anthropic API headers, content negotiation and W3C trace context
+FORWARDED = frozenset(
+    {
+        b"accept",
+        b"accept-encoding",
+        b"accept-language",
+        b"api-key",
+        b"authorization",
+        b"baggage",
+        b"cache-control",
+        b"content-encoding",
+        b"content-type",
+        b"idempotency-key",
+        b"traceparent",
+        b"tracestate",
+        b"user-agent",
+        b"x-api-key",
+        b"x-request-id",
+    }
+)
+FORWARDED_PREFIXES = (b"openai-", b"x-stainless-", b"anthropic-", b"x-ms-", b"x-goog-")
 CAPTURED = ("/chat/completions", "/completions", "/responses")
 # The OpenAI API's paths under /v1 the proxy forwards (each also with /{id}/... after it);
 # any other path is answered 404 here and never leaves: /v1/traces, /v1/logs, /v1/metrics
@@ -466,19 +490,11 @@ class Proxy:
         url = self._prefix + exchange.path + ("?" + query if query else "")
         headers = []
         for key, value in scope["headers"]:
-            if key in _HOP:
-                continue
-            if key.startswith(b"x-simeval-"):
-                if key == b"x-simeval-conversation":
-                    exchange.conversation = value.decode("utf-8", "replace")
-                continue
-            if key == b"authorization" and self._is_token(value.decode("latin-1")):
-                continue  # simeval's token, there for the guard: not the provider's key
-            if key == b"cookie":
-                value = _without_own_cookies(value)
-                if not value:
-                    continue
-            headers.append((key, value))
+            if key == b"x-simeval-conversation":
+                exchange.conversation = value.decode("utf-8", "replace")
+            allowed = key in FORWARDED or key.startswith(FORWARDED_PREFIXES)
+            if allowed and not self._holds_token(value.decode("latin-1")):
+                headers.append((key, value))
         body = exchange.body
         request = self._http().build_request(scope["method"], url, content=body)
         request.headers = self._httpx.Headers(
@@ -487,9 +503,12 @@ class Proxy:
         )
         return request
 
-    def _is_token(self, authorization: str) -> bool:
-        scheme, _, secret = authorization.strip().partition(" ")
-        return scheme.lower() == "bearer" and secret_matches(secret.strip(), self._token)
+    def _holds_token(self, value: str) -> bool:
+        """Whether a header's value is simeval's token, alone or after a scheme ("Bearer")."""
+        if self._token is None:
+            return False
+        words = value.split()
+        return any(secret_matches(w, self._token) for w in words[-1:] + words[:1])
 
     def _query(self, query: str) -> str:
         """The query string without a ``token=`` parameter holding simeval's token."""
@@ -596,13 +615,6 @@ def _refused_path(path: str) -> str | None:
         f"not found: {rest[:200] or '/'} under /v1 is not an OpenAI API path "
         "(the proxy forwards /v1/chat/completions, /v1/responses, /v1/models, ...)"
     )
-
-
-def _without_own_cookies(header: bytes) -> bytes:
-    """A ``Cookie`` header without simeval's own cookies (the studio's session and CSRF)."""
-    own = (SESSION_COOKIE.encode(), CSRF_COOKIE.encode())
-    parts = [p.strip() for p in header.split(b";")]
-    return b"; ".join(p for p in parts if p and p.split(b"=", 1)[0].strip() not in own)
 
 
 async def _send_error(send: Send, status: int, message: str) -> None:
