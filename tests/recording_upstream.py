@@ -10,7 +10,8 @@ query, headers, body), whatever the path.
 - ``POST /v1/responses``: with ``tools`` and no ``previous_response_id``, a function call
   and no text; chained (``previous_response_id`` with ``function_call_output`` items), an
   answer from the tool output (``TOOL_ANSWER``); else ``ANSWER``; streamed when asked;
-- a request header (named so the proxy forwards it) ``OpenAI-Test-Encoding: br|zstd|gzip`` compresses the reply (a stream whole);
+- a request header ``OpenAI-Test-Encoding: br|zstd|gzip`` (a name the proxy forwards)
+  compresses the reply (a stream whole);
   ``fake-br`` says ``br`` but sends the reply as it is (a reply the proxy cannot read);
 - ``GET /v1/models``: an empty list; any other path: ``200 {"ok": true}`` (so a request
   that should never have been forwarded is seen here, not refused by the upstream).
