@@ -148,3 +148,41 @@ def test_a_run_on_version_2_after_an_edit_says_so(
     # version 2's edit made its second case pass
     rates = [r["engines"][0]["run"]["pass_rate"] for r in (first, second)]
     assert rates[1] > rates[0]
+
+
+FORMULAS = ['=HYPERLINK("http://x")', "+1+1", "-2", "@SUM(A1)", "\tx", "\rx", "'=quoted", "'plain"]
+
+
+def test_csv_exports_never_hold_a_formula_and_import_back_the_same(tmp_path: Path) -> None:
+    # CLI and API alike: every text cell that a spreadsheet would run starts with "'"; the
+    # file imports back as the very texts it was made from
+    from fastapi.testclient import TestClient
+
+    from simeval.web.app import create_app
+
+    db = tmp_path / "f.db"
+    cases = [
+        {"id": f"c{i}", "input": text, "references": [text], "metadata": {"k": text}}
+        for i, text in enumerate(FORMULAS)
+    ]
+    with Service(db) as svc:
+        svc.create_dataset("sheet", cases)
+    out = tmp_path / "sheet.csv"
+    assert run(db, "datasets", "export", "sheet", "-o", str(out)).exit_code == 0
+    with TestClient(create_app(db=str(db)), base_url="http://127.0.0.1:8000") as client:
+        api = client.get("/api/datasets/sheet/export", params={"format": "csv"}).text
+    assert api == out.read_bytes().decode("utf-8")
+    rows = list(csv.DictReader(io.StringIO(api, newline="")))
+    for row in rows:
+        for col in ("id", "input", "reference", "metadata"):
+            assert not row[col].startswith(("=", "+", "-", "@", "\t", "\r")), (col, row[col])
+    assert [r["input"] for r in rows] == [
+        "'" + t if not t.startswith("'p") else t for t in FORMULAS
+    ]
+    res = run(db, "datasets", "import", str(out), "--name", "again")
+    assert res.exit_code == 0, res.output
+    with Service(db) as svc:
+        back = svc.show_dataset("again", None, limit=100, offset=0).cases
+    assert [c.input for c in back] == FORMULAS
+    assert [c.references for c in back] == [[t] for t in FORMULAS]
+    assert [c.metadata for c in back] == [{"k": t} for t in FORMULAS]

@@ -21,10 +21,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
+from simeval.csvcells import neutralise_formula
 from simeval.runs import store_run
 from simeval.scoring.bench import synthetic_texts
 from simeval.service import Service
-from simeval.service.export import EXPORT_COLUMNS, neutralise_formula
+from simeval.service.export import EXPORT_COLUMNS
 from simeval.service.filters import ResultFilter
 from simeval.service.models import ResultOut
 from simeval.service.queries import iter_rows

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from simeval.csvcells import neutralise_formula
 from simeval.runs import store_run
 from simeval.service import Service
-from simeval.service.export import EXPORT_COLUMNS, csv_cell, csv_line, neutralise_formula
+from simeval.service.export import EXPORT_COLUMNS, csv_cell, csv_line
 
 TRICKY = [
     "plain",

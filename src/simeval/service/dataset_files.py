@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from simeval.checks import MAX_NAME_CHARS, check_json_value, check_storable, check_text_size
+from simeval.csvcells import neutralise_formula, restore_formula
 from simeval.errors import InvalidInput, InvalidType, SimevalError
 from simeval.runs.config import Columns, RunConfig, detect_format
 from simeval.runs.read import (
@@ -203,6 +204,10 @@ def _read_cases(path: str, fmt: str, quoting: bool, label: str) -> list[dict[str
             try:
                 if isinstance(row, BadRow):
                     raise row
+                if header:  # a CSV/TSV file: its cells as a CSV export neutralised them
+                    row = {
+                        k: restore_formula(v) if isinstance(v, str) else v for k, v in row.items()
+                    }
                 case = _row_case(row, ordinal)
             except BadRow as exc:
                 raise InvalidInput(f"{where}: {exc}") from None
@@ -241,14 +246,17 @@ def export_lines(cases: Iterable[dict[str, Any]], fmt: str, most_refs: int) -> I
         return
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
+    quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
     ref_cols = ["reference"] + [f"reference_{i}" for i in range(2, max(most_refs, 1) + 1)]
     writer.writerow(["id", "input", *ref_cols, "metadata", "draft"])
     for case in cases:
         refs = case["references"] + [""] * (len(ref_cols) - len(case["references"]))
         meta = json.dumps(case["metadata"], ensure_ascii=False) if case["metadata"] else ""
-        writer.writerow(
-            [case["id"], case["input"], *refs, meta, "true" if case["draft"] else "false"]
-        )
+        texts = [*map(neutralise_formula, [case["id"], case["input"], *refs, meta])]
+        cells = [*texts, "true" if case["draft"] else "false"]
+        # csv quotes a cell with "\n" but not one with a lone "\r" (which a reader takes for a
+        # line end): such a row is written with every cell quoted
+        (quoted if any("\r" in t for t in texts) else writer).writerow(cells)
         yield buf.getvalue()
         buf.seek(0)
         buf.truncate()

@@ -39,6 +39,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc
+from simeval.csvcells import neutralise_formula
 from simeval.errors import InvalidInput
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.explain import Explainer, Reference, explainer
@@ -129,20 +130,6 @@ def reasoning(out: ResultOut) -> str:
     return reason_line(
         score, out.passed, out.threshold, out.review is not None, required, missing, reason
     )
-
-
-# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection)
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def neutralise_formula(text: str) -> str:
-    """``text`` as a spreadsheet shows it, never runs it: a leading ``'`` before a formula
-    prefix (OWASP's advice for CSV exports).
-
-    >>> neutralise_formula("=HYPERLINK(1)"), neutralise_formula("Paris")
-    ("'=HYPERLINK(1)", 'Paris')
-    """
-    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
 
 
 def _check_format(fmt: str) -> None:
