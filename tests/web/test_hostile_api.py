@@ -341,3 +341,22 @@ def test_a_bad_otlp_export_url_is_a_4xx_and_the_setting_stays(client: TestClient
     refused(r, 400, 422)
     assert "OTLP export URL" in r.json()["error"]
     assert client.get("/api/settings").json() == before
+
+
+@pytest.mark.parametrize("listing", ["results", "captures", "conversations", "runs"])
+def test_a_deep_offset_is_refused_naming_the_cursor(client: TestClient, listing: str) -> None:
+    # an offset reads every row before it (seconds at 200,000 captures): past 10,000 the
+    # answer says to page by cursor, which reads none
+    assert client.get(f"/api/{listing}", params={"offset": 10_000}).status_code == 200
+    r = client.get(f"/api/{listing}", params={"offset": 10_001})
+    refused(r, 400)
+    assert "cursor=" in r.json()["error"] and "10,001" in r.json()["error"]
+    page = client.get(f"/{listing}" if listing != "captures" else "/results", params={"page": 400})
+    assert page.status_code in (200, 400) and "Traceback" not in page.text
+
+
+@pytest.mark.parametrize("run_id", [2**31, 2**63 - 1, 2**63, 2**64])
+def test_compare_with_a_run_id_past_the_store_is_a_404(client: TestClient, run_id: int) -> None:
+    for path in ("/api/compare", "/compare"):
+        r = client.get(path, params={"a": f"run:{run_id}", "b": "run:latest"})
+        assert r.status_code in (400, 404), (path, r.status_code, r.text[:200])

@@ -31,6 +31,7 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
+from simeval.checks import MAX_ID
 from simeval.errors import InvalidInput, NotFound, SimevalError
 from simeval.scoring.compare import (
     DEFAULT_RESAMPLES,
@@ -280,7 +281,8 @@ class CompareMixin(ResultsMixin):
                 if run is None:
                     raise NotFound("run:latest: no run is stored yet (simeval run --store)")
             else:
-                run = s.get(Run, what)
+                # an id past the backend's integer is no stored run (not a driver error)
+                run = s.get(Run, what) if isinstance(what, int) and 1 <= what <= MAX_ID else None
                 if run is None:
                     raise NotFound(f"no run with id {what}")
             side = SideColumns(f"run:{run.id} ({run.name})", book, limit)

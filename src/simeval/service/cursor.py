@@ -159,12 +159,21 @@ def keyset_page(
     return Page(items, below, listing_cursor(listing, NEWER, key(items[0])) if above else None)
 
 
+MAX_DEEP_OFFSET = 10_000  # a listing read by offset this deep at most (pages of 50: page 200)
+
+
 def page_position(
     cursor: str | None, offset: int, listing: str, kinds: tuple[type, ...]
 ) -> Position | None:
     """Where a page asked for by ``cursor`` (or by ``offset``: None) starts; a cursor with a
-    non-zero offset is ``InvalidInput`` (they are two ways to say where)."""
+    non-zero offset is ``InvalidInput`` (they are two ways to say where), and so is an offset
+    past ``MAX_DEEP_OFFSET`` (it would read every row before it: a cursor reads none)."""
     if cursor is None:
+        if offset > MAX_DEEP_OFFSET:
+            raise InvalidInput(
+                f"offset {offset:,} is past {MAX_DEEP_OFFSET:,}, which would read every row before "
+                "it: page on with cursor= (each page's next_cursor) instead"
+            )
         return None
     if offset:
         raise InvalidInput("give a cursor or an offset, not both")
