@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
@@ -85,6 +86,12 @@ class Store:
         """The schema revision stored in the database."""
         with self.engine.connect() as conn:
             return current_revision(conn)
+
+    def ping(self) -> None:
+        """One cheap statement (``SELECT 1``): ``Unavailable`` when the database cannot answer
+        now (its server down, its disk failing), a driver's error for anything else."""
+        with self.read() as s:
+            s.execute(text("SELECT 1"))
 
     def _unavailable(self, exc: BaseException) -> Unavailable | None:
         """``Unavailable`` naming the outage ``exc`` reports (the server down or restarting,
