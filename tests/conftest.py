@@ -33,7 +33,7 @@ _TEMPLATE = "simeval_template"
 _counter = itertools.count()
 
 
-def _pg_bin() -> Path | None:
+def pg_bin() -> Path | None:
     found = shutil.which("pg_ctl")
     if found:
         return Path(os.path.realpath(found)).parent
@@ -189,7 +189,7 @@ def pg_databases() -> Iterator[PgDatabases | str]:
         yield dbs
         dbs.close()
         return
-    bindir = _pg_bin()
+    bindir = pg_bin()
     if bindir is None:
         yield "PostgreSQL's server binaries (pg_ctl, initdb) are not installed"
         return

@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sqlite3
 import subprocess
 import sys
@@ -24,15 +22,14 @@ import textwrap
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import PgServer, _pg_bin
 from dbhelp import sql
 from diskhelp import fill, small_disk
+from pghelp import own_pg_server, pg_ctl
 from simeval.service import Service
 from simeval.web.server_process import running_server
 
@@ -45,38 +42,6 @@ def _seed(db: str | Path) -> None:
         svc.create_eval("capital", REF, threshold=0.5)
         svc.test_eval("capital", "q", REF)
         svc.activate_eval("capital")
-
-
-@contextlib.contextmanager
-def own_pg_server() -> Iterator[PgServer]:
-    """A PostgreSQL server of this test alone (it is stopped mid-test)."""
-    if os.environ.get("SIMEVAL_TEST_POSTGRES_URL"):
-        pytest.skip("stops its own PostgreSQL server; not one given by URL")
-    bindir = _pg_bin()
-    if bindir is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("PostgreSQL is required under CI=true", pytrace=False)
-        pytest.skip("PostgreSQL's server binaries are not installed")
-    server = PgServer(bindir)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
-def pg_ctl(server: PgServer, action: str) -> None:
-    """Stop (fast: sessions cut, as a restart does) or start the server again."""
-    pg_bin = str(server.bindir / "pg_ctl")
-    if action == "stop":
-        server._run(pg_bin, "-D", str(server.data), "-m", "fast", "-w", "stop")
-        return
-    opts = (
-        f"-c listen_addresses=127.0.0.1 -c port={server.port} "
-        f"-c unix_socket_directories={server.dir} -c fsync=off -c max_connections=200"
-    )
-    log = str(server.dir / "log")
-    server._run(pg_bin, "-D", str(server.data), "-o", opts, "-l", log, "-w", "start")
 
 
 def _post(http: httpx.Client, key: str) -> httpx.Response | None:
@@ -160,7 +125,7 @@ def test_postgresql_stopped_and_restarted_under_load() -> None:
                 assert "database" in r.json()["error"], r.text
             assert page.status_code == 503 and "database" in page.text
             assert "retry-after" in page.headers
-            assert health.status_code == 200
+            assert health.status_code == 503 and "database" in health.json()["error"]
             # what was not acknowledged is sent again, same keys, to the same server
             with httpx.Client(base_url=base, timeout=30, trust_env=False) as http:
                 for _ in range(3):

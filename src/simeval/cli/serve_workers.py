@@ -70,6 +70,7 @@ def serve_workers(
         upstream=settings.upstream,
         otlp_export=settings.otlp_export,
         alert_interval=settings.alert_interval,
+        parent_pid=os.getpid(),
     )
     run = new_run_dir(config)
     os.environ[RUN_DIR_ENV] = str(run)  # the spawned workers inherit it

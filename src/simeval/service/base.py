@@ -35,6 +35,10 @@ class ServiceBase:
             if _SERVICES.get(self.url) is self:
                 del _SERVICES[self.url]
 
+    def ping(self) -> None:
+        """``Unavailable`` when the database cannot answer now (see ``Store.ping``)."""
+        self.store.ping()
+
     def __enter__(self) -> Self:
         return self
 

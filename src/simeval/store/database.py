@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
@@ -43,6 +44,7 @@ from simeval.store.engine import (
     outage_problem,
 )
 from simeval.store.migrate import current_revision, migrate
+from simeval.store.read_probe import reads_fail
 
 # the advisory lock key (any constant bigint) shared by captures and the trend rollup
 CAPTURE_LOCK = 0x5133_E7A1
@@ -86,11 +88,29 @@ class Store:
         with self.engine.connect() as conn:
             return current_revision(conn)
 
+    def ping(self) -> None:
+        """One cheap statement that reads the database (its schema revision, one row; a bare
+        ``SELECT 1`` would not read a SQLite file): ``Unavailable`` when the database cannot
+        answer now (its server down, its disk failing), a driver's error for anything else."""
+        with self.read() as s:
+            s.execute(text("SELECT 1 FROM alembic_version LIMIT 1"))
+
     def _unavailable(self, exc: BaseException) -> Unavailable | None:
         """``Unavailable`` naming the outage ``exc`` reports (the server down or restarting,
         the disk full), else None: one line, without the statement or its parameters."""
         problem = outage_problem(exc)
+        if problem is None and self._disk_refuses_reads(exc):
+            problem = "is unavailable (disk I/O error: its reads fail); try again shortly"
         return None if problem is None else Unavailable(f"database {self._where()} {problem}")
+
+    def _disk_refuses_reads(self, exc: BaseException) -> bool:
+        """Whether SQLite's "malformed" is a failing read of the disk, not a damaged file."""
+        text = str(getattr(exc, "orig", None) or exc).lower()
+        damage = "malformed" in text or "file is not a database" in text
+        database = self.engine.url.database
+        if not damage or self.dialect != "sqlite" or not database or database == ":memory:":
+            return False
+        return reads_fail(database)
 
     @contextmanager
     def read(self) -> Iterator[Session]:

@@ -112,6 +112,12 @@ _OUTAGES = (
     "connection failed",
     "connection is closed",
     "connection is lost",
+    "connection is bad",  # psycopg, once the server went away under a pooled connection
+    "connection to server",  # ... at "127.0.0.1", port 5432 failed / was lost
+    "could not receive data",
+    "could not send data",
+    "network is unreachable",
+    "no route to host",
     "connection timeout",
     "server closed the connection",
     "terminating connection",

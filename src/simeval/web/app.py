@@ -35,6 +35,7 @@ from simeval.web.api_alerts import router as alerts_api
 from simeval.web.api_datasets import router as datasets_api
 from simeval.web.api_overview import router as overview_api
 from simeval.web.api_run_groups import router as run_groups_api
+from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.methods import MethodMiddleware
 from simeval.web.otlp_export import close_exporter, open_exporter
@@ -54,9 +55,6 @@ HERE = Path(__file__).parent
 # the JSON API's routers, by resource (each included, and each known to the 405 middleware)
 API_ROUTERS = (*api.ROUTERS, datasets_api, alerts_api, run_groups_api, overview_api)
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
-# Retry-After of a 503 for an outage (the database server restarting, the disk full): long
-# enough not to hammer it, short enough that a restart is noticed soon
-OUTAGE_RETRY_S = 5
 
 
 def plotly_js_path() -> Path:
@@ -132,6 +130,7 @@ def create_app(
         lifespan=_lifespan(proxy, close_service=own),
     )
     app.state.service = svc
+    app.state.database_check = DatabaseCheck(svc)
     app.state.writer = CaptureWriter(svc, lock_wait)
     app.state.idf_dir = resolve_idf_dir(svc.url, idf_dir)
     app.state.token = token or None

@@ -367,5 +367,5 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     409: _error("Contradicts what is stored (a duplicate name, an activation not allowed)"),
     413: _error("Request body over the server's limit"),
     422: _error("Malformed request, or text the store cannot hold (lone surrogate, NUL, NaN)"),
-    503: _error("The database is busy (see Retry-After), damaged or read-only"),
+    503: _error("The database is busy or unreachable (see Retry-After), damaged or read-only"),
 }

@@ -25,6 +25,8 @@ What each worker holds for itself, and what is shared:
 - Every worker follows the stored ``otlp_export`` setting within ``POLL_S`` seconds of it being
   changed through any worker (a single server follows it at once; ``--otlp-export`` pins it).
 
+A worker stops when its parent does, even one killed by SIGKILL (``simeval.web.parent_watch``).
+
 ``/api/health`` of a multi-worker server says which worker answered:
 ``"worker": {"pid": ..., "workers": N, "alerts": true|false}``.
 """
@@ -52,6 +54,7 @@ from fastapi import FastAPI
 from simeval.errors import InvalidInput
 from simeval.web.api_alerts import start_alerts, stop_alerts
 from simeval.web.otlp_export import follow_setting
+from simeval.web.parent_watch import die_with_parent
 from simeval.web.security import SessionStore
 
 log = logging.getLogger("simeval.workers")
@@ -76,6 +79,7 @@ class WorkerConfig:
     upstream: str | None = None
     otlp_export: str | None = None
     alert_interval: float | None = 30.0
+    parent_pid: int | None = None  # the supervisor: a worker stops when it is gone
 
 
 def check_workers(value: int | str) -> int:
@@ -132,6 +136,8 @@ def worker_app() -> FastAPI:
 
     run = Path(os.environ[RUN_DIR_ENV])
     config = load_config(run)
+    if config.parent_pid is not None:
+        die_with_parent(config.parent_pid)  # never an orphan keeping the port
     app = create_app(
         config.db,
         token=config.token,

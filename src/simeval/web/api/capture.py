@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from starlette.requests import ClientDisconnect
 
@@ -21,6 +22,7 @@ from simeval.service.models import (
     CaptureOut,
 )
 from simeval.web import schema as declared
+from simeval.web.health import OUTAGE_RETRY_S
 from simeval.web.schema import (
     LONG,
     Body,
@@ -249,8 +251,17 @@ async def _body(request: Request) -> bytes:
 
 
 @router.get("/health", response_model=Health, tags=["meta"])
-async def health(request: Request) -> dict[str, Any]:
-    """The server is up (and, when it proxies an upstream, its capture queue's counters)."""
+async def health(request: Request) -> Any:
+    """The server is up and its database answers (and, when it proxies an upstream, its
+    capture queue's counters); 503 naming the database while it cannot be reached."""
+    check = getattr(request.app.state, "database_check", None)
+    problem = None if check is None else await check.problem()
+    if problem is not None:
+        return JSONResponse(
+            {"status": "unavailable", "database": "unreachable", "error": problem},
+            status_code=503,
+            headers={"Retry-After": str(OUTAGE_RETRY_S)},
+        )
     out: dict[str, Any] = {"status": "ok", "version": __version__}
     proxy = getattr(request.app.state, "proxy", None)
     if proxy is not None:

@@ -1,0 +1,71 @@
+"""``simeval serve --workers N`` killed by SIGKILL leaves no worker behind: a real server on
+127.0.0.1, its parent killed, and within seconds its workers are gone and its port is free."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from simeval.service import Service
+from simeval.web.server_process import running_server
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie nobody reaped yet does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def worker_pids(base: str, workers: int) -> set[int]:
+    """The pids of the workers answering at ``base``, each on a new connection."""
+    pids: set[int] = set()
+    for _ in range(200):
+        with httpx.Client(base_url=base, timeout=10, trust_env=False) as http:
+            pids.add(http.get("/api/health").json()["worker"]["pid"])
+        if len(pids) == workers:
+            break
+    return pids
+
+
+def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    db = tmp_path / "evals.db"
+    Service(db).close()
+    with running_server(db, "--workers", "2") as (base, proc):
+        port = urlsplit(base).port
+        assert port is not None
+        pids = worker_pids(base, 2)
+        assert len(pids) == 2 and proc.pid not in pids
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            left = pids
+            for _ in range(150):  # at most ~15 s
+                left = {pid for pid in pids if alive(pid)}
+                if not left and port_free(port):
+                    break
+                time.sleep(0.1)
+            assert not left, f"workers {sorted(left)} outlived their parent"
+            assert port_free(port), f"port {port} still bound"
+        finally:
+            for pid in pids:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
