@@ -100,6 +100,9 @@ UNSET: Any = Unset()
 # backend (SQLite hands out ids from 1 too, so no row it stores has a larger one).
 MAX_ID = 2**31 - 1
 MAX_OFFSET = MAX_ID  # a listing's offset: past any row count the tables can reach
+# a listing that pages by cursor is read by offset this deep at most (pages of 50: page 200)
+MAX_DEEP_OFFSET = 10_000
+DEEP_OFFSET_HINT = "page on with cursor= (each page's next_cursor) instead"
 MAX_PAGE = 10_000_000  # a studio page number (pages of 50: past MAX_ID rows)
 # The times stored and filtered on: inside what Python's datetime holds after any offset or
 # bucket arithmetic (years 1-9999) and both databases store and order (SQLite as ISO text,

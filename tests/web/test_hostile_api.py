@@ -349,8 +349,8 @@ def test_a_deep_offset_is_refused_naming_the_cursor(client: TestClient, listing:
     # answer says to page by cursor, which reads none
     assert client.get(f"/api/{listing}", params={"offset": 10_000}).status_code == 200
     r = client.get(f"/api/{listing}", params={"offset": 10_001})
-    refused(r, 400)
-    assert "cursor=" in r.json()["error"] and "10,001" in r.json()["error"]
+    refused(r, 400, 422)
+    assert "cursor=" in r.json()["error"] and "offset" in r.json()["error"]
     page = client.get(f"/{listing}" if listing != "captures" else "/results", params={"page": 400})
     assert page.status_code in (200, 400) and "Traceback" not in page.text
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from simeval.checks import MAX_ID
+from simeval.checks import DEEP_OFFSET_HINT, MAX_DEEP_OFFSET, MAX_ID
 from simeval.errors import InvalidInput
 
 T = TypeVar("T")
@@ -159,9 +159,6 @@ def keyset_page(
     return Page(items, below, listing_cursor(listing, NEWER, key(items[0])) if above else None)
 
 
-MAX_DEEP_OFFSET = 10_000  # a listing read by offset this deep at most (pages of 50: page 200)
-
-
 def page_position(
     cursor: str | None, offset: int, listing: str, kinds: tuple[type, ...]
 ) -> Position | None:
@@ -172,7 +169,7 @@ def page_position(
         if offset > MAX_DEEP_OFFSET:
             raise InvalidInput(
                 f"offset {offset:,} is past {MAX_DEEP_OFFSET:,}, which would read every row before "
-                "it: page on with cursor= (each page's next_cursor) instead"
+                f"it: {DEEP_OFFSET_HINT}"
             )
         return None
     if offset:

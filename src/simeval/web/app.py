@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from simeval import __version__
+from simeval.checks import DEEP_OFFSET_HINT
 from simeval.errors import SimevalError
 from simeval.service import Service
 from simeval.service.database import DatabaseBusyError, database_problem
@@ -70,7 +71,12 @@ def _validation_message(exc: RequestValidationError) -> str:
     first = errors[0]
     where = ".".join(str(p) for p in first.get("loc", ()))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first.get('msg', 'invalid')}{more}"
+    hint = (
+        f": {DEEP_OFFSET_HINT}"
+        if first.get("type") == "less_than_equal" and where == "query.offset"
+        else ""
+    )
+    return f"{where}: {first.get('msg', 'invalid')}{hint}{more}"
 
 
 def create_app(

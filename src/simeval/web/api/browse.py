@@ -8,8 +8,8 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from simeval.checks import (
+    MAX_DEEP_OFFSET,
     MAX_ID,
-    MAX_OFFSET,
 )
 from simeval.service.models import (
     CaptureOut,
@@ -30,7 +30,7 @@ def list_captures(
     since: Annotated[str | None, declared.when("ISO time or an age like 7d.")] = None,
     until: Annotated[str | None, declared.when("ISO time or an age.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_DEEP_OFFSET), declared.DIGITS] = 0,
     cursor: CursorParam = None,
 ) -> JSONResponse:
     """Captures, newest first, with their metadata and results; page on with ``cursor=``
@@ -69,7 +69,7 @@ def get_capture(
 def list_conversations(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_DEEP_OFFSET), declared.DIGITS] = 0,
     cursor: CursorParam = None,
 ) -> JSONResponse:
     """Conversations, most recently active first: turns, pass rate, last activity; page on
@@ -100,7 +100,7 @@ def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
 def list_runs(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_DEEP_OFFSET), declared.DIGITS] = 0,
     cursor: CursorParam = None,
 ) -> JSONResponse:
     """Stored data-set runs, newest first: name, time, rows, pass rate, mean score, status;

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from simeval.checks import (
-    MAX_OFFSET,
+    MAX_DEEP_OFFSET,
 )
 from simeval.service.models import (
     CompareReport,
@@ -39,7 +39,7 @@ def list_results(
     service: ServiceDep,
     where: FilterDep,
     limit: Annotated[int, Query(ge=1, le=1000), declared.DIGITS] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET), declared.DIGITS] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_DEEP_OFFSET), declared.DIGITS] = 0,
     cursor: CursorParam = None,
 ) -> JSONResponse:
     """Results, newest first, filtered by eval, pass/fail, time range, review or run; page
