@@ -12,30 +12,15 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
+from clihelp import invoke, one_line_error
 from dbhelp import table_counts
 from diskhelp import fill, small_disk
-from simeval.cli import cli
 from simeval.service import Service
 
 REF = "The capital of France is Paris."
 Q = "What is the capital of France?"
 TABLES = ("evals", "eval_versions", "eval_tests", "captures", "results", "runs")
-
-
-def invoke(*args: str, input: str | None = None) -> Result:
-    return CliRunner().invoke(cli, list(args), input=input)
-
-
-def one_line_error(res: Result, *needles: str) -> None:
-    """Exit 2, one line on stderr starting ``error:``, naming the problem; no traceback."""
-    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    assert "Traceback" not in res.output
-    for needle in needles:
-        assert needle in res.stderr, res.stderr
 
 
 @pytest.fixture

@@ -19,6 +19,17 @@ PAGES = ("/dashboard", "/results", "/datasets")
 
 
 @pytest.mark.slow
+def recovered(http: httpx.Client) -> dict[str, int]:
+    """The status of health and of every page once they all answer 200, or after ~20 s."""
+    statuses: dict[str, int] = {}
+    for _ in range(100):  # bounded
+        statuses = {p: http.get(p).status_code for p in ("/api/health", *PAGES)}
+        if set(statuses.values()) == {200}:
+            break
+        time.sleep(0.2)
+    return statuses
+
+
 def test_postgresql_crashed_is_503_everywhere_and_recovers() -> None:
     with own_pg_server() as server:
         url = f"{server.base_url}/postgres"
@@ -44,12 +55,7 @@ def test_postgresql_crashed_is_503_everywhere_and_recovers() -> None:
             api = http.get("/api/evals")
             assert api.status_code == 503 and "database" in api.json()["error"]
             pg_ctl(server, "start")
-            statuses: dict[str, int] = {}
-            for _ in range(100):  # at most ~20 s
-                statuses = {p: http.get(p).status_code for p in ("/api/health", *PAGES)}
-                if set(statuses.values()) == {200}:
-                    break
-                time.sleep(0.2)
+            statuses = recovered(http)
             assert set(statuses.values()) == {200}, statuses
 
 
@@ -82,12 +88,7 @@ def test_sqlite_failing_reads_are_503_not_damaged(
             assert "Traceback" not in r.text
             assert int(r.headers["retry-after"]) >= 1
         flag.unlink()
-        statuses: dict[str, int] = {}
-        for _ in range(100):  # at most ~20 s
-            statuses = {p: http.get(p).status_code for p in ("/api/health", *PAGES)}
-            if set(statuses.values()) == {200}:
-                break
-            time.sleep(0.2)
+        statuses = recovered(http)
         assert set(statuses.values()) == {200}, statuses
     with Service(db) as svc:  # nothing stored lost
         assert {e.name for e in svc.list_evals()} == {"capital", "other"}
