@@ -224,3 +224,82 @@ def test_every_phase_and_check_against_a_real_server(db: str, tmp_path: Path) ->
             report = tmp_path / f"{phases.replace(',', '-')}.ndjson"
             problems += _st_run(url, phases, config, report, seconds)
     assert problems == [], "\n".join(problems)
+
+
+# -- where the schema and the service disagreed (Schemathesis's finds): each value is one the
+# schema holds valid exactly when the service takes it
+NAMES = [
+    "\x1cname",  # str.strip takes "\x1c"-"\x1f" away, a JSON Schema "\s" does not hold them
+    "\x85name",
+    "\ufeffname",  # a JSON Schema "\s" holds U+FEFF; no name may
+    "name\u3000",
+    "na\u200bme",
+    "²name",
+    "ǅname",
+    " . . ",
+    "..",
+    "\xa0name",
+    "name\u2028",
+    "n\u0301ame",
+]
+SYNONYMS = [
+    [[0, "abcdefg"]],  # a whole number is its digits (YAML reads "9" as a number)
+    [[5.0, "abcdefg"]],
+    [[-7, 123456]],
+    [[1.5, "abcdefg"]],
+    [[True, "abcdefg"]],
+    [["abcdefg", "hijklmn"]],
+    [["abcdefg"]],
+]
+INDEXED = [
+    ["engine2"],
+    ["é"],
+    ["a b"],
+    [" "],
+    [""],
+    ["a\u200b"],
+    ["a\u3000"],
+    ["\t"],
+    ["x" * 64],
+    ["x" * 65],
+    ["k:1/2"],
+    ["same"] * 33,  # repeats counted, as maxItems counts them
+    ["same"] * 32,
+]
+
+
+def _body_valid(doc: dict[str, Any], component: str, body: Any) -> bool:
+    import jsonschema_rs  # Schemathesis's own validator
+
+    schema = {"$ref": f"#/components/schemas/{component}", "components": doc["components"]}
+    return bool(jsonschema_rs.validator_for(schema).is_valid(body))
+
+
+def test_the_schema_holds_valid_what_the_service_takes(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    db = str(tmp_path / "agree.db")
+    with Service(db) as svc:
+        svc.create_eval("capital", REF)
+    with TestClient(create_app(db=db), base_url="http://127.0.0.1:8000") as client:
+        doc = client.get("/openapi.json").json()
+        calls: list[tuple[str, str, str, dict[str, Any]]] = []
+        for i, name in enumerate(NAMES):
+            named = name.replace("name", f"name{i}")
+            case = {"input": "q", "references": [REF]}
+            calls.append(("post", "/api/evals", "EvalIn", {"name": named, "references": [REF]}))
+            calls.append(("post", "/api/datasets", "DatasetIn", {"name": named, "cases": [case]}))
+        for groups in SYNONYMS:
+            calls.append(("patch", "/api/evals/capital", "EvalPatch", {"synonyms": groups}))
+            body = {"options": {"synonyms": groups}}
+            calls.append(("patch", "/api/evals/capital", "EvalPatch", body))
+        for keys in INDEXED:
+            calls.append(("patch", "/api/settings", "SettingsIn", {"indexed_meta": keys}))
+        disagree = []
+        for method, path, component, body in calls:
+            r = client.request(method, path, json=body)
+            assert r.status_code < 500, (path, body, r.text)
+            taken = r.status_code < 300
+            if taken != _body_valid(doc, component, body):
+                disagree.append(f"{method} {path} {body!r}: {r.status_code} {r.text[:120]}")
+        assert disagree == []

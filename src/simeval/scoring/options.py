@@ -179,6 +179,16 @@ def _words(value: Any, what: str) -> list[str]:
     return out
 
 
+def _whole_number(word: Any) -> Any:
+    """A synonym given as a number: a whole one is its digits (YAML reads "9" in [nine, 9] as
+    a number; JSON's 9.0 is 9), a fraction is no word."""
+    if isinstance(word, float):
+        if not word.is_integer():
+            raise InvalidOption(f"a synonym must be a word or a whole number, not {word!r}")
+        return int(word)
+    return word
+
+
 def synonym_groups(value: Any) -> tuple[tuple[str, ...], ...]:
     """The ``synonyms`` option in its canonical form: groups of at least two distinct words,
     each group sorted, the groups sorted (so the same groups, given in any order, give the
@@ -196,6 +206,8 @@ def synonym_groups(value: Any) -> tuple[tuple[str, ...], ...]:
         groups = [groups]  # one group given as a plain list of words
     out = set()
     for group in groups:
+        if isinstance(group, list | tuple):
+            group = [_whole_number(w) for w in group]
         words = sorted({w.lower() for w in _words(group, "a synonym group")})
         if len(words) < 2:
             raise InvalidOption(f"a synonym group needs at least two different words: {group!r}")

@@ -70,11 +70,15 @@ _DROP_CHUNK = 5000  # capture_meta rows deleted per write transaction when a key
 
 def check_indexed_meta(keys: Any) -> list[str]:
     """The metadata keys of the setting ``indexed_meta``: a list of at most
-    ``MAX_DECLARED_KEYS`` non-empty strings of at most 64 characters (repeats dropped, order
-    kept); else ``InvalidInput`` naming the problem."""
+    ``MAX_DECLARED_KEYS`` non-blank strings of at most 64 printable characters (repeats
+    dropped, order kept); else ``InvalidInput`` naming the problem."""
     if isinstance(keys, str) or not isinstance(keys, list | tuple):
         raise InvalidInput(
             f"indexed_meta must be a list of metadata keys, not {type(keys).__name__}"
+        )
+    if len(keys) > MAX_DECLARED_KEYS:  # repeats counted: as the schema's maxItems counts
+        raise InvalidInput(
+            f"indexed_meta: at most {MAX_DECLARED_KEYS} keys can be declared, not {len(keys)}"
         )
     out: list[str] = []
     for key in keys:

@@ -107,10 +107,16 @@ UNIT = bounds(minimum=0, maximum=1)  # a score or a threshold
 # an eval's name (``check_name``): letters, digits, '-', '_', '.' and spaces once the
 # whitespace around it is stripped, not only dots (a space between dots is not only dots)
 _NAME_CHAR = r"[\p{L}\p{N}_. -]"
+# what Python's str.strip takes away: its whitespace, "\x1c"-"\x1f" among it, not U+FEFF (which
+# a JSON Schema "\s" holds, and which no name may hold)
+PY_SPACE = "[\\t-\\r\\x1c-\\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 NAME = bounds(
     minLength=1,
     maxLength=MAX_NAME_CHARS,
-    pattern=rf"^\s*(?:{_NAME_CHAR}*[\p{{L}}\p{{N}}_-]{_NAME_CHAR}*|\.[. ]* [. ]*\.)\s*$",
+    pattern=(
+        rf"^{PY_SPACE}*(?:{_NAME_CHAR}*[\p{{L}}\p{{N}}_-]{_NAME_CHAR}*|\.[. ]* [. ]*\.)"
+        rf"{PY_SPACE}*$"
+    ),
 )
 LONG = bounds(maxLength=MAX_TEXT_CHARS, pattern=NO_NUL)  # an input, an output, a scope
 SHORT = bounds(maxLength=200, pattern=NO_NUL)  # a conversation id
@@ -212,7 +218,13 @@ TERMS = {"anyOf": [{"type": "array", "items": TERM}, {"type": "null"}]}
 _TERM_TEXT = "(\\s*|[^,\\x00]*[\\p{L}\\p{N}][^,\\x00]*)"
 _TERMS_TEXT = {"type": "string", "pattern": f"^{_TERM_TEXT}(,{_TERM_TEXT})*$"}
 _SYNONYM = {"type": "string", "pattern": "^[a-z][a-z0-9]{5,}$"}
-_GROUP = {"type": "array", "items": _SYNONYM, "minItems": 2, "uniqueItems": True}
+# a whole number among them is its digits (YAML reads "9" in [nine, 9] as a number)
+_GROUP = {
+    "type": "array",
+    "items": {"anyOf": [_SYNONYM, {"type": "integer"}]},
+    "minItems": 2,
+    "uniqueItems": True,
+}
 GROUPS = {"anyOf": [{"type": "array", "items": _GROUP}, {"type": "null"}]}
 
 
@@ -255,7 +267,7 @@ OPTIONS = {
 
 ScorerOptions = Annotated[dict[str, Any], WithJsonSchema(OPTIONS)]
 Terms = Annotated[list[str] | None, WithJsonSchema(TERMS)]
-Groups = Annotated[list[list[str]] | None, WithJsonSchema(GROUPS)]
+Groups = Annotated[list[list[str | Integer]] | None, WithJsonSchema(GROUPS)]
 Timestamp = Annotated[datetime, WithJsonSchema(DATE_TIME)]
 
 

@@ -83,7 +83,7 @@ class EvalPatch(Body):
 
 
 def _with_terms(
-    options: dict[str, Any], required: list[str] | None, synonyms: list[list[str]] | None
+    options: dict[str, Any], required: list[str] | None, synonyms: list[list[str | int]] | None
 ) -> dict[str, Any]:
     """Scorer options with the body's top-level ``required``/``synonyms`` (which win)."""
     out = dict(options)

@@ -13,6 +13,7 @@ from simeval.service.models import (
     CleanupOut,
     SettingsOut,
 )
+from simeval.service.settings import MAX_DECLARED_KEYS, MAX_INDEXED_KEY
 from simeval.web import schema as declared
 from simeval.web.api.common import ServiceDep, json_reply
 from simeval.web.otlp_export import follow_setting
@@ -44,11 +45,17 @@ class SettingsIn(Body):
     )
     indexed_meta: list[str] | None = Field(
         None,
-        # declared only (a subset of the keys the service takes: any printable text of
-        # 1-64 characters); the service's check names the problem (400)
+        # declared as the service checks it (``check_indexed_meta``, whose 400 names the
+        # problem): 1-64 printable characters (str.isprintable: no \p{C}, no \p{Z} but the
+        # space), not only spaces
         json_schema_extra={
-            "maxItems": 32,
-            "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.:/-]{1,64}$"},
+            "maxItems": MAX_DECLARED_KEYS,
+            "items": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_INDEXED_KEY,
+                "pattern": r"^(?:[^\p{C}\p{Z}]| )*[^\p{C}\p{Z}](?:[^\p{C}\p{Z}]| )*$",
+            },
         },
         description="Metadata keys to index beside the defaults (engine, model, ...): filters "
         "on them are answered by the database; [] or null declares none. Stored captures' "
