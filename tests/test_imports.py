@@ -148,7 +148,14 @@ LAYERS = [
     ("simeval.service", "simeval.runs"),
     ("simeval.store",),
     ("simeval.scoring",),
-    ("simeval.errors", "simeval.checks", "simeval.lazy", "simeval.vocabulary", "simeval.keepalive"),
+    (
+        "simeval.errors",
+        "simeval.checks",
+        "simeval.codings",
+        "simeval.lazy",
+        "simeval.vocabulary",
+        "simeval.keepalive",
+    ),
 ]
 
 

@@ -11,17 +11,14 @@ will without loading SQLAlchemy. The checks that need the scorer or the database
 from __future__ import annotations
 
 import hashlib
-import importlib
-import io
 import json
 import re
 import unicodedata
-import zlib
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from simeval.errors import InvalidInput, InvalidType, NotFound, TooLarge, Unstorable
+from simeval.errors import InvalidInput, InvalidType, NotFound, Unstorable
 
 MAX_TEXT_CHARS = 1_000_000
 MAX_NAME_CHARS = 200
@@ -252,89 +249,6 @@ def load_json(text: str | bytes, what: str) -> Any:
         raise Unstorable(
             f"{what} is nested too deep to read (more than {MAX_JSON_DEPTH} levels are refused)"
         ) from None
-
-
-def inflate(data: bytes, encoding: str, limit: int, what: str = "body") -> bytes:
-    """``data`` decoded as its HTTP ``Content-Encoding`` says, at most ``limit`` bytes of it:
-    ``gzip`` (every member, as ``gunzip`` reads them), ``deflate`` (zlib, or the raw deflate
-    some servers send), ``br`` and ``zstd`` (with the ``proxy`` extra's codecs), ``identity``
-    or none (as is). Past ``limit``: ``TooLarge``, having
-    inflated no more than that (a 300 KB gzip bomb never becomes 300 MB); another coding, a
-    damaged or a truncated stream: ``InvalidInput`` naming ``what``.
-
-    >>> import gzip
-    >>> inflate(gzip.compress(b"one ") + gzip.compress(b"two"), "gzip", 100)
-    b'one two'
-    """
-    coding = encoding.strip().lower()
-    if coding in ("", "identity"):
-        if len(data) > limit:
-            raise TooLarge(f"{what} is larger than {limit:,} bytes")
-        return data
-    if coding in ("br", "zstd"):
-        return _inflate_other(data, coding, limit, what)
-    if coding not in ("gzip", "x-gzip", "deflate"):
-        raise InvalidInput(f"{what} has an unsupported Content-Encoding {encoding!r} (use gzip)")
-    # 47: a gzip or a zlib header, detected; 15: zlib; -15: raw deflate
-    wbits = 47 if coding != "deflate" else 15
-    out = bytearray()
-    rest = data
-    while True:
-        inflater = zlib.decompressobj(wbits)
-        try:
-            # one byte more than is left: so that "past the limit" is seen, never inflated
-            out += inflater.decompress(rest, limit - len(out) + 1)
-        except zlib.error as exc:
-            if wbits == 15:
-                wbits = -15
-                continue
-            raise InvalidInput(f"{what} is not valid {coding} data ({exc})") from None
-        if len(out) > limit or inflater.unconsumed_tail:
-            raise TooLarge(f"{what} inflates to more than {limit:,} bytes")
-        if not inflater.eof:
-            raise InvalidInput(f"{what} ends inside its {coding} stream (truncated)")
-        rest = inflater.unused_data
-        # gzip files may be padded with zeros after the last member
-        if coding == "deflate" or not rest.strip(b"\0"):
-            return bytes(out)
-
-
-def _inflate_other(data: bytes, coding: str, limit: int, what: str) -> bytes:
-    """``br`` (Brotli) or ``zstd`` (every frame) decoded, at most ``limit`` bytes, as
-    ``inflate`` does gzip; the codec comes with the ``proxy`` extra (``brotli``,
-    ``zstandard``): without it, ``InvalidInput`` saying so."""
-    try:
-        codec = importlib.import_module("brotli" if coding == "br" else "zstandard")
-    except ImportError:
-        package = "brotli" if coding == "br" else "zstandard"
-        raise InvalidInput(
-            f"{what} is {coding}-encoded: install {package} (pip install 'simeval[proxy]')"
-        ) from None
-    try:
-        if coding == "br":
-            decoder = codec.Decompressor()
-            # the output buffer stops growing at the limit: a bomb never inflates past it
-            out = decoder.process(data, output_buffer_limit=limit + 1)
-            while len(out) <= limit and not decoder.can_accept_more_data():
-                out += decoder.process(b"", output_buffer_limit=limit + 1 - len(out))
-            complete = decoder.is_finished()
-        else:
-            zstd = codec.ZstdDecompressor()
-            # bounded first (a reader reads what is asked), then frame by frame to see the end
-            reader = zstd.stream_reader(io.BytesIO(data), read_across_frames=True)
-            out = reader.read(limit + 1)
-            complete, rest = True, data
-            while len(out) <= limit and rest and complete:
-                frame = zstd.decompressobj()
-                frame.decompress(rest)
-                complete, rest = frame.eof, frame.unused_data
-    except Exception as exc:  # brotli.error, zstandard.ZstdError: a damaged stream
-        raise InvalidInput(f"{what} is not valid {coding} data ({exc})") from None
-    if len(out) > limit:
-        raise TooLarge(f"{what} inflates to more than {limit:,} bytes")
-    if not complete:
-        raise InvalidInput(f"{what} ends inside its {coding} stream (truncated)")
-    return bytes(out)
 
 
 MAX_URL_CHARS = 2000

@@ -7,15 +7,18 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from fastapi.testclient import TestClient
 
+from simeval.codings import MAX_MEMBERS
 from simeval.web import create_app
-from simeval.web.otlp import MAX_INFLATED
+from simeval.web.otlp import MAX_INFLATED, PARSING
 
 pytest.importorskip("opentelemetry.proto")
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -26,6 +29,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 JSON = {"content-type": "application/json"}
 PROTO = {"content-type": "application/x-protobuf"}
 GZIP = {**JSON, "content-encoding": "gzip"}
+ZSTD = {**JSON, "content-encoding": "zstd"}
 OUTPUT = {"key": "gen_ai.completion.0.content", "value": {"stringValue": "An answer."}}
 
 
@@ -102,6 +106,18 @@ def gzip_bomb() -> bytes:
     """About 70 KB of gzip members that inflate past MAX_INFLATED (64 MB)."""
     member = gzip.compress(b" " * (1024 * 1024), 9)
     return member * (MAX_INFLATED // (1024 * 1024) + 1)
+
+
+def in_members(body: bytes, n: int, compress: Any) -> bytes:
+    """``body`` cut in ``n`` pieces, each compressed on its own (a member, a frame)."""
+    step = -(-len(body) // n)
+    pieces = [body[i : i + step] for i in range(0, len(body), step)]
+    pieces += [b""] * (n - len(pieces))
+    return b"".join(compress(p) for p in pieces)
+
+
+def zstd(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data)
 
 
 # name: (body, headers, the status it must get)
@@ -182,6 +198,16 @@ HOSTILE: dict[str, tuple[bytes, dict[str, str], int]] = {
     "truncated gzip": (gzip.compress(payload([OUTPUT]))[:-5], GZIP, 400),
     "gzip with garbage after its member": (gzip.compress(payload([OUTPUT])) + b"junk", GZIP, 400),
     "deflate, not gzip": (payload([OUTPUT]), {**JSON, "content-encoding": "br"}, 415),
+    "gzip of too many members": (
+        in_members(payload([OUTPUT]), MAX_MEMBERS + 1, gzip.compress),
+        GZIP,
+        413,
+    ),
+    "a zstd bomb": (zstd(b" " * (MAX_INFLATED + 1)), ZSTD, 413),
+    "zstd of too many frames": (in_members(payload([OUTPUT]), MAX_MEMBERS + 1, zstd), ZSTD, 413),
+    "truncated zstd": (zstd(payload([OUTPUT]))[:-5], ZSTD, 400),
+    "damaged zstd": (b"\x28\xb5\x2f\xfd not zstd at all", ZSTD, 400),
+    "zstd with garbage after its frame": (zstd(payload([OUTPUT])) + b"junk", ZSTD, 400),
     "protobuf nested 200 deep": (proto_nested(200), PROTO, 400),
     "protobuf nested 100,000 deep": (proto_nested(100_000), PROTO, 400),
     "protobuf attribute nested 40 deep": (proto_with(any_nested(40)), PROTO, 400),
@@ -225,6 +251,13 @@ def test_ignored_and_bounded_but_accepted(app: tuple[TestClient, Path]) -> None:
     body = payload([string_attr("gen_ai.completion.0.content", "In two members.")])
     members = gzip.compress(body[:40]) + gzip.compress(body[40:]) + b"\0\0"
     assert client.post("/v1/traces", content=members, headers=GZIP).status_code == 200
+    # as many members as are taken, gzip and zstd (which the OTel exporters may send)
+    body = payload([string_attr("gen_ai.completion.0.content", "Many members.")], spanId="01" * 8)
+    many = in_members(body, MAX_MEMBERS, gzip.compress)
+    assert client.post("/v1/traces", content=many, headers=GZIP).status_code == 200
+    body = payload([string_attr("gen_ai.completion.0.content", "Many frames.")], spanId="02" * 8)
+    many = in_members(body, MAX_MEMBERS, zstd)
+    assert client.post("/v1/traces", content=many, headers=ZSTD).status_code == 200
     last = payload(
         [string_attr("gen_ai.completion.0.content", "At the end of time.")],
         spanId="00000000000000ff",
@@ -233,5 +266,47 @@ def test_ignored_and_bounded_but_accepted(app: tuple[TestClient, Path]) -> None:
     )
     assert client.post("/v1/traces", content=last, headers=JSON).status_code == 200
     caps = {c.output: c for c in client.app.state.service.list_captures()}  # type: ignore[attr-defined]
-    assert set(caps) == {"In two members.", "At the end of time."}
+    assert set(caps) == {"In two members.", "Many members.", "Many frames.", "At the end of time."}
     assert caps["At the end of time."].captured_at.year == 2554
+
+
+def test_inflating_waits_for_no_other_payload(app: tuple[TestClient, Path]) -> None:
+    """Inflating is done before, and outside, the lock under which payloads are parsed one at
+    a time: while another payload is being parsed (the lock held here), a gzip or zstd body
+    is inflated and refused (a bomb), where it used to wait for the lock."""
+    client, _db = app
+    answers: list[int] = []
+
+    def send(body: bytes, headers: dict[str, str]) -> None:
+        answers.append(client.post("/v1/traces", content=body, headers=headers).status_code)
+
+    with PARSING:
+        for body, headers in ((gzip_bomb(), GZIP), (zstd(b" " * (MAX_INFLATED + 1)), ZSTD)):
+            sender = threading.Thread(target=send, args=(body, headers), daemon=True)
+            sender.start()
+            sender.join(timeout=60)
+            assert not sender.is_alive(), "the inflating waited for the parsing lock"
+    assert answers == [413, 413]
+
+
+def test_the_join_table_is_bounded_in_bytes(tmp_path: Path) -> None:
+    """Spans whose content never comes (4,000 of them, with a 64 KiB GenAI attribute each, held
+    256 MB): what waits is bounded by its bytes, the oldest settled early and counted on
+    /api/health. The bound here: 2 MB (``serve --otlp-join-mb``; 64 MB by default)."""
+    app = create_app(str(tmp_path / "otlp.db"), otlp_join_bytes=2 * 1024 * 1024)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        assert client.get("/api/health").json()["otlp"] is None
+        big = string_attr("gen_ai.tool.definitions", "b" * 65_536)  # kept with its call
+        model = string_attr("gen_ai.request.model", "m")
+        for i in range(120):  # input only: each waits for a choice record that never comes
+            one = payload(
+                [model, big, string_attr("gen_ai.prompt.0.content", "q")], spanId=f"{i:016x}"
+            )
+            assert client.post("/v1/traces", content=one, headers=JSON).status_code == 200
+        joiner = client.app.state.otlp_joiner  # type: ignore[attr-defined]
+        otlp = client.get("/api/health").json()["otlp"]
+        assert otlp["max_bytes"] == 2 * 1024 * 1024
+        assert 0 < otlp["waiting_bytes"] <= otlp["max_bytes"]
+        assert 20 <= otlp["waiting"] < 40 and otlp["settled_early"] == 120 - otlp["waiting"]
+        assert otlp["dropped_without_content"] == otlp["settled_early"]
+        assert len(joiner) == otlp["waiting"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -231,25 +232,60 @@ def test_waiting_halves_are_stored_when_the_server_stops(db: Path) -> None:
     assert cap.output == FRANCE
 
 
-def test_the_table_is_bounded() -> None:
-    joiner = Joiner(wait_s=60, max_calls=3, max_chars=1000)
+def test_the_table_is_bounded_in_calls() -> None:
+    joiner = Joiner(wait_s=60, max_calls=3)
     out = []
     for i in range(5):
         call = Call(span_id=f"{i:016x}", trace_id=TRACE, input="q", attrs={"gen_ai.system": "x"})
         out += joiner.add_span(call)
+    # the two oldest settled early: spans without content, dropped
     assert len(joiner) == 3 and joiner.early == 2 and joiner.dropped == 2 and out == []
-    big = {"index": 0, "message": {"content": "x" * 600}}
-    for i in range(2):
+
+
+def test_the_table_is_bounded_in_bytes() -> None:
+    joiner = Joiner(wait_s=60, max_bytes=20_000)
+    out = []
+    for i in range(40):
         rec = {"trace_id": TRACE, "span_id": f"{10 + i:016x}", "event": "gen_ai.choice"}
-        out += joiner.add_record({**rec, "time": 0, "attrs": {}, "body": big})
-    # a fourth call, then 1,200 characters over the bound of 1,000: the oldest settled early
-    # (the spans without content dropped, the first choice stored with its output)
-    assert [c.output for c in out] == ["x" * 600] and len(joiner) == 1 and joiner.early == 6
+        body = {"index": 0, "message": {"content": f"{i:02d}" + "x" * 600}}
+        out += joiner.add_record({**rec, "time": 0, "attrs": {}, "body": body})
+        assert 0 < joiner.bytes <= 20_000
+    # the oldest settled early, in order, with their outputs; the newest still wait
+    waiting = len(joiner)
+    assert 5 < waiting < 20 and joiner.early == 40 - waiting
+    assert [c.output[:2] for c in out] == [f"{i:02d}" for i in range(40 - waiting)]
+    assert joiner.stats() == {
+        "waiting": waiting,
+        "waiting_bytes": joiner.bytes,
+        "max_bytes": 20_000,
+        "settled_early": 40 - waiting,
+        "dropped_without_content": 0,
+    }
     # a record of a call settled already is dropped, not the start of a second capture
     again = {"trace_id": TRACE, "span_id": f"{10:016x}", "event": "gen_ai.choice"}
-    assert joiner.add_record({**again, "time": 0, "attrs": {}, "body": big}) == []
-    assert len(joiner) == 1
-    assert [c.output for c in joiner.drain()] == ["x" * 600] and len(joiner) == 0
+    body = {"index": 0, "message": {"content": "late"}}
+    assert joiner.add_record({**again, "time": 0, "attrs": {}, "body": body}) == []
+    assert len(joiner) == waiting
+    assert len(joiner.drain()) == waiting and len(joiner) == 0 and joiner.bytes == 0
+
+
+def test_a_calls_attributes_count_toward_the_bound() -> None:
+    """A span's attributes are held while it waits: 64 KiB of them weigh 64 KiB (they were
+    not counted: 4,000 such spans held 256 MB)."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        joiner = Joiner(wait_s=60, max_bytes=1_000_000)
+        for i in range(40):
+            attrs = {"gen_ai.system": "x", "gen_ai.tool.definitions": "a" * 65_535 + f"{i}"}
+            joiner.add_span(Call(span_id=f"{i:016x}", trace_id=TRACE, input="q", attrs=attrs))
+            assert joiner.bytes <= 1_000_000
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 10 <= len(joiner) <= 15 and joiner.early == 40 - len(joiner)
+    # the count is of the memory really held: within a quarter of it
+    assert 0.75 * held <= joiner.bytes <= 1.25 * held
 
 
 CUT = '[{"role":"assistant","parts":[{"content":"The capital of France is Paris, on the'

@@ -130,6 +130,16 @@ def server_url(host: str, port: int) -> str:
     "background. Default: the stored setting (simeval settings --otlp-export).",
 )
 @click.option(
+    "--otlp-join-mb",
+    type=click.IntRange(1, 65_536),
+    default=64,
+    show_default=True,
+    metavar="MB",
+    help="Memory the OTLP calls waiting for their other half (a span for its log records, or "
+    "records for their span) may hold; past it the oldest are stored early, as their wait "
+    "was over, and counted on /api/health (otlp.settled_early).",
+)
+@click.option(
     "--alert-interval",
     type=click.FloatRange(0, 86_400),
     default=30.0,
@@ -158,6 +168,7 @@ def serve(
     forwarded_allow_ips: str | None,
     upstream: str | None,
     otlp_export: str | None,
+    otlp_join_mb: int,
     alert_interval: float,
     workers: str,
 ) -> None:
@@ -214,6 +225,7 @@ def serve(
             upstream=upstream,
             otlp_export=otlp_export,
             alert_interval=alert_interval or None,
+            otlp_join_bytes=otlp_join_mb * 1024 * 1024,
         )
         sock = listen(host, port)
         url = server_url(host, sock.getsockname()[1])
@@ -229,6 +241,7 @@ def serve(
         upstream=upstream,
         otlp_export=otlp_export,
         alert_interval=alert_interval or None,
+        otlp_join_bytes=otlp_join_mb * 1024 * 1024,
     )
     actual = sock.getsockname()[1]
     url = server_url(host, actual)

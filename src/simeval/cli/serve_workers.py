@@ -27,6 +27,7 @@ class WorkerSettings:
     upstream: str | None
     otlp_export: str | None
     alert_interval: float | None
+    otlp_join_bytes: int
 
 
 def serve_workers(
@@ -70,6 +71,7 @@ def serve_workers(
         upstream=settings.upstream,
         otlp_export=settings.otlp_export,
         alert_interval=settings.alert_interval,
+        otlp_join_bytes=settings.otlp_join_bytes,
         parent_pid=os.getpid(),
     )
     run = new_run_dir(config)

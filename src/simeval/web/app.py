@@ -39,6 +39,7 @@ from simeval.web.api_run_groups import router as run_groups_api
 from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.methods import MethodMiddleware
+from simeval.web.otlp import OTLP_JOIN_BYTES
 from simeval.web.otlp_export import close_exporter, open_exporter
 from simeval.web.security import (
     BodyLimitMiddleware,
@@ -93,6 +94,7 @@ def create_app(
     otlp_export: str | None = None,
     alert_interval: float | None = ALERT_INTERVAL_S,
     sessions: SessionStore | None = None,
+    otlp_join_bytes: int = OTLP_JOIN_BYTES,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -113,6 +115,8 @@ def create_app(
     the alert rules on a timer (they also run as results arrive; None: the server watches no
     rules, ``simeval.web.api_alerts``). ``sessions``: where the studio's logins are kept
     (default: this process's memory; ``simeval.web.workers`` shares them between workers).
+    ``otlp_join_bytes``: how much the OTLP calls waiting for their other half may hold (their
+    texts and attributes, ``simeval.web.otlp.Joiner``); past it the oldest are settled early.
 
     Example::
 
@@ -145,6 +149,7 @@ def create_app(
     app.state.proxy = proxy.captures if proxy is not None else None
     open_exporter(app.state, svc, otlp_export)  # app.state.otlp_export
     app.state.alert_interval = alert_interval
+    app.state.otlp_join_bytes = otlp_join_bytes
     _add_error_handlers(app, lock_wait)
     _add_routes(app, proxy)
     app.openapi = schema.with_links(app)  # type: ignore[method-assign]

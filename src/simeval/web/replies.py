@@ -26,9 +26,9 @@ from typing import Any
 from simeval.checks import (
     KeyedCapture,
     check_capture,
-    inflate,
     load_json,
 )
+from simeval.codings import inflate
 from simeval.errors import InvalidInput, SimevalError, TooLarge
 from simeval.vocabulary import call_key, normal_meta
 

@@ -79,6 +79,7 @@ class WorkerConfig:
     upstream: str | None = None
     otlp_export: str | None = None
     alert_interval: float | None = 30.0
+    otlp_join_bytes: int = 64 * 1024 * 1024
     parent_pid: int | None = None  # the supervisor: a worker stops when it is gone
 
 
@@ -148,6 +149,7 @@ def worker_app() -> FastAPI:
         otlp_export=config.otlp_export,
         alert_interval=None,  # only the worker holding the lock watches (``WorkerRole``)
         sessions=SharedSessions(run / "sessions.db"),
+        otlp_join_bytes=config.otlp_join_bytes,
     )
     app.state.csrf_secret = bytes.fromhex(config.csrf_secret)
     app.state.worker = WorkerRole(run / "alerts.lock", config.workers, config.alert_interval)

@@ -112,11 +112,27 @@ class ProxyHealth(BaseModel):
     )
 
 
+class OtlpHealth(BaseModel):
+    waiting: int = Field(description="model calls waiting for their other half")
+    waiting_bytes: int = Field(description="the memory they hold (texts and attributes)")
+    max_bytes: int = Field(description="the bound (serve --otlp-join-mb)")
+    settled_early: int = Field(
+        description="calls stored (or dropped, with no content) before their wait was over: "
+        "the table was full"
+    )
+    dropped_without_content: int = Field(
+        description="spans dropped for want of content: no log record brought their messages"
+    )
+
+
 class Health(BaseModel):
     status: str = Field(description="ok, or degraded while the proxy fails to capture")
     version: str
     proxy: ProxyHealth | None = None
     otlp_export: dict[str, Any] | None = Field(None, description="scores-out counters")
+    otlp: OtlpHealth | None = Field(
+        None, description="OTLP ingest, once a call waited for its other half: the join table"
+    )
     worker: dict[str, Any] | None = Field(
         None,
         description="serve --workers N only: the answering worker's pid, N, and whether it "
@@ -270,6 +286,8 @@ async def health(request: Request) -> Any:
             out["status"] = "degraded"
     if (exporter := getattr(request.app.state, "otlp_export", None)) is not None:
         out["otlp_export"] = exporter.stats()  # its troubles never degrade the captures
+    if (joiner := getattr(request.app.state, "otlp_joiner", None)) is not None:
+        out["otlp"] = joiner.stats()
     if (worker := getattr(request.app.state, "worker", None)) is not None:
         out["worker"] = worker.health()  # which of the workers answered (simeval.web.workers)
     return out

@@ -1,9 +1,9 @@
 """OTLP/HTTP payloads read into plain dicts: spans (``ExportTraceServiceRequest``) and log
-records (``ExportLogsServiceRequest``), from protobuf or JSON, gzip or not.
+records (``ExportLogsServiceRequest``), from protobuf or JSON, gzip, zstd or neither.
 
 Every bound is checked here, before anything is stored: attribute values nested more than
 ``MAX_JSON_DEPTH`` levels, times outside 0 to 2^64-1 nanoseconds, the wrong shape
-(``"spans": 5``) are ``InvalidInput`` (400); a gzip body (every member of it) that inflates
+(``"spans": 5``) are ``InvalidInput`` (400); a gzip or zstd body (every member of it) that inflates
 past ``MAX_INFLATED`` is 413; neither protobuf nor JSON is 415. Protobuf is read with the
 OpenTelemetry project's own message definitions (``opentelemetry-proto``, the ``otel``
 extra); JSON needs nothing more.
@@ -15,10 +15,11 @@ import base64
 import json
 from typing import Any
 
-from simeval.checks import MAX_JSON_DEPTH, inflate
+from simeval.checks import MAX_JSON_DEPTH
+from simeval.codings import inflate
 from simeval.errors import InvalidInput, SimevalError
 
-MAX_INFLATED = 64 * 1024 * 1024  # a gzip body may inflate to this much at most
+MAX_INFLATED = 64 * 1024 * 1024  # a gzip or zstd body may inflate to this much at most
 MAX_NANOS = 2**64 - 1  # OTLP times are fixed64 nanoseconds since 1970
 
 # span_id, trace_id (hex), name, start, end (ns), attrs, events [(name, attrs)]
@@ -32,12 +33,16 @@ class UnsupportedMedia(SimevalError):
 
 
 def payload_media(body: bytes, content_type: str, content_encoding: str) -> tuple[str, bytes]:
-    """``("protobuf" | "json", the body inflated)``; 415 for another type or encoding."""
+    """``("protobuf" | "json", the body inflated)``; 415 for another type or encoding. A gzip
+    or zstd body is read in time linear in it, at most ``MAX_INFLATED`` bytes and
+    ``simeval.codings.MAX_MEMBERS`` members of it (413 past either)."""
     encoding = content_encoding.strip().lower()
-    if encoding not in ("", "identity", "gzip"):
-        raise UnsupportedMedia(f"unsupported Content-Encoding {content_encoding!r} (use gzip)")
-    if encoding == "gzip":
-        body = inflate(body, encoding, MAX_INFLATED, "the gzip body")
+    if encoding not in ("", "identity", "gzip", "zstd"):
+        raise UnsupportedMedia(
+            f"unsupported Content-Encoding {content_encoding!r} (use gzip or zstd)"
+        )
+    if encoding in ("gzip", "zstd"):
+        body = inflate(body, encoding, MAX_INFLATED, f"the {encoding} body")
     media = content_type.split(";")[0].strip().lower()
     if media in ("application/x-protobuf", "application/protobuf"):
         return "protobuf", body

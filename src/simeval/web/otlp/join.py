@@ -15,8 +15,9 @@ The join: a table in memory, keyed by (trace id, span id), of the halves still w
 - A half waits at most ``wait_s`` (default 60 s) after it arrived. Then what is there is
   stored if it has an output (records without their span: no model or latency from it),
   and dropped if not (a span without content: the instrumentation sends none).
-- Bounded: at most ``max_calls`` calls (10,000) and ``max_chars`` characters of text
-  (32 M) wait at once; past either, the oldest is settled early as if its wait had expired.
+- Bounded: at most ``max_calls`` calls (10,000) and ``max_bytes`` bytes (64 MB: their texts
+  and attributes as Python holds them, ``footprint``) wait at once; past either, the oldest is
+  settled early as if its wait had expired, and counted (``early``, on ``/api/health``).
   A call settled is remembered (the last ``max_calls`` of them), so a record arriving after
   it is dropped instead of starting a second, partial capture.
 - In memory only: a server stopped settles what is waiting (``drain``); a server killed
@@ -26,6 +27,7 @@ The join: a table in memory, keyed by (trace id, span id), of the halves still w
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -37,7 +39,8 @@ from simeval.web.otlp.genai import Call, genai_call, message_text
 log = logging.getLogger("simeval.otlp")
 WAIT_S = 60.0
 MAX_CALLS = 10_000
-MAX_CHARS = 32 * 1024 * 1024
+MAX_BYTES = 64 * 1024 * 1024
+ENTRY_BYTES = 1024  # what one waiting call holds besides its texts and attributes
 # the log events that carry a call's messages (semantic conventions v1.28 to v1.36)
 MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
@@ -58,10 +61,26 @@ class _Halves:
     user: tuple[tuple[int, int], str] | None = None  # (time ns, arrival), text
     choice: tuple[int, str, Any, dict[str, Any]] | None = None  # index, text, finish, attrs
     details: Call | None = None
-    chars: int = 0
+    size: int = ENTRY_BYTES  # bytes held (``footprint``)
 
     def complete(self) -> bool:
         return self.span is not None and (self.choice is not None or self.details is not None)
+
+
+def footprint(*values: Any) -> int:
+    """About how many bytes ``values`` (texts, attribute dicts and lists) take in memory: each
+    object's own size, its keys and items counted too (``sys.getsizeof``; strings as Python
+    stores them, 1, 2 or 4 bytes a character)."""
+    total, stack = 0, list(values)
+    while stack:
+        value = stack.pop()
+        total += sys.getsizeof(value)
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return total
 
 
 def body_text(body: Any) -> str:
@@ -111,14 +130,14 @@ class Joiner:
     worker threads, expired halves settled from the event loop."""
 
     def __init__(
-        self, wait_s: float = WAIT_S, max_calls: int = MAX_CALLS, max_chars: int = MAX_CHARS
+        self, wait_s: float = WAIT_S, max_calls: int = MAX_CALLS, max_bytes: int = MAX_BYTES
     ):
         self.wait_s = wait_s
         self.max_calls = max_calls
-        self.max_chars = max_chars
+        self.max_bytes = max_bytes
         self._waiting: OrderedDict[tuple[str, str], _Halves] = OrderedDict()
         self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._chars = 0
+        self._bytes = 0
         self._seq = 0
         self._lock = threading.Lock()
         self.dropped = 0  # calls settled with no output (a span without content)
@@ -127,6 +146,24 @@ class Joiner:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    @property
+    def bytes(self) -> int:
+        """The bytes the waiting calls hold (``footprint``)."""
+        return self._bytes
+
+    def stats(self) -> dict[str, int]:
+        """What ``/api/health`` shows: the calls waiting for their other half and the bytes
+        they hold, those settled early because the table was full, and those dropped for
+        having no content."""
+        with self._lock:
+            return {
+                "waiting": len(self._waiting),
+                "waiting_bytes": self._bytes,
+                "max_bytes": self.max_bytes,
+                "settled_early": self.early,
+                "dropped_without_content": self.dropped,
+            }
+
     def add_span(self, call: Call) -> list[Call]:
         """A span's call without output: it waits for its records. The calls now settled."""
         with self._lock:
@@ -134,8 +171,9 @@ class Joiner:
             if halves is None:
                 return []
             halves.span = call
-            halves.chars += len(call.input)
-            self._chars += len(call.input)
+            added = footprint(call.input, call.attrs, call.name)
+            halves.size += added
+            self._bytes += added
             return self._settle_ready(call.trace_id, call.span_id)
 
     def add_record(self, record: dict[str, Any]) -> list[Call]:
@@ -161,7 +199,7 @@ class Joiner:
             added = 0
             if event == DETAILS_EVENT:
                 halves.details = details
-                added = len(details.input) + len(details.output or "")
+                added = footprint(details.input, details.output, details.attrs)
             elif event == CHOICE_EVENT:
                 body = body if isinstance(body, dict) else {}
                 index = body.get("index", 0)
@@ -171,7 +209,7 @@ class Joiner:
                 if halves.choice is None or index < halves.choice[0]:
                     attrs = {k: v for k, v in record["attrs"].items() if k.startswith("gen_ai.")}
                     halves.choice = (index, text, body.get("finish_reason"), attrs)
-                    added = len(text)
+                    added = footprint(text, attrs)
             else:
                 role = MESSAGE_EVENTS[event]
                 if isinstance(body, dict) and isinstance(body.get("role"), str):
@@ -180,9 +218,9 @@ class Joiner:
                 if role == "user" and (halves.user is None or order >= halves.user[0]):
                     text = body_text(body)
                     halves.user = (order, text)
-                    added = len(text)
-            halves.chars += added
-            self._chars += added
+                    added = footprint(text)
+            halves.size += added
+            self._bytes += added
             return self._settle_ready(trace_id, span_id)
 
     def _halves(self, trace_id: str, span_id: str) -> _Halves | None:
@@ -193,6 +231,7 @@ class Joiner:
         halves = self._waiting.get(key)
         if halves is None:
             halves = self._waiting[key] = _Halves(time.monotonic())
+            self._bytes += halves.size
         return halves
 
     def _settle_ready(self, trace_id: str, span_id: str) -> list[Call]:
@@ -203,14 +242,14 @@ class Joiner:
         if halves is not None and halves.complete():
             self._settle(key, out)
         while self._waiting and (
-            len(self._waiting) > self.max_calls or self._chars > self.max_chars
+            len(self._waiting) > self.max_calls or self._bytes > self.max_bytes
         ):
             if not self.early:
                 log.warning(
-                    "OTLP: more than %d calls (or %d characters) wait for their other half; "
-                    "the oldest are settled early",
+                    "OTLP: more than %d calls (or %d bytes) wait for their other half; the "
+                    "oldest are settled early (simeval serve --otlp-join-mb)",
                     self.max_calls,
-                    self.max_chars,
+                    self.max_bytes,
                 )
             self.early += 1
             self._settle(next(iter(self._waiting)), out)
@@ -218,7 +257,7 @@ class Joiner:
 
     def _settle(self, key: tuple[str, str], out: list[Call]) -> None:
         halves = self._waiting.pop(key)
-        self._chars -= halves.chars
+        self._bytes -= halves.size
         self._settled[key] = None
         while len(self._settled) > self.max_calls:
             self._settled.popitem(last=False)
@@ -242,7 +281,7 @@ class Joiner:
             key = (span.trace_id, span.span_id)
             halves = self._waiting.pop(key, None)
             if halves is not None:
-                self._chars -= halves.chars
+                self._bytes -= halves.size
             self._settled[key] = None
             while len(self._settled) > self.max_calls:
                 self._settled.popitem(last=False)

@@ -24,14 +24,21 @@ from simeval.web.otlp.decode import (
     spans_from_protobuf,
 )
 from simeval.web.otlp.genai import Call, call_capture, genai_call, span_call
-from simeval.web.otlp.join import CHOICE_EVENT, DETAILS_EVENT, MESSAGE_EVENTS, Joiner, body_text
+from simeval.web.otlp.join import (
+    CHOICE_EVENT,
+    DETAILS_EVENT,
+    MAX_BYTES,
+    MESSAGE_EVENTS,
+    Joiner,
+    body_text,
+)
 
 log = logging.getLogger("simeval.otlp")
 router = APIRouter()
 # One payload parsed at a time, whatever the event loop (a thread lock, not an anyio one):
 # parsing holds the GIL for stretches, and several parses at once would take turns with the
-# event loop for it.
-_PARSING = threading.Lock()
+# event loop for it. Inflating is not under it (zlib and zstd let the GIL go).
+PARSING = threading.Lock()
 STORE_TRIES = 5  # a joined call the database is too busy for is tried again this often
 
 
@@ -71,14 +78,15 @@ def joiner_of(app: FastAPI) -> Joiner:
     """The app's table of waiting halves (made on first use)."""
     joiner = getattr(app.state, "otlp_joiner", None)
     if joiner is None:
-        joiner = app.state.otlp_joiner = Joiner()
+        max_bytes = getattr(app.state, "otlp_join_bytes", MAX_BYTES)
+        joiner = app.state.otlp_joiner = Joiner(max_bytes=max_bytes)
     return joiner
 
 
-def parse_traces(body: bytes, content_type: str, encoding: str, joiner: Joiner) -> Parsed:
-    """A traces payload read: its whole spans as captures, the others handed to ``joiner``.
-    ``InvalidInput`` when it is malformed (then nothing of it is stored or kept)."""
-    media, raw = payload_media(body, content_type, encoding)
+def parse_traces(media: str, raw: bytes, joiner: Joiner) -> Parsed:
+    """A traces payload (``media`` "protobuf" or "json", ``raw`` its bytes, inflated) read:
+    its whole spans as captures, the others handed to ``joiner``. ``InvalidInput`` when it is
+    malformed (then nothing of it is stored or kept)."""
     spans = spans_from_protobuf(raw) if media == "protobuf" else spans_from_json(raw)
     out = Parsed()
     whole, halves = [], []
@@ -121,10 +129,10 @@ def _record_texts(record: dict[str, Any]) -> None:
         check_texts(body_text(body), "")
 
 
-def parse_logs(body: bytes, content_type: str, encoding: str, joiner: Joiner) -> Parsed:
-    """A logs payload read: its GenAI records handed to ``joiner``, the calls they complete
-    returned. ``InvalidInput`` when it is malformed (then nothing of it is kept)."""
-    media, raw = payload_media(body, content_type, encoding)
+def parse_logs(media: str, raw: bytes, joiner: Joiner) -> Parsed:
+    """A logs payload (as ``parse_traces`` takes it) read: its GenAI records handed to
+    ``joiner``, the calls they complete returned. ``InvalidInput`` when it is malformed (then
+    nothing of it is kept)."""
     records = records_from_protobuf(raw) if media == "protobuf" else records_from_json(raw)
     for i, record in enumerate(records):
         try:
@@ -137,9 +145,11 @@ def parse_logs(body: bytes, content_type: str, encoding: str, joiner: Joiner) ->
     return out
 
 
-def _one_at_a_time(parse: Any, *args: Any) -> Parsed:
-    with _PARSING:
-        parsed: Parsed = parse(*args)
+def _read(parse: Any, body: bytes, content_type: str, encoding: str, joiner: Joiner) -> Parsed:
+    """The body inflated (any number at once: no lock), then parsed one at a time."""
+    media, raw = payload_media(body, content_type, encoding)
+    with PARSING:
+        parsed: Parsed = parse(media, raw, joiner)
         # the joined calls made captures here too, off the event loop
         for call in parsed.joined:
             try:
@@ -259,9 +269,7 @@ async def _ingest(request: Request, kind: str) -> Response:
     parse = parse_traces if kind == "traces" else parse_logs
     try:
         # inflating and parsing 64 MB takes a while: on a worker thread, not the event loop
-        parsed = await anyio.to_thread.run_sync(
-            _one_at_a_time, parse, body, content_type, encoding, joiner
-        )
+        parsed = await anyio.to_thread.run_sync(_read, parse, body, content_type, encoding, joiner)
         await store(app, parsed.now)
     except SimevalError as exc:
         # busy or down: an exporter retries a 503, after Retry-After (OTLP/HTTP's rule)
@@ -292,8 +300,11 @@ def _responses(what: str) -> dict[int | str, dict[str, Any]]:
             "content": {"application/x-protobuf": {}, "application/json": {}},
         },
         400: {"description": "A malformed payload: nothing stored"},
-        413: {"description": "A body (or its gzip inflated) over the limit: nothing stored"},
-        415: {"description": "Neither protobuf nor JSON"},
+        413: {
+            "description": "A body (or its gzip or zstd inflated) over the limit, or more "
+            "than 1,000 gzip members or zstd frames: nothing stored"
+        },
+        415: {"description": "Neither protobuf nor JSON, or neither gzip nor zstd"},
         422: {"description": "Text the store cannot hold (a NUL, NaN, nested too deep)"},
         503: {"description": "The database is busy or down: nothing stored, try again"},
     }
