@@ -252,12 +252,36 @@ def load_json(text: str | bytes, what: str) -> Any:
 
 
 MAX_URL_CHARS = 2000
+# What a URL a user gives may be, as a regular expression (the API schema states it too):
+# http or https, a host name or IPv4 address of ASCII letters, digits and "._~-", or an IPv6
+# address in brackets (RFC 3986's IPv6address); a port from 1 to 65535; then a path, query or
+# fragment of printable ASCII (percent-encode the rest). No credentials before the host: they
+# would be logged with the URL.
+_H16 = "[0-9A-Fa-f]{1,4}"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_LS32 = f"(?:{_H16}:{_H16}|{_OCTET}(?:\\.{_OCTET}){{3}})"
+_IPV6 = "|".join(
+    [
+        f"(?:{_H16}:){{6}}{_LS32}",
+        f"::(?:{_H16}:){{5}}{_LS32}",
+        f"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+        *(f"(?:(?:{_H16}:){{0,{n - 1}}}{_H16})?::(?:{_H16}:){{{4 - n}}}{_LS32}" for n in (2, 3)),
+        f"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+        f"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+        f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+        f"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+    ]
+)
+_PORT = "(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+URL_PATTERN = f"https?://(?:[A-Za-z0-9._~-]+|\\[(?:{_IPV6})\\])(?::{_PORT})?(?:[/?#][!-~]*)?"
+_URL = re.compile(URL_PATTERN)
 
 
 def check_url(url: Any, what: str, example: str = "https://host/path") -> str:
-    """An http(s) URL with a host (and a valid port), stripped: no whitespace or control
-    character inside, at most ``MAX_URL_CHARS``; else ``InvalidInput`` naming ``what``. Every
-    URL a user gives (webhooks, the proxy's upstream, the OTLP export) is read here.
+    """An http(s) URL as ``URL_PATTERN`` says (a host, a valid port, printable ASCII),
+    stripped: no whitespace or control character inside, at most ``MAX_URL_CHARS``; else
+    ``InvalidInput`` naming ``what``. Every URL a user gives (webhooks, the proxy's upstream,
+    the OTLP export) is read here.
 
     >>> check_url(" http://127.0.0.1:9/hook ", "webhook")
     'http://127.0.0.1:9/hook'
@@ -277,7 +301,13 @@ def check_url(url: Any, what: str, example: str = "https://host/path") -> str:
         port_ok = parts.port is None or parts.port > 0
     except ValueError:  # "http://[::1" (an unclosed IPv6 host), a port out of range
         parts, port_ok = None, False
-    if parts is None or not port_ok or parts.scheme not in ("http", "https") or not parts.hostname:
+    if (
+        not _URL.fullmatch(text)
+        or parts is None
+        or not port_ok
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+    ):
         raise InvalidInput(f"{what} must be an http(s) URL such as {example}, not {text!r}")
     return text
 

@@ -21,7 +21,7 @@ from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 from typing_extensions import TypeAliasType
 
-from simeval.checks import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS
+from simeval.checks import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, URL_PATTERN
 from simeval.scoring.analyzer import LANGUAGES, TOKENIZERS
 from simeval.scoring.options import SCALES
 
@@ -120,8 +120,9 @@ NAME = bounds(
 )
 LONG = bounds(maxLength=MAX_TEXT_CHARS, pattern=NO_NUL)  # an input, an output, a scope
 SHORT = bounds(maxLength=200, pattern=NO_NUL)  # a conversation id
-# the scores-out URL (service.settings.check_otlp_url takes these and a few more: a subset), or ""
-OTLP_URL = r"^(https?://[A-Za-z0-9._~-]+(:([1-9][0-9]{0,3}|[1-5][0-9]{4}))?(/[!-~]*)?)?$"
+# the scores-out URL as service.settings.check_otlp_url takes it (``checks.URL_PATTERN`` once
+# str.strip took the whitespace around it), or blank: none
+OTLP_URL = f"^{PY_SPACE}*(?:{URL_PATTERN})?{PY_SPACE}*$"
 NOTE = bounds(maxLength=10_000, pattern=NO_NUL)  # a reviewer's note
 # a capture key (``check_capture_key``): 1-200 characters, no control character, not blank
 _KEY_CHAR = r"[^\x00-\x1f\x7f-\x9f]"
