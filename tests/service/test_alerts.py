@@ -296,6 +296,30 @@ def test_a_slow_receiver_never_delays_captures(svc: Service) -> None:
     assert svc.count_results(eval_name="capital") == 22
 
 
+def test_a_slow_receiver_never_holds_up_another_rules_receiver(svc: Service) -> None:
+    """Two rules, two receivers: while the first holds its delivery (for a minute), the
+    second rule's alert reaches its receiver (one delivery thread queued it behind)."""
+    with webhook_receiver(delay=60.0) as slow, webhook_receiver() as fast:
+        svc.set_alert_rules(
+            [
+                rule(webhook=slow.url, window=2),
+                rule(name="other-low", eval="other", webhook=fast.url, window=2),
+            ]
+        )
+        watcher = AlertWatcher(svc, interval=600.0, min_gap=0.05, backoff=0.01, timeout=120.0)
+        watcher.start()
+        try:
+            capture(svc, BAD, 2)
+            assert _wait(lambda: len(slow.got) == 1)  # held
+            assert _wait(lambda: len(fast.got) == 1)
+            assert fast.got[0].json()["rule"] == "other-low"
+            assert _wait(lambda: any(d.ok for d in svc.alert_deliveries()))
+            assert not slow.release.is_set() and len(slow.got) == 1  # still held
+        finally:
+            slow.release.set()
+            watcher.stop()
+
+
 def test_a_down_receiver_never_delays_captures_and_logs_each_attempt(svc: Service) -> None:
     url = closed_port_url()
     svc.set_alert_rules([rule(webhook=url, window=2)])

@@ -4,8 +4,10 @@ on a timer, and delivers what opened or closed from a thread of its own.
 Captures only wake it: the listener it registers with ``Service.on_captured`` sets an event
 and returns (no database access, no network), so a slow evaluation or a receiver that is down
 or slow never delays a capture. A burst of captures makes one evaluation, not one each (at
-least ``min_gap`` seconds between evaluations). Deliveries queue (bounded) for a second
-thread, so a receiver retried with backoff does not hold up the next evaluation either.
+least ``min_gap`` seconds between evaluations). Deliveries queue (bounded) for threads of
+their own, one lane per rule (and so per receiver), so a receiver retried with backoff holds
+up neither the next evaluation nor another rule's receiver: each lane delivers in order, at
+most ``MAX_LANES`` lanes (past that, rules share them).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ INTERVAL_S = 30.0
 # at most one evaluation per this many seconds under a stream of captures: an evaluation is
 # Python work in the server's process, and a busy server should spend its time on captures
 MIN_GAP_S = 5.0
-QUEUE_SIZE = 1000
+QUEUE_SIZE = 1000  # deliveries waiting in one lane
+MAX_LANES = 16  # delivery threads at most: rules past that share a lane
 
 
 class AlertWatcher:
@@ -46,7 +49,8 @@ class AlertWatcher:
         self.attempts, self.backoff, self.timeout = attempts, backoff, timeout
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._deliveries: queue.Queue[tuple[int, str] | None] = queue.Queue(QUEUE_SIZE)
+        self._lanes: dict[str, queue.Queue[tuple[int, str] | None]] = {}
+        self._lanes_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.evaluations = 0  # how many evaluations ran (for tests and the log)
 
@@ -55,12 +59,12 @@ class AlertWatcher:
         self._wake.set()
 
     def start(self) -> None:
-        """Register the capture listener and start the two threads."""
+        """Register the capture listener and start the evaluating thread (the delivering ones
+        start with their rule's first delivery)."""
         self.service.on_captured(self.wake)
-        for target, name in ((self._evaluate_loop, "alerts"), (self._deliver_loop, "deliver")):
-            thread = threading.Thread(target=target, name=f"simeval-{name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        thread = threading.Thread(target=self._evaluate_loop, name="simeval-alerts", daemon=True)
+        thread.start()
+        self._threads.append(thread)
         self._wake.set()  # a first evaluation at start
 
     def stop(self, wait: float = 5.0) -> None:
@@ -69,9 +73,12 @@ class AlertWatcher:
         self._wake.set()
         with contextlib.suppress(ValueError):
             self.service.capture_listeners.remove(self.wake)
-        with contextlib.suppress(queue.Full):
-            self._deliveries.put_nowait(None)
-        for thread in self._threads:
+        with self._lanes_lock:
+            lanes = list(self._lanes.values())
+        for lane in lanes:
+            with contextlib.suppress(queue.Full):
+                lane.put_nowait(None)
+        for thread in list(self._threads):
             thread.join(wait)
 
     def _evaluate_loop(self) -> None:
@@ -96,21 +103,41 @@ class AlertWatcher:
             self.evaluations += 1
         for alert in check.opened:
             log.warning("alert opened: %s: %s", alert.rule, alert.message)
-            self._queue(alert.id, "open")
+            self._queue(alert.rule, alert.id, "open")
         for alert in check.closed:
             log.warning("alert closed: %s for %s", alert.rule, alert.eval_name)
-            self._queue(alert.id, "closed")
+            self._queue(alert.rule, alert.id, "closed")
         return check
 
-    def _queue(self, alert_id: int, event: str) -> None:
+    def _lane(self, rule: str) -> queue.Queue[tuple[int, str] | None]:
+        """The delivery queue of ``rule`` (its thread started with it)."""
+        with self._lanes_lock:
+            if rule not in self._lanes and len(self._lanes) >= MAX_LANES:
+                rule = sorted(self._lanes)[hash(rule) % MAX_LANES]  # a lane shared
+            lane = self._lanes.get(rule)
+            if lane is None:
+                lane = self._lanes[rule] = queue.Queue(QUEUE_SIZE)
+                thread = threading.Thread(
+                    target=self._deliver_loop,
+                    args=(lane,),
+                    name=f"simeval-deliver-{len(self._lanes)}",
+                    daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
+            return lane
+
+    def _queue(self, rule: str, alert_id: int, event: str) -> None:
+        if self._stop.is_set():
+            return
         try:
-            self._deliveries.put_nowait((alert_id, event))
+            self._lane(rule).put_nowait((alert_id, event))
         except queue.Full:
             log.error("alert %s: delivery queue full, %s not delivered", alert_id, event)
 
-    def _deliver_loop(self) -> None:
+    def _deliver_loop(self, lane: queue.Queue[tuple[int, str] | None]) -> None:
         while True:
-            item = self._deliveries.get()
+            item = lane.get()
             if item is None or self._stop.is_set():
                 return
             try:
