@@ -307,22 +307,21 @@ def _item_key(item: _Item) -> tuple[datetime, int, int]:
 
 
 def csv_cell(value: Any) -> str:
-    """``value`` as one cell of the export's CSV, exactly as ``csv.writer`` (this module's
-    dialect: minimal quoting, ``"`` doubled, lines ending in ``\n``) writes it: a text with
-    no comma, quote or line break as it is, one with a comma or a quote quoted; a line break
-    (rare) is left to the writer itself, whose rules for ``\r`` differ between Pythons.
+    """``value`` as one cell of the export's CSV, as ``csv.writer`` (this module's dialect:
+    minimal quoting, ``"`` doubled, lines ending in ``\n``) writes it: a text with no comma,
+    quote or line break as it is, one with any of them quoted. A lone ``\r`` is quoted too,
+    which Python 3.11's writer does not do (its reader then refuses the row, and a spreadsheet
+    splits it).
 
     >>> csv_cell("Paris"), csv_cell('say "hi", then'), csv_cell(None), csv_cell(0.5)
     ('Paris', '"say ""hi"", then"', '', '0.5')
+    >>> csv_cell("one\\rtwo")
+    '"one\\rtwo"'
     """
     if value is None:
         return ""
     text = value if isinstance(value, str) else str(value)  # csv writes str() of the rest
     if "," in text or '"' in text or "\n" in text or "\r" in text:
-        if "\n" in text or "\r" in text:
-            buf = io.StringIO()
-            csv.writer(buf, lineterminator="\n").writerow((text, None))
-            return buf.getvalue()[:-2]  # the cell before ",\n"
         return '"' + text.replace('"', '""') + '"'
     return text
 
