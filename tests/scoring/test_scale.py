@@ -104,7 +104,11 @@ def test_scores_are_the_curve_of_the_cosine(a, refs, q) -> None:
         if asked:  # a question-answer pair: its cosine knots, and the answer score beside
             cov, prec = sc.coverage_vector(va, vr, terms)
             expected = _vector.final_py(c, cov, prec, n_out, n_ref, sc.answer_curve)
-            assert s == expected
+            # at most what the coverage gives: less when what the reference demands is not
+            # in one stretch of the output ("Paris cat cat cat cat cat dog" for "dog Paris")
+            assert s <= expected
+            if len(set(r.split())) == 1 or a == r:  # one term, or the reference itself
+                assert s == expected
             assert s >= _vector.final_py(c, 0.0, 0.0, n_out, n_ref, sc.answer_curve)
         else:
             assert s == _vector.bands_py(c, n_out, n_ref, PACKED) == sc.scaled(c, va, vr)
@@ -112,7 +116,7 @@ def test_scores_are_the_curve_of_the_cosine(a, refs, q) -> None:
     # several references: the best mapped score (its index the first reaching it)
     best = max(mapped)
     assert sc.score_detail(a, refs, q) == (best, mapped.index(best))
-    assert sc.best_vector(va, sc.prepare(refs), terms, asked) == (best, mapped.index(best))
+    assert sc.best_vector(va, sc.prepare(refs), terms, asked, a, refs) == (best, mapped.index(best))
     if _vector.ACCELERATED:
         for curve in (sc.curve, sc.answer_curve, PACKED_1):
             args = (sc.pair, terms, sc.input_weight, sc.negators, sc.negation, curve)

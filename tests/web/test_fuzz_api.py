@@ -110,6 +110,19 @@ include-path = "/api/datasets"
 include-method = "POST"
 checks.positive_data_acceptance.expected-statuses = ["2xx", 400, 404, 409]
 
+# A synonym of letters and digits may still be refused for what depends on the options: a stop
+# word ("a"), one that the tokenizer splits (CJK characters), two that are one lowercased
+# ("AAA", "aaa"); the service's 400 names it
+[[operations]]
+include-path = "/api/evals"
+include-method = "POST"
+checks.positive_data_acceptance.expected-statuses = ["2xx", 400, 404, 409]
+
+[[operations]]
+include-path = "/api/evals/{name}"
+include-method = "PATCH"
+checks.positive_data_acceptance.expected-statuses = ["2xx", 400, 404, 409]
+
 # A listing's cursor is opaque: only one a page of that listing answered reads back, and a
 # cursor with an offset is refused; the 400 says which
 [[operations]]
@@ -262,6 +275,14 @@ SYNONYMS = [
     [[True, "abcdefg"]],
     [["abcdefg", "hijklmn"]],
     [["abcdefg"]],
+    [["AAA", 0]],  # any letters and digits (Schemathesis found "AAA" taken, the schema refusing)
+    [[" Zürich ", "ciudad"]],
+    # (not "东京": two tokens for the default tokenizer, one for "unicode"; a 400 names it)
+    [["straße", "ciudad"]],
+    [["a-b", "abcdefg"]],
+    [["a b", "abcdefg"]],
+    [["", "abcdefg", "hijklmn"]],
+    [["don't", "abcdefg"]],
 ]
 INDEXED = [
     ["engine2"],

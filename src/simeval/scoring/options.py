@@ -208,7 +208,13 @@ def synonym_groups(value: Any) -> tuple[tuple[str, ...], ...]:
     for group in groups:
         if isinstance(group, list | tuple):
             group = [_whole_number(w) for w in group]
-        words = sorted({w.lower() for w in _words(group, "a synonym group")})
+            if any(isinstance(w, str) and not w.split() for w in group):
+                raise InvalidOption(f"a synonym must be a word, not blank: {group!r}")
+        given = _words(group, "a synonym group")
+        for word in given:  # the API schema states this shape; stop words are the analyzer's
+            if not all(c.isalnum() for c in word):
+                raise InvalidOption(f"synonym {word!r} must be one word of letters and digits")
+        words = sorted({w.lower() for w in given})
         if len(words) < 2:
             raise InvalidOption(f"a synonym group needs at least two different words: {group!r}")
         out.add(tuple(words))

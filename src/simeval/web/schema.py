@@ -209,20 +209,19 @@ class _JsonObject:
 Metadata = Annotated[dict[str, Any], _JsonObject()]
 
 # -- scorer options: ``simeval.scoring.options.resolve_options`` ---------------------------------
-# a term holds a scorable word (a letter or a digit). A synonym must be one word that is not a
-# stop word, which depends on the options (the tokenizer, ``stop_words``): declared is a form
-# always one word and never among a language's frequent words: a lowercase ASCII letter then
-# at least five letters or digits (words are compared lowercased). The service takes more.
+# a term holds a scorable word (a letter or a digit). A synonym is one word of letters and
+# digits (``synonym_groups``), the whitespace around it aside; that it is no stop word and one
+# token depends on the options (the tokenizer, ``stop_words``): a 400 names it.
 TERM = {"type": "string", "pattern": "^([\\s\\x1c-\\x1f]*|[^\\x00]*[\\p{L}\\p{N}][^\\x00]*)$"}
 TERMS = {"anyOf": [{"type": "array", "items": TERM}, {"type": "null"}]}
 # in the options, the terms may also be one comma-separated string
 _TERM_TEXT = "(\\s*|[^,\\x00]*[\\p{L}\\p{N}][^,\\x00]*)"
 _TERMS_TEXT = {"type": "string", "pattern": f"^{_TERM_TEXT}(,{_TERM_TEXT})*$"}
-_SYNONYM = {"type": "string", "pattern": "^[a-z][a-z0-9]{5,}$"}
+_SYNONYM = {"type": "string", "pattern": f"^{PY_SPACE}*[\\p{{L}}\\p{{N}}]+{PY_SPACE}*$"}
 # a whole number among them is its digits (YAML reads "9" in [nine, 9] as a number)
 _GROUP = {
     "type": "array",
-    "items": {"anyOf": [_SYNONYM, {"type": "integer"}]},
+    "items": {"anyOf": [_SYNONYM, {"type": "integer", "minimum": 0}]},
     "minItems": 2,
     "uniqueItems": True,
 }
