@@ -29,6 +29,7 @@ from simeval.web.schema import (
     LONG,
     NAME,
     Body,
+    Integer,
     Metadata,
     References,
     StrictBool,
@@ -119,7 +120,10 @@ class AcceptIn(Body):
 class CapturesIn(Body):
     """Captures to add as draft cases (the dataset is made when it does not exist)."""
 
-    capture_ids: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(min_length=1, max_length=1000)
+    # a JSON integer: not true (which pydantic would read as 1), not "1"
+    capture_ids: list[Annotated[Integer, Field(ge=1, le=MAX_ID)]] = Field(
+        min_length=1, max_length=1000
+    )
 
 
 @router.get("", response_model=list[DatasetOut])

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field, field_validator
 
-from simeval.scoring.options import DEFAULT_THRESHOLD
+from simeval.scoring.options import DEFAULT_THRESHOLD, required_words, synonym_groups
 from simeval.service.models import (
     BacktestReport,
     EvalOut,
@@ -85,11 +85,17 @@ class EvalPatch(Body):
 def _with_terms(
     options: dict[str, Any], required: list[str] | None, synonyms: list[list[str | int]] | None
 ) -> dict[str, Any]:
-    """Scorer options with the body's top-level ``required``/``synonyms`` (which win)."""
+    """Scorer options with the body's top-level ``required``/``synonyms`` (which win); the
+    options' own are still checked (``InvalidOption`` naming the problem): a body is refused
+    for what it holds, whichever part wins."""
     out = dict(options)
     if required is not None:
+        if "required" in out:
+            required_words(out["required"])
         out["required"] = required
     if synonyms is not None:
+        if "synonyms" in out:
+            synonym_groups(out["synonyms"])
         out["synonyms"] = synonyms
     return out
 
