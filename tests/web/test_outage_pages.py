@@ -18,7 +18,6 @@ from simeval.web.server_process import running_server
 PAGES = ("/dashboard", "/results", "/datasets")
 
 
-@pytest.mark.slow
 def recovered(http: httpx.Client) -> dict[str, int]:
     """The status of health and of every page once they all answer 200, or after ~20 s."""
     statuses: dict[str, int] = {}
@@ -57,6 +56,32 @@ def test_postgresql_crashed_is_503_everywhere_and_recovers() -> None:
             pg_ctl(server, "start")
             statuses = recovered(http)
             assert set(statuses.values()) == {200}, statuses
+
+
+def test_the_proxys_health_says_the_database_is_gone() -> None:
+    """``simeval proxy``'s ``/api/health`` checks the database as ``serve``'s does: 503 naming
+    it while PostgreSQL is down (it said "ok"), 200 once it is back."""
+    from fastapi.testclient import TestClient
+
+    from simeval.web.proxy import create_proxy_app
+
+    with own_pg_server() as server:
+        url = f"{server.base_url}/postgres"
+        app = create_proxy_app("http://127.0.0.1:9/v1", url)
+        with TestClient(app, base_url="http://127.0.0.1") as http:
+            assert http.get("/api/health").json()["status"] == "ok"
+            pg_ctl(server, "stop", mode="immediate")
+            time.sleep(1.2)  # past the health check's cache
+            health = http.get("/api/health")
+            assert health.status_code == 503, health.text
+            assert "database" in health.json()["error"]
+            assert int(health.headers["retry-after"]) >= 1
+            pg_ctl(server, "start")
+            for _ in range(100):  # bounded: ~20 s
+                if http.get("/api/health").status_code == 200:
+                    break
+                time.sleep(0.2)
+            assert http.get("/api/health").json()["status"] == "ok"
 
 
 def test_sqlite_failing_reads_are_503_not_damaged(

@@ -661,6 +661,7 @@ def create_proxy_app(
     from simeval import __version__
     from simeval.service import Service
     from simeval.web import otlp
+    from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
     from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
     from simeval.web.writer import CaptureWriter
 
@@ -670,7 +671,17 @@ def create_proxy_app(
     proxy = Proxy(upstream, captures, token=token)
     writer = CaptureWriter(svc)  # what the OTLP routes store through, as in `serve`
 
+    database = DatabaseCheck(svc)
+
     async def health(request: Request) -> JSONResponse:
+        # the database first, as ``serve`` answers: an outage is a 503 naming it, not "ok"
+        problem = await database.problem()
+        if problem is not None:
+            return JSONResponse(
+                {"status": "unavailable", "database": "unreachable", "error": problem},
+                status_code=503,
+                headers={"Retry-After": str(OUTAGE_RETRY_S)},
+            )
         stats = captures.stats()
         status = "degraded" if stats["problem"] else "ok"
         return JSONResponse({"status": status, "version": __version__, "proxy": stats})
