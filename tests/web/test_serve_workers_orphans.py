@@ -1,5 +1,6 @@
 """``simeval serve --workers N`` killed by SIGKILL leaves no worker behind: a real server on
-127.0.0.1, its parent killed, and within seconds its workers are gone and its port is free."""
+127.0.0.1, its parent killed, and within seconds its workers are gone, its port is free and
+its run directory (which may hold the token) removed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
 from simeval.service import Service
 from simeval.web.server_process import running_server
@@ -46,25 +48,30 @@ def worker_pids(base: str, workers: int) -> set[int]:
     return pids
 
 
-def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
+def test_workers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "evals.db"
     Service(db).close()
+    temp = tmp_path / "tmp"  # where the server makes its run directory
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
     with running_server(db, "--workers", "2") as (base, proc):
         port = urlsplit(base).port
         assert port is not None
         pids = worker_pids(base, 2)
         assert len(pids) == 2 and proc.pid not in pids
+        assert [p.name[:14] for p in temp.iterdir()] == ["simeval-serve-"]
         try:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
             left = pids
             for _ in range(150):  # at most ~15 s
                 left = {pid for pid in pids if alive(pid)}
-                if not left and port_free(port):
+                if not left and port_free(port) and not any(temp.iterdir()):
                     break
                 time.sleep(0.1)
             assert not left, f"workers {sorted(left)} outlived their parent"
             assert port_free(port), f"port {port} still bound"
+            assert list(temp.iterdir()) == [], "the run directory was left behind"
         finally:
             for pid in pids:
                 if alive(pid):

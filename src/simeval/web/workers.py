@@ -54,7 +54,7 @@ from fastapi import FastAPI
 from simeval.errors import InvalidInput
 from simeval.web.api_alerts import start_alerts, stop_alerts
 from simeval.web.otlp_export import follow_setting
-from simeval.web.parent_watch import die_with_parent
+from simeval.web.parent_watch import die_with_parent, parent_gone
 from simeval.web.security import SessionStore
 
 log = logging.getLogger("simeval.workers")
@@ -153,7 +153,25 @@ def worker_app() -> FastAPI:
     )
     app.state.csrf_secret = bytes.fromhex(config.csrf_secret)
     app.state.worker = WorkerRole(run / "alerts.lock", config.workers, config.alert_interval)
+    if config.parent_pid is not None:
+        # nor a run directory left behind (its config may hold the token): the supervisor
+        # removes it when it stops, a worker when the supervisor died without doing so
+        _cleaned_on_shutdown(app, run, config.parent_pid)
     return app
+
+
+def _cleaned_on_shutdown(app: FastAPI, run: Path, parent_pid: int) -> None:
+    """``app``'s shutdown also removes ``run`` once ``parent_pid`` is gone."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(the_app: Any) -> Any:
+        async with inner(the_app) as state:
+            yield state
+        if parent_gone(parent_pid):
+            remove_run_dir(run)
+
+    app.router.lifespan_context = lifespan
 
 
 def new_secret() -> str:
