@@ -29,11 +29,11 @@ from simeval.web.schema import (
     LONG,
     NAME,
     Body,
-    Integer,
     Metadata,
     References,
     StrictBool,
     as_list,
+    bounded_integer,
     bounds,
 )
 
@@ -121,7 +121,7 @@ class CapturesIn(Body):
     """Captures to add as draft cases (the dataset is made when it does not exist)."""
 
     # a JSON integer: not true (which pydantic would read as 1), not "1"
-    capture_ids: list[Annotated[Integer, Field(ge=1, le=MAX_ID)]] = Field(
+    capture_ids: list[bounded_integer(1, MAX_ID)] = Field(  # type: ignore[valid-type]
         min_length=1, max_length=1000
     )
 

@@ -50,6 +50,13 @@ Integer = Annotated[int, BeforeValidator(_a_json_integer)]
 """An integer in a JSON body as JSON Schema's: 42 or 42.0, not ``true`` (which pydantic would
 take as 1) nor ``"42"``."""
 
+
+def bounded_integer(minimum: int, maximum: int) -> Any:
+    """``Integer`` from ``minimum`` to ``maximum``, the bounds stated in the schema (given
+    after ``Integer``'s validator, pydantic would write them as its own ``ge``/``le``)."""
+    return Annotated[int, Field(ge=minimum, le=maximum), BeforeValidator(_a_json_integer)]
+
+
 _DIGITS = re.compile(r"-?[0-9]+")
 
 
