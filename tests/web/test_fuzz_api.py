@@ -358,7 +358,7 @@ def test_the_schema_holds_valid_what_the_service_takes(tmp_path: Path) -> None:
             body = {"name": "both", "references": [REF], "options": options, "synonyms": groups}
             calls.append(("post", "/api/evals", "EvalIn", {**body, "required": ["paris"]}))
         # a capture id is a JSON integer: not true, which pydantic read as 1
-        for ids in ([True], [1], [1.0], ["1"]):
+        for ids in ([True], [1], [1.0], ["1"], [0]):
             calls.append(("post", "/api/datasets/d/captures", "CapturesIn", {"capture_ids": ids}))
         disagree = []
         for method, path, component, body in calls:
