@@ -402,3 +402,22 @@ def test_c_core_normalises_only_the_pieces_that_need_it() -> None:
     assert vz.normalize(text) == normalize(text)
     assert pieces == [" ﬁ", "x²", " ＡＢ", "e\u0301"]
     assert vz.tokens(text) == sc.analyzer.tokens(text)
+
+
+@pytest.mark.parametrize(
+    ("valid", "invalid"),
+    [
+        ({"sublinear_tf": False}, {"sublinear_tf": 0}),
+        ({"sublinear_tf": True}, {"sublinear_tf": 1}),
+        ({"synonyms": [[1, "abcdef"]]}, {"synonyms": [[True, "abcdef"]]}),
+    ],
+)
+def test_a_cached_scorer_is_never_handed_out_for_other_options(
+    valid: dict[str, Any], invalid: dict[str, Any]
+) -> None:
+    """0 == False in Python (and one hash): a scorer built for one is not the other's, whose
+    check refuses it (an eval edit with ``sublinear_tf: 0`` was stored after one with
+    ``false`` had been scored)."""
+    simeval.get_scorer(**valid)
+    with pytest.raises(simeval.InvalidOption):
+        simeval.get_scorer(**invalid)
