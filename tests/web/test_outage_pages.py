@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from eiohelp import eio_env
-from pghelp import own_pg_server, pg_ctl
+from pghelp import PgServer, own_pg_server, pg_ctl
 from simeval.service import Service
 from simeval.web.server_process import running_server
 
@@ -29,6 +30,17 @@ def recovered(http: httpx.Client) -> dict[str, int]:
     return statuses
 
 
+def stopped_and_said(server: PgServer, http: Any) -> None:
+    """PostgreSQL crashed (stopped at once), and ``/api/health`` saying so: 503 naming the
+    database, with Retry-After."""
+    pg_ctl(server, "stop", mode="immediate")
+    time.sleep(1.2)  # past the health check's cache
+    health = http.get("/api/health")
+    assert health.status_code == 503, health.text
+    assert "database" in health.json()["error"]
+    assert int(health.headers["retry-after"]) >= 1
+
+
 def test_postgresql_crashed_is_503_everywhere_and_recovers() -> None:
     with own_pg_server() as server:
         url = f"{server.base_url}/postgres"
@@ -40,12 +52,7 @@ def test_postgresql_crashed_is_503_everywhere_and_recovers() -> None:
         ):
             for path in ("/api/health", *PAGES):
                 assert http.get(path).status_code == 200, path
-            pg_ctl(server, "stop", mode="immediate")
-            time.sleep(1.2)  # past the health check's cache
-            health = http.get("/api/health")
-            assert health.status_code == 503, health.text
-            assert "database" in health.json()["error"]
-            assert int(health.headers["retry-after"]) >= 1
+            stopped_and_said(server, http)
             for path in PAGES:
                 page = http.get(path)
                 assert page.status_code == 503, (path, page.text[:300])
@@ -70,12 +77,7 @@ def test_the_proxys_health_says_the_database_is_gone() -> None:
         app = create_proxy_app("http://127.0.0.1:9/v1", url)
         with TestClient(app, base_url="http://127.0.0.1") as http:
             assert http.get("/api/health").json()["status"] == "ok"
-            pg_ctl(server, "stop", mode="immediate")
-            time.sleep(1.2)  # past the health check's cache
-            health = http.get("/api/health")
-            assert health.status_code == 503, health.text
-            assert "database" in health.json()["error"]
-            assert int(health.headers["retry-after"]) >= 1
+            stopped_and_said(server, http)
             pg_ctl(server, "start")
             for _ in range(100):  # bounded: ~20 s
                 if http.get("/api/health").status_code == 200:
