@@ -9,8 +9,9 @@ phase (examples, coverage, fuzzing, stateful sequences along the links the schem
 schema says is valid is accepted (its patterns say what the service refuses: a NUL, a year
 outside 1000-8999, a control character in a capture key...) and what it says is invalid is
 refused. Within a bounded budget: ``SIMEVAL_FUZZ_SECONDS`` (default 20) for each of three
-groups of phases, ``SIMEVAL_FUZZ_EXAMPLES`` (default 10) examples an operation; a longer run
-is the same test with larger ones (``pytest -s`` prints what each group ran).
+groups of phases, ``SIMEVAL_FUZZ_EXAMPLES`` (default 10) examples an operation,
+``SIMEVAL_FUZZ_SEED`` (default 21) the seed; a longer run is the same test with larger ones
+(``pytest -s`` prints what each group ran).
 """
 
 from __future__ import annotations
@@ -234,7 +235,7 @@ def _st_run(url: str, phases: str, config: Path, report: Path, seconds: int) -> 
             "--request-timeout",
             "60",
             "--seed",
-            "21",
+            os.environ.get("SIMEVAL_FUZZ_SEED", "21"),
             "--workers",
             "1",
             "--no-color",
