@@ -28,6 +28,7 @@ from simeval.web.schema import (
     ERRORS,
     LONG,
     NAME,
+    NOT_BLANK,
     Body,
     Metadata,
     References,
@@ -50,9 +51,7 @@ async def get_service(request: Request) -> Service:
 
 ServiceDep = Annotated[Service, Depends(get_service)]
 # a case id (``check_case_id``): 1-200 characters once stripped, not blank, no NUL
-CASE_ID = bounds(
-    minLength=1, maxLength=MAX_NAME_CHARS, pattern="^[^\\x00]*[^\\s\\x00\\x1c-\\x1f][^\\x00]*$"
-)
+CASE_ID = bounds(minLength=1, maxLength=MAX_NAME_CHARS, pattern=NOT_BLANK)
 DatasetName = Annotated[
     str, Path(description="The dataset's name", max_length=MAX_NAME_CHARS, json_schema_extra=NAME)
 ]

@@ -24,20 +24,19 @@ from simeval.service.run_groups import (
 )
 from simeval.web.api.common import ServiceDep
 from simeval.web.idf_files import shown_idf
-from simeval.web.schema import ERRORS, NO_NUL, bounds
+from simeval.web.schema import ERRORS, NO_NUL, NOT_BLANK, bounds
 
 router = APIRouter(prefix="/api", responses=ERRORS)
 
 # declared, not checked here: the service checks each (a 400 naming the value, on every
 # backend: PostgreSQL's text holds no NUL)
-_NOT_BLANK = "^[^\\x00]*[^\\s\\x00\\x1c-\\x1f][^\\x00]*$"
 _KEY = "^-?[0-9]{1,18}(:[^\\x00]+)?$"
 _AFTER = "^(-?[0-9]{1,18}(:[^\\x00]+)?)?$"  # empty: from the first case
 GroupName = Annotated[
     str,
     Path(
         description="The group's name",
-        json_schema_extra=bounds(minLength=1, maxLength=MAX_NAME_CHARS, pattern=_NOT_BLANK),
+        json_schema_extra=bounds(minLength=1, maxLength=MAX_NAME_CHARS, pattern=NOT_BLANK),
     ),
 ]
 _KEY_TEXT = 'a case\'s key: "<ordinal>" or "<ordinal>:<eval>"'

@@ -94,12 +94,14 @@ def bounds(**limits: Any) -> Any:
 # PostgreSQL's text holds no NUL: every text the store keeps declares so (lone surrogates, not
 # Unicode text, are refused too; JSON Schema's strings are Unicode text already)
 NO_NUL = "^[^\\x00]*$"
-# a reference answer: not blank either ("\x1c"-"\x1f" are whitespace to Python's strip)
-_ANSWER = {
-    "type": "string",
-    "maxLength": MAX_TEXT_CHARS,
-    "pattern": "^[^\\x00]*[^\\s\\x00\\x1c-\\x1f][^\\x00]*$",
-}
+# what Python's str.strip takes away: its whitespace, "\x1c"-"\x1f" among it, not U+FEFF (which
+# a JSON Schema "\s" holds, and which no name may hold)
+PY_SPACE = "[\\t-\\r\\x1c-\\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+# text with something besides what str.strip takes away, and no NUL (JSON Schema's "\s" is
+# not Python's: it holds U+FEFF, which strip keeps, and not U+0085, which strip takes)
+NOT_BLANK = "^[^\\x00]*[^\\x00" + PY_SPACE[1:-1] + "][^\\x00]*$"
+# a reference answer: not blank either
+_ANSWER = {"type": "string", "maxLength": MAX_TEXT_CHARS, "pattern": NOT_BLANK}
 # references: a list of answers, or one answer as a string (declared: the schema says so)
 References = Annotated[
     list[str],
@@ -114,9 +116,6 @@ UNIT = bounds(minimum=0, maximum=1)  # a score or a threshold
 # an eval's name (``check_name``): letters, digits, '-', '_', '.' and spaces once the
 # whitespace around it is stripped, not only dots (a space between dots is not only dots)
 _NAME_CHAR = r"[\p{L}\p{N}_. -]"
-# what Python's str.strip takes away: its whitespace, "\x1c"-"\x1f" among it, not U+FEFF (which
-# a JSON Schema "\s" holds, and which no name may hold)
-PY_SPACE = "[\\t-\\r\\x1c-\\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 NAME = bounds(
     minLength=1,
     maxLength=MAX_NAME_CHARS,
@@ -219,10 +218,10 @@ Metadata = Annotated[dict[str, Any], _JsonObject()]
 # a term holds a scorable word (a letter or a digit). A synonym is one word of letters and
 # digits (``synonym_groups``), the whitespace around it aside; that it is no stop word and one
 # token depends on the options (the tokenizer, ``stop_words``): a 400 names it.
-TERM = {"type": "string", "pattern": "^([\\s\\x1c-\\x1f]*|[^\\x00]*[\\p{L}\\p{N}][^\\x00]*)$"}
+TERM = {"type": "string", "pattern": f"^({PY_SPACE}*|[^\\x00]*[\\p{{L}}\\p{{N}}][^\\x00]*)$"}
 TERMS = {"anyOf": [{"type": "array", "items": TERM}, {"type": "null"}]}
 # in the options, the terms may also be one comma-separated string
-_TERM_TEXT = "(\\s*|[^,\\x00]*[\\p{L}\\p{N}][^,\\x00]*)"
+_TERM_TEXT = f"({PY_SPACE}*|[^,\\x00]*[\\p{{L}}\\p{{N}}][^,\\x00]*)"
 _TERMS_TEXT = {"type": "string", "pattern": f"^{_TERM_TEXT}(,{_TERM_TEXT})*$"}
 _SYNONYM = {"type": "string", "pattern": f"^{PY_SPACE}*[\\p{{L}}\\p{{N}}]+{PY_SPACE}*$"}
 # a whole number among them is its digits (YAML reads "9" in [nine, 9] as a number)
