@@ -4,7 +4,6 @@ exactly once; ``--again`` stores another copy. On SQLite and PostgreSQL (``conft
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import sqlite3
@@ -12,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +64,12 @@ def _count(db: str) -> int:
 
 
 class _Watch:
-    """One connection of the test's own, kept open: counts captures without opening anything
-    per poll, then holds writes the moment the first transaction shows, so the process is
-    caught between two of its transactions however fast it runs. SQLite's write lock, or
-    PostgreSQL's capture lock taken exclusively (captures take it shared)."""
+    """One connection of the test's own that holds writes — SQLite's write lock, or
+    PostgreSQL's capture lock taken exclusively (captures take it shared) — from before the
+    process starts, and lets them through in windows of a fraction of a millisecond until
+    one transaction has landed. The process is then caught between two of its transactions
+    however fast it runs and however loaded the machine is: it cannot commit anything while
+    the test is not looking."""
 
     def __init__(self, db: str) -> None:
         self.pg = is_pg(db)
@@ -79,27 +79,40 @@ class _Watch:
             url = resolve_db_url(db).replace("postgresql+psycopg://", "postgresql://", 1)
             self.conn: Any = psycopg.connect(url, autocommit=True)
         else:
-            self.conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+            # no busy wait of its own: a taken lock is answered at once, and tried again
+            self.conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+        while not self._take():
+            time.sleep(0.001)
+
+    def _take(self) -> bool:
+        if self.pg:
+            got = self.conn.execute(f"SELECT pg_try_advisory_lock({CAPTURE_LOCK})").fetchone()
+            return bool(got[0])
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # the writer is inside a transaction
+            return False
+        return True
+
+    def _release(self) -> None:
+        unlock = f"SELECT pg_advisory_unlock({CAPTURE_LOCK})" if self.pg else "ROLLBACK"
+        self.conn.execute(unlock)
 
     def count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM captures").fetchone()[0])
 
-    @contextlib.contextmanager
-    def writes_held(self) -> Iterator[None]:
-        """No capture transaction can start (or finish starting) while this is held."""
-        lock, unlock = (
-            (
-                f"SELECT pg_advisory_lock({CAPTURE_LOCK})",
-                f"SELECT pg_advisory_unlock({CAPTURE_LOCK})",
-            )
-            if self.pg
-            else ("BEGIN IMMEDIATE", "ROLLBACK")
-        )
-        self.conn.execute(lock)
-        try:
-            yield
-        finally:
-            self.conn.execute(unlock)
+    def after_first_transaction(self, proc: subprocess.Popen[bytes], seconds: float) -> int:
+        """What is stored once a transaction has landed, counted and returned with writes
+        held again; or, if the process ended or time ran out first, what was stored then."""
+        deadline = time.monotonic() + seconds
+        while (stored := self.count()) == 0 and proc.poll() is None:
+            if time.monotonic() > deadline:
+                break
+            self._release()
+            time.sleep(0.0002)  # the window: a waiting writer takes the lock in it
+            while not self._take():  # the writer's transaction: wait for its commit
+                time.sleep(0.0002)
+        return stored
 
     def close(self) -> None:
         self.conn.close()
@@ -111,22 +124,18 @@ def test_a_killed_capture_file_run_again_stores_every_line_once(db: str, tmp_pat
     _evals(db)
     path = tmp_path / "captures.jsonl"
     data = _file(path, n)
-    watch = _Watch(db)
+    watch = _Watch(db)  # writes held before the process starts
     proc = subprocess.Popen(
         [sys.executable, "-c", CLI, "capture", "--file", str(path), "--db", db],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        # a tight poll on an open connection: the hold starts within one transaction's time
-        while watch.count() == 0 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.0005)
-        # held, the writer cannot commit another transaction: what is stored is what it left
-        with watch.writes_held():
-            before = watch.count()
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+        # held again, the writer cannot commit another transaction: what is stored is what
+        # it left
+        before = watch.after_first_transaction(proc, 60)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
     finally:
         watch.close()
         if proc.poll() is None:
