@@ -51,6 +51,9 @@ MODES: dict[str, tuple[str, dict[str, str]]] = {
         {**LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY"},
     ),
     "openinference": ("openinference", {}),
+    # its default: no content captured; records are still sent, with no body (a message) or
+    # only a role (a choice)
+    "openai-v2 content off": ("openai-v2", {}),
 }
 
 
@@ -124,7 +127,7 @@ def by_input(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "openai-v2 content off"])
 def test_each_call_captured_once(mode: str, upstream: str, tmp_path: Path) -> None:
     questions = [
         "--question",
@@ -202,3 +205,31 @@ def test_a_value_cut_by_the_sdk_length_limit_is_stored_unscored(
     assert "gen_ai.output.messages is not whole JSON (100 characters)" in cap["metadata"]["cut"]
     assert cap["output"].startswith('[{"role":"assistant"') and len(cap["output"]) == 100
     assert not cap["evaluated"] and cap["results"] == []
+
+
+def test_calls_without_content_are_counted_never_scored(upstream: str, tmp_path: Path) -> None:
+    """openai-v2 in its default mode sends its spans and records without content: no capture
+    is stored (so no fail is scored, nor exported onto the caller's spans); the drops are
+    counted on /api/health, by reason."""
+    with running_server(_db(tmp_path)) as (url, _proc):
+        result = instrumented(
+            "openai-v2 content off",
+            upstream,
+            url,
+            "--question",
+            "What is the capital of France?",
+            "--stream-question",
+            "And the capital of Japan?",
+        )
+        assert result["exports"]["traces"] == ["SUCCESS"] and result["exports"]["logs"], result
+        assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
+        otlp: dict[str, Any] = {}
+        for _ in range(100):  # the calls are dropped as their halves meet
+            otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
+            if otlp.get("dropped", {}).get("no message content") == 2:
+                break
+            time.sleep(0.1)
+        assert otlp["dropped"] == {"no message content": 2}, otlp
+        assert otlp["dropped_without_content"] == 2 and otlp["waiting"] == 0
+        assert otlp["rejected"] == {} and otlp["unscored"] == {}
+        assert httpx.get(url + "/api/captures").json()["captures"] == []

@@ -197,7 +197,7 @@ def test_halves_that_wait_too_long(client: TestClient) -> None:
         if not len(joiner):
             break
         time.sleep(0.05)
-    assert len(joiner) == 0 and joiner.dropped == 1
+    assert len(joiner) == 0 and joiner.stats()["dropped_without_content"] == 1
     assert len(stored_now(client)) == 1
 
 
@@ -239,7 +239,8 @@ def test_the_table_is_bounded_in_calls() -> None:
         call = Call(span_id=f"{i:016x}", trace_id=TRACE, input="q", attrs={"gen_ai.system": "x"})
         out += joiner.add_span(call)
     # the two oldest settled early: spans without content, dropped
-    assert len(joiner) == 3 and joiner.early == 2 and joiner.dropped == 2 and out == []
+    assert len(joiner) == 3 and joiner.early == 2 and out == []
+    assert joiner.tally.stats()["dropped"] == {"no message content": 2}
 
 
 def test_the_table_is_bounded_in_bytes() -> None:
@@ -305,7 +306,7 @@ def test_values_that_look_cut_are_stored_unscored(client: TestClient) -> None:
     )
     answer = post(client, "/v1/traces", spans(cut_span, marked))
     assert answer["partialSuccess"]["rejectedSpans"] == "0"
-    assert answer["partialSuccess"]["errorMessage"].startswith("2 GenAI call(s) look cut")
+    assert answer["partialSuccess"]["errorMessage"].startswith("2 GenAI call(s) stored unscored")
     caps = {c.capture_key: c for c in stored(client, 2)}
     cut, truncated = caps[SPAN], caps["00000000000000bb"]
     assert cut.output == CUT and "gen_ai.output.messages is not whole JSON" in cut.metadata["cut"]
@@ -323,7 +324,7 @@ def test_values_that_look_cut_are_stored_unscored(client: TestClient) -> None:
         headers={"content-type": "application/x-protobuf"},
     )
     reply = ExportTraceServiceResponse.FromString(r.content)
-    assert r.status_code == 200 and "look cut" in reply.partial_success.error_message
+    assert r.status_code == 200 and "stored unscored" in reply.partial_success.error_message
 
 
 OI = {
@@ -411,37 +412,23 @@ def test_metrics_are_answered_and_not_stored(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "status"),
+    "body",
     [
-        (b"{not json", 400),
-        (b'{"resourceLogs": 5}', 400),
-        (b'{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"timeUnixNano": "-1"}]}]}]}', 400),
-        (logs(record("gen_ai.user.message", {"content": "a\x00b"})), 422),
-        (logs(record("gen_ai.choice", {"message": {"content": "x" * 1_000_001}})), 400),
-        (logs(record("gen_ai.choice", {"message": {"content": "x"}}, span_id="ab" * 150)), 400),
-        (
-            logs(
-                record(
-                    "gen_ai.client.inference.operation.details",
-                    **{"gen_ai.output.messages": [{"parts": 5}]},
-                )
-            ),
-            400,
-        ),
+        b"{not json",
+        b'{"resourceLogs": 5}',
+        b'{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"timeUnixNano": "-1"}]}]}]}',
     ],
 )
-def test_malformed_logs_store_and_keep_nothing(
-    client: TestClient, body: bytes, status: int
-) -> None:
+def test_malformed_logs_store_and_keep_nothing(client: TestClient, body: bytes) -> None:
     before = logs(*MESSAGES)  # a good record in the same payload is not kept either
     doc = json.loads(body) if body.startswith(b'{"resourceLogs": [{') else None
-    if doc is not None and "scopeLogs" in doc["resourceLogs"][0]:
+    if doc is not None:
         doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"] += json.loads(before)["resourceLogs"][
             0
         ]["scopeLogs"][0]["logRecords"]
         body = json.dumps(doc).encode()
     r = client.post("/v1/logs", content=body, headers=JSON)
-    assert r.status_code == status, r.text
+    assert r.status_code == 400, r.text
     assert r.json()["error"] and "\n" not in r.json()["error"]
     assert len(client.app.state.otlp_joiner) == 0  # type: ignore[attr-defined]
     r = client.post("/v1/logs", content=logs(*MESSAGES), headers={"content-type": "text/plain"})

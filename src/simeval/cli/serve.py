@@ -86,7 +86,8 @@ def server_url(host: str, port: int) -> str:
     default=1_048_576,
     show_default=True,
     type=click.IntRange(1),
-    help="Largest request body in bytes; larger ones get 413.",
+    help="Largest request body in bytes; larger ones get 413 (OTLP's /v1/* take up to "
+    "64 MiB, or this if larger).",
 )
 @click.option(
     "--log-level",

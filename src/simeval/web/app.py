@@ -39,7 +39,7 @@ from simeval.web.api_run_groups import router as run_groups_api
 from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.methods import MethodMiddleware
-from simeval.web.otlp import OTLP_JOIN_BYTES
+from simeval.web.otlp import MAX_INFLATED, OTLP_JOIN_BYTES
 from simeval.web.otlp_export import close_exporter, open_exporter
 from simeval.web.security import (
     BodyLimitMiddleware,
@@ -100,7 +100,8 @@ def create_app(
 
     ``db``: a file path or SQLAlchemy URL (None: ``SIMEVAL_DATABASE_URL`` or the default file).
     ``token``: when set, every API call and page needs it (see ``simeval.web.security``).
-    ``max_body``: request bodies above this many bytes get 413.
+    ``max_body``: request bodies above this many bytes get 413 (OTLP's ``/v1/*`` take up to
+    ``MAX_INFLATED``, 64 MiB, as the exporters send their batches whole).
     ``lock_wait``: seconds a capture waits for the database's write lock before a 503 with
     ``Retry-After``. ``idf_dir``: where corpus IDF tables named over the API are looked up
     (by name; default: the directory of the SQLite file, else the user data directory).
@@ -296,4 +297,7 @@ def _add_middleware(
         allowed_hosts=allowed_hosts,
         sessions=app.state.sessions,
     )
-    app.add_middleware(BodyLimitMiddleware, max_body=max_body)
+    # OTLP exporters send their batches whole, as large as they come: those paths are bounded
+    # by what the OTLP reader takes (``MAX_INFLATED``), not by the API's limit
+    otlp_limit = max(max_body, MAX_INFLATED)
+    app.add_middleware(BodyLimitMiddleware, max_body=max_body, limits={"/v1/": otlp_limit})

@@ -336,17 +336,22 @@ class BodyTooLarge(HTTPException):
 
 
 class BodyLimitMiddleware:
-    """413 for bodies over ``max_body`` bytes: declared (Content-Length) or streamed."""
+    """413 for bodies over ``max_body`` bytes: declared (Content-Length) or streamed; the
+    paths of ``limits`` (a path prefix and its bound) have their own."""
 
-    def __init__(self, app: ASGIApp, max_body: int):
+    def __init__(self, app: ASGIApp, max_body: int, limits: dict[str, int] | None = None):
         self.app = app
         self.max_body = max_body
+        self.limits = limits or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.max_body
+        path = scope.get("path", "")
+        limit = next(
+            (n for prefix, n in self.limits.items() if path.startswith(prefix)), self.max_body
+        )
         for key, value in scope["headers"]:
             if key == b"content-length":
                 try:

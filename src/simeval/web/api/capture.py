@@ -121,7 +121,20 @@ class OtlpHealth(BaseModel):
         "the table was full"
     )
     dropped_without_content: int = Field(
-        description="spans dropped for want of content: no log record brought their messages"
+        description="calls dropped for want of content: no span or log record brought their "
+        "messages (``dropped`` by reason has it too)"
+    )
+    dropped: dict[str, int] = Field(
+        default_factory=dict, description="calls that became no capture, by reason"
+    )
+    rejected: dict[str, int] = Field(
+        default_factory=dict,
+        description="spans and log records refused on their own (their batch's others kept)",
+    )
+    unscored: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls stored unscored, by reason: cut (by the sender, or past the "
+        "store's limit), no input text",
     )
 
 
@@ -287,7 +300,7 @@ async def health(request: Request) -> Any:
     if (exporter := getattr(request.app.state, "otlp_export", None)) is not None:
         out["otlp_export"] = exporter.stats()  # its troubles never degrade the captures
     if (joiner := getattr(request.app.state, "otlp_joiner", None)) is not None:
-        out["otlp"] = joiner.stats()
+        out["otlp"] = {**joiner.stats(), **joiner.tally.stats()}
     if (worker := getattr(request.app.state, "worker", None)) is not None:
         out["worker"] = worker.health()  # which of the workers answered (simeval.web.workers)
     return out

@@ -23,7 +23,10 @@ the key the proxy gives the same reply, else the span id.
 A value that looks cut (JSON text where JSON is expected that does not parse, e.g. cut by
 ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``; or text ending in a truncation marker such as
 ``[truncated]``) makes the call ``cut``: it is stored with the reason in its metadata
-(``cut``) and is not scored.
+(``cut``) and is not scored. So is text over the store's limit (``MAX_TEXT_CHARS``): its
+first ``MAX_TEXT_CHARS`` characters are kept. A call with no input text (its messages hold
+none: ``"parts": []``, only images) is stored unscored too (``no_input`` in its metadata);
+the parts that are not text are named in its metadata (``other_parts``).
 """
 
 from __future__ import annotations
@@ -34,13 +37,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from simeval.checks import KeyedCapture, check_capture, check_capture_key, load_json
+from simeval.checks import (
+    MAX_TEXT_CHARS,
+    KeyedCapture,
+    check_capture,
+    check_capture_key,
+    load_json,
+)
 from simeval.errors import InvalidInput, SimevalError
 from simeval.vocabulary import call_key
 
 EPOCH = datetime(1970, 1, 1)
 # text that ends so was cut on purpose by the code that sent it (compared in lower case)
 TRUNCATION_MARKERS = ("[truncated]", "(truncated)", "<truncated>", "...truncated")
+NO_INPUT = "no input text"  # why a call with none is stored unscored
+TEXT_PARTS = ("text", "input_text", "output_text")
 _INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d{1,9})\.(role|content)$")
 _OI_MESSAGE = re.compile(r"^llm\.(input|output)_messages\.(\d{1,9})\.message\.(role|content)$")
 _OI_PART = re.compile(
@@ -75,6 +86,7 @@ class Call:
     source: str = "otel"
     finish: Any = None
     cuts: list[str] = field(default_factory=list)
+    other_parts: list[str] = field(default_factory=list)  # the input's parts not text
 
 
 def looks_truncated(text: str) -> bool:
@@ -101,30 +113,51 @@ def read_messages(value: Any, what: str, cuts: list[str]) -> list[dict[str, Any]
     return [m for m in value if isinstance(m, dict)] if isinstance(value, list) else []
 
 
-def message_text(message: dict[str, Any]) -> str:
-    """The text of a message: its text parts and its ``content`` (a string or a list of
-    parts), joined by new lines."""
-    texts = []
+def _parts(message: dict[str, Any]) -> list[Any]:
+    """A message's parts: its ``parts`` and its ``content`` when that is a list."""
     parts = message.get("parts")
     if parts is not None and not isinstance(parts, list):
         raise InvalidInput(f"a message's parts must be a list, not {type(parts).__name__}")
     content = message.get("content")
     if isinstance(content, list):  # OpenAI's content parts: [{"type": "text", "text": ...}]
         parts = [*(parts or []), *content]
-    for part in parts or []:
-        if isinstance(part, dict) and part.get("type", "text") in ("text", "input_text"):
+    return parts or []
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a message: its text parts and its ``content`` (a string or a list of
+    parts), joined by new lines."""
+    texts = []
+    for part in _parts(message):
+        if isinstance(part, dict) and part.get("type", "text") in TEXT_PARTS:
             text = part.get("content", part.get("text"))
             if isinstance(text, str):
                 texts.append(text)
+    content = message.get("content")
     if isinstance(content, str):
         texts.append(content)
     return "\n".join(t for t in texts if t)
 
 
-def last_user_text(messages: list[dict[str, Any]]) -> str:
-    """The text of the last user message (a message without a role counts as one)."""
+def other_parts(message: dict[str, Any]) -> list[str]:
+    """The types of a message's parts that are not text (``image_url``, ``blob`` …)."""
+    found = []
+    for part in _parts(message):
+        kind = part.get("type", "text") if isinstance(part, dict) else type(part).__name__
+        if kind not in TEXT_PARTS:
+            found.append(str(kind)[:100])
+    return found
+
+
+def last_user(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last user message (a message without a role counts as one), or {}."""
     users = [m for m in messages if m.get("role", "user") == "user"]
-    return message_text(users[-1]) if users else ""
+    return users[-1] if users else {}
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the last user message."""
+    return message_text(last_user(messages))
 
 
 def _indexed(attrs: dict[str, Any], pattern: re.Pattern[str]) -> dict[str, list[dict[str, Any]]]:
@@ -208,7 +241,8 @@ def openinference_call(span: dict[str, Any]) -> Call:
         if k.startswith(("llm.model_name", "llm.token_count.", "llm.provider", "llm.system"))
     }
     output = message_text(outputs[0]) if outputs and isinstance(outputs[0], dict) else ""
-    text_in = last_user_text([m for m in inputs if isinstance(m, dict)])
+    user = last_user([m for m in inputs if isinstance(m, dict)])
+    text_in = message_text(user)
     # The length limit cuts every attribute alike: a message attribute shorter than where its
     # JSON value was cut is whole, and the call is then not cut on that side.
     for side, text, cut_at in (("input", text_in, request_cut), ("output", output, reply_cut)):
@@ -220,6 +254,7 @@ def openinference_call(span: dict[str, Any]) -> Call:
         name=span["name"],
         input=text_in,
         output=output or None,
+        other_parts=other_parts(user),
         attrs=meta_attrs,
         start=span["start"],
         end=span["end"],
@@ -252,6 +287,7 @@ def genai_call(
     response_id = attrs.get("gen_ai.response.id")
     return Call(
         input=last_user_text(inputs),
+        other_parts=other_parts(last_user(inputs)),
         output=output or None,
         attrs={k: v for k, v in attrs.items() if k.startswith("gen_ai.") and "messages" not in k},
         response_id=response_id if isinstance(response_id, str) else None,
@@ -285,12 +321,22 @@ def span_call(span: dict[str, Any]) -> Call | None:
     )
 
 
+def keep_within(text: str, what: str, cuts: list[str]) -> str:
+    """``text``, or its first ``MAX_TEXT_CHARS`` characters (noted in ``cuts``)."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    cuts.append(f"{what} has {len(text):,} characters: its first {MAX_TEXT_CHARS:,} kept")
+    return text[:MAX_TEXT_CHARS]
+
+
 def call_capture(call: Call) -> tuple[KeyedCapture, str | None]:
     """The checked capture of a call that has its output, and why it is not to be scored
-    (None: it is). Its key is ``call_key`` of the response id, else the span id."""
-    output = call.output or ""
+    (None: it is): it looks cut, or has no input text. Its key is ``call_key`` of the
+    response id, else the span id."""
     cuts = list(call.cuts)
-    for what, text in (("the input", call.input), ("the output", output)):
+    text_in = keep_within(call.input, "the input", cuts)
+    output = keep_within(call.output or "", "the output", cuts)
+    for what, text in (("the input", text_in), ("the output", output)):
         if text and looks_truncated(text):
             cuts.append(f"{what} ends with a truncation marker")
     attrs = call.attrs
@@ -326,6 +372,10 @@ def call_capture(call: Call) -> tuple[KeyedCapture, str | None]:
         metadata["finish_reason"] = call.finish
     if cuts:
         metadata["cut"] = "; ".join(cuts)
+    if not text_in.strip():
+        metadata["no_input"] = True
+    if call.other_parts:
+        metadata["other_parts"] = call.other_parts[:20]
     start, end = call.start, call.end
     if start and end >= start:
         metadata["latency_ms"] = round((end - start) / 1e6, 3)
@@ -333,14 +383,14 @@ def call_capture(call: Call) -> tuple[KeyedCapture, str | None]:
     when = EPOCH + timedelta(microseconds=(end or start) // 1000) if (end or start) else None
     conversation = call.conversation
     checked = check_capture(
-        call.input,
+        text_in,
         output,
         str(conversation)[:200] if conversation is not None else None,
         metadata,
         when,
     )
     capture_key = call_key(call.response_id) or check_capture_key(call.span_id or None)
-    reason: str | None = metadata.get("cut")
+    reason: str | None = metadata.get("cut") or (NO_INPUT if metadata.get("no_input") else None)
     return (*checked, capture_key), reason
 
 

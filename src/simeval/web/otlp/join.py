@@ -14,7 +14,10 @@ The join: a table in memory, keyed by (trace id, span id), of the halves still w
   (the first choice, index 0) or its ``operation.details`` record.
 - A half waits at most ``wait_s`` (default 60 s) after it arrived. Then what is there is
   stored if it has an output (records without their span: no model or latency from it),
-  and dropped if not (a span without content: the instrumentation sends none).
+  and dropped if not (a span without content: the instrumentation sends none). A call whose
+  records hold no text (content capture off: a ``gen_ai.choice`` with only a role) is
+  dropped too, never stored as an empty capture; a message or choice record naming no span
+  joins none and is dropped. Every drop is counted by reason (``Tally``).
 - Bounded: at most ``max_calls`` calls (10,000) and ``max_bytes`` bytes (64 MB: their texts
   and attributes as Python holds them, ``footprint``) wait at once; past either, the oldest is
   settled early as if its wait had expired, and counted (``early``, on ``/api/health``).
@@ -35,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from simeval.web.otlp.genai import Call, genai_call, message_text
+from simeval.web.otlp.tally import Tally
 
 log = logging.getLogger("simeval.otlp")
 WAIT_S = 60.0
@@ -49,6 +53,8 @@ MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 CHOICE_EVENT = "gen_ai.choice"
+NO_CONTENT = "no message content"  # the drops' reasons (``Tally``)
+NO_SPAN = "a record names no span"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
 
@@ -94,7 +100,7 @@ def body_text(body: Any) -> str:
 
 def merge(halves: _Halves, key: tuple[str, str]) -> Call | None:
     """The call the halves of ``key`` (trace id, span id) make, or None when they hold no
-    output text."""
+    output text (a span without content, records with none)."""
     span = halves.span
     if halves.details is not None:
         call = halves.details
@@ -115,11 +121,13 @@ def merge(halves: _Halves, key: tuple[str, str]) -> Call | None:
         return None
     _, text, finish, attrs = halves.choice
     base = span if span is not None else Call(trace_id=key[0], span_id=key[1], attrs=attrs)
+    if not text:
+        return None
     user = halves.user[1] if halves.user is not None else ""
     return replace(
         base,
         input=user or base.input,
-        output=text or None,
+        output=text,
         finish=finish or base.finish,
         attrs={**attrs, **base.attrs},
     )
@@ -130,7 +138,11 @@ class Joiner:
     worker threads, expired halves settled from the event loop."""
 
     def __init__(
-        self, wait_s: float = WAIT_S, max_calls: int = MAX_CALLS, max_bytes: int = MAX_BYTES
+        self,
+        wait_s: float = WAIT_S,
+        max_calls: int = MAX_CALLS,
+        max_bytes: int = MAX_BYTES,
+        tally: Tally | None = None,
     ):
         self.wait_s = wait_s
         self.max_calls = max_calls
@@ -140,7 +152,7 @@ class Joiner:
         self._bytes = 0
         self._seq = 0
         self._lock = threading.Lock()
-        self.dropped = 0  # calls settled with no output (a span without content)
+        self.tally = tally or Tally()  # the drops, by reason
         self.early = 0  # calls settled before their wait was over: the table was full
 
     def __len__(self) -> int:
@@ -161,7 +173,7 @@ class Joiner:
                 "waiting_bytes": self._bytes,
                 "max_bytes": self.max_bytes,
                 "settled_early": self.early,
-                "dropped_without_content": self.dropped,
+                "dropped_without_content": self.tally.get("dropped", NO_CONTENT),
             }
 
     def add_span(self, call: Call) -> list[Call]:
@@ -187,9 +199,18 @@ class Joiner:
         if event == DETAILS_EVENT:
             details = genai_call(record["attrs"], trace_id=trace_id, span_id=span_id)
             if not span_id:  # outside any span: nothing to join
-                return [details] if details.output else []
-        elif not span_id:
-            return []  # a message outside any span cannot be told apart from others
+                if details.output:
+                    return [details]
+                self._no_content(None)
+                return []
+        elif not span_id:  # a message outside any span cannot be told apart from others
+            self.tally.count(
+                "dropped",
+                NO_SPAN,
+                f"a {event} record names no span (span id empty or zero), so it joins no "
+                "call; its instrumentation does not put it inside the call's span",
+            )
+            return []
         with self._lock:
             halves = self._halves(trace_id, span_id)
             if halves is None:
@@ -263,17 +284,21 @@ class Joiner:
             self._settled.popitem(last=False)
         call = merge(halves, key)
         if call is None:
-            if not self.dropped and halves.span is not None:
-                # said once: the usual cause is an instrumentation sending no content
-                log.warning(
-                    "OTLP: a GenAI span (%r) came without its messages and no log record "
-                    "brought them: turn on the instrumentation's content capture (e.g. "
-                    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT) and export its logs",
-                    halves.span.name[:100],
-                )
-            self.dropped += 1
+            self._no_content(halves.span)
         else:
             out.append(call)
+
+    def _no_content(self, span: Call | None) -> None:
+        """A call dropped for want of content: counted, said once (the usual cause is an
+        instrumentation with its content capture off)."""
+        what = f"a GenAI span ({span.name[:100]!r})" if span is not None else "a GenAI record"
+        self.tally.count(
+            "dropped",
+            NO_CONTENT,
+            f"{what} came without message content and no log record brought it: turn on the "
+            "instrumentation's content capture (e.g. "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT) and export its logs",
+        )
 
     def settled(self, span: Call) -> None:
         """Mark a span's call stored already (it came whole): its records are then dropped."""

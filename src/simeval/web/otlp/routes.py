@@ -23,7 +23,14 @@ from simeval.web.otlp.decode import (
     spans_from_json,
     spans_from_protobuf,
 )
-from simeval.web.otlp.genai import Call, call_capture, genai_call, span_call
+from simeval.web.otlp.genai import (
+    NO_INPUT,
+    Call,
+    call_capture,
+    genai_call,
+    keep_within,
+    span_call,
+)
 from simeval.web.otlp.join import (
     CHOICE_EVENT,
     DETAILS_EVENT,
@@ -32,6 +39,7 @@ from simeval.web.otlp.join import (
     Joiner,
     body_text,
 )
+from simeval.web.otlp.tally import Tally
 
 log = logging.getLogger("simeval.otlp")
 router = APIRouter()
@@ -43,7 +51,8 @@ STORE_TRIES = 5  # a joined call the database is too busy for is tried again thi
 
 
 class Batch:
-    """Captures to store: ``scored``, and ``unscored`` (those that look cut)."""
+    """Captures to store: ``scored``, and ``unscored`` (those that look cut, or have no
+    input text)."""
 
     def __init__(self) -> None:
         self.scored: list[KeyedCapture] = []
@@ -52,30 +61,43 @@ class Batch:
     def __bool__(self) -> bool:
         return bool(self.scored or self.unscored)
 
-    def add(self, call: Call, cut: list[str]) -> None:
-        """``call`` as a capture; why it looks cut, if it does, added to ``cut``."""
+    def add(self, call: Call, unscored: list[str], tally: Tally) -> None:
+        """``call`` as a capture; why it is not scored, if it is not, added to ``unscored``
+        and counted."""
         capture, reason = call_capture(call)
         if reason is None:
             self.scored.append(capture)
-        else:
-            self.unscored.append(capture)
-            cut.append(reason)
+            return
+        self.unscored.append(capture)
+        unscored.append(reason)
+        tally.count("unscored", NO_INPUT if reason == NO_INPUT else "cut")
 
 
 class Parsed:
     """What one payload gives: the captures to store with it (``now``), the calls its halves
     completed (``joined``, made the captures ``later``: stored in the background, never
-    failing this request), and why those that look cut do."""
+    failing this request), why those stored unscored are (``unscored``), and why the spans
+    or records refused on their own were (``rejected``: the others are kept)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tally: Tally) -> None:
         self.now = Batch()
         self.later = Batch()
         self.joined: list[Call] = []
-        self.cut: list[str] = []
+        self.unscored: list[str] = []
+        self.rejected: list[str] = []
+        self.tally = tally
+
+    def reject(self, kind: str, what: str, exc: SimevalError) -> None:
+        """A span or record (``kind``: "spans", "log records") refused on its own: said (each
+        one), counted, named in the reply."""
+        reason = f"{what}: {exc}"
+        log.warning("OTLP: refused %s", reason[:1000])
+        self.rejected.append(reason)
+        self.tally.count("rejected", kind)
 
 
 def joiner_of(app: FastAPI) -> Joiner:
-    """The app's table of waiting halves (made on first use)."""
+    """The app's table of waiting halves (made on first use), with its ``Tally``."""
     joiner = getattr(app.state, "otlp_joiner", None)
     if joiner is None:
         max_bytes = getattr(app.state, "otlp_join_bytes", MAX_BYTES)
@@ -85,10 +107,11 @@ def joiner_of(app: FastAPI) -> Joiner:
 
 def parse_traces(media: str, raw: bytes, joiner: Joiner) -> Parsed:
     """A traces payload (``media`` "protobuf" or "json", ``raw`` its bytes, inflated) read:
-    its whole spans as captures, the others handed to ``joiner``. ``InvalidInput`` when it is
+    its whole spans as captures, the others handed to ``joiner``; a span that cannot be
+    stored is refused on its own (``Parsed.rejected``). ``InvalidInput`` when the payload is
     malformed (then nothing of it is stored or kept)."""
     spans = spans_from_protobuf(raw) if media == "protobuf" else spans_from_json(raw)
-    out = Parsed()
+    out = Parsed(joiner.tally)
     whole, halves = [], []
     for i, span in enumerate(spans):
         try:
@@ -96,15 +119,17 @@ def parse_traces(media: str, raw: bytes, joiner: Joiner) -> Parsed:
             if call is None:
                 continue
             if call.output is not None:
-                out.now.add(call, out.cut)
+                out.now.add(call, out.unscored, out.tally)
                 whole.append(call)
             else:  # checked now: its other half may come in a request of its own
+                call.input = keep_within(call.input, "the input", call.cuts)
                 check_texts(call.input, "")
                 check_capture_key(call.span_id or None)
                 check_capture_key(call.trace_id or None)
                 halves.append(call)
         except SimevalError as exc:
-            raise type(exc)(f"span {i} ({span['name'][:100]!r}): {exc}") from None
+            trace = span["trace_id"] or "none"
+            out.reject("spans", f"span {i} ({span['name'][:100]!r}, trace {trace})", exc)
     for call in whole:
         joiner.settled(call)
     for call in halves:
@@ -113,34 +138,39 @@ def parse_traces(media: str, raw: bytes, joiner: Joiner) -> Parsed:
 
 
 def _record_texts(record: dict[str, Any]) -> None:
-    """A record's texts and ids checked as a capture's are (size, NUL, ...), before any is
-    kept: the capture it makes may be stored after this request was answered."""
+    """A record's texts and ids checked as a capture's are (NUL, NaN, ...; text past the
+    store's limit is cut when it is stored), before any is kept: the capture it makes may be
+    stored after this request was answered."""
     event = record["event"]
     if event in (DETAILS_EVENT, CHOICE_EVENT) or event in MESSAGE_EVENTS:
         check_capture_key(record["span_id"] or None)
         check_capture_key(record["trace_id"] or None)
     if event == DETAILS_EVENT:
         call = genai_call(record["attrs"])
-        check_texts(call.input, call.output or "")
+        check_texts(keep_within(call.input, "", []), keep_within(call.output or "", "", []))
     elif event in MESSAGE_EVENTS or event == CHOICE_EVENT:
         body = record["body"]
         if event == CHOICE_EVENT and isinstance(body, dict):
             body = body.get("message")
-        check_texts(body_text(body), "")
+        check_texts(keep_within(body_text(body), "", []), "")
 
 
 def parse_logs(media: str, raw: bytes, joiner: Joiner) -> Parsed:
     """A logs payload (as ``parse_traces`` takes it) read: its GenAI records handed to
-    ``joiner``, the calls they complete returned. ``InvalidInput`` when it is malformed (then
-    nothing of it is kept)."""
+    ``joiner``, the calls they complete returned; a record that cannot be stored is refused
+    on its own. ``InvalidInput`` when the payload is malformed (then nothing of it is
+    kept)."""
     records = records_from_protobuf(raw) if media == "protobuf" else records_from_json(raw)
+    out = Parsed(joiner.tally)
     for i, record in enumerate(records):
         try:
             _record_texts(record)
         except SimevalError as exc:
-            raise type(exc)(f"log record {i} ({record['event'][:100]!r}): {exc}") from None
-    out = Parsed()
-    for record in records:
+            trace = record["trace_id"] or "none"
+            out.reject(
+                "log records", f"log record {i} ({record['event'][:100]!r}, trace {trace})", exc
+            )
+            continue
         out.joined += joiner.add_record(record)
     return out
 
@@ -153,9 +183,10 @@ def _read(parse: Any, body: bytes, content_type: str, encoding: str, joiner: Joi
         # the joined calls made captures here too, off the event loop
         for call in parsed.joined:
             try:
-                parsed.later.add(call, parsed.cut)
+                parsed.later.add(call, parsed.unscored, parsed.tally)
             except SimevalError as exc:  # its other half was accepted already: said, dropped
                 log.warning("a joined GenAI call was not stored: %s", exc)
+                parsed.tally.count("dropped", "not storable")
         return parsed
 
 
@@ -197,16 +228,17 @@ async def _sweep(app: FastAPI, joiner: Joiner) -> None:
         await asyncio.sleep(max(0.05, min(1.0, joiner.wait_s / 4)))
         calls = joiner.expired()
         if calls:
-            await _store_later(app, _batch(calls))
+            await _store_later(app, _batch(calls, joiner.tally))
 
 
-def _batch(calls: list[Call]) -> Batch:
-    batch, cut = Batch(), list[str]()
+def _batch(calls: list[Call], tally: Tally) -> Batch:
+    batch, unscored = Batch(), list[str]()
     for call in calls:
         try:
-            batch.add(call, cut)
+            batch.add(call, unscored, tally)
         except SimevalError as exc:  # its halves were accepted already: said, dropped
             log.warning("a GenAI call was not stored: %s", exc)
+            tally.count("dropped", "not storable")
     return batch
 
 
@@ -223,24 +255,32 @@ async def close(app: FastAPI) -> None:
         task.cancel()
     joiner = getattr(app.state, "otlp_joiner", None)
     if joiner is not None and len(joiner):
-        await _store_later(app, _batch(joiner.drain()))
+        await _store_later(app, _batch(joiner.drain(), joiner.tally))
     for pending in list(getattr(app.state, "otlp_tasks", None) or ()):
         await asyncio.wait([pending], timeout=10)
 
 
-def _reply(content_type: str, kind: str, cut: list[str]) -> Response:
-    """An empty export response, or one whose partial success names the captures that look
-    cut (accepted, all of it: ``rejected_*`` 0, as OTLP says a warning is sent)."""
-    message = ""
-    if cut:
-        message = (
-            f"{len(cut)} GenAI call(s) look cut and were stored unscored: {cut[0]}"
-            + (f" (and {len(cut) - 1} more)" if len(cut) > 1 else "")
-        )[:1000]
-    rejected = {"traces": "rejectedSpans", "logs": "rejectedLogRecords"}.get(kind)
+def _said(items: list[str], what: str) -> str:
+    return f"{len(items)} {what}: {items[0]}" + (
+        f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+    )
+
+
+def _reply(content_type: str, kind: str, parsed: Parsed | None) -> Response:
+    """An empty export response, or one whose partial success counts the spans or records
+    refused (``rejected_*``) and names the first reason, and the calls stored unscored
+    (accepted: as OTLP says, a warning has ``rejected_*`` 0)."""
+    notes, rejected = [], 0
+    if parsed is not None and parsed.rejected:
+        rejected = len(parsed.rejected)
+        notes.append(_said(parsed.rejected, "refused, the others kept"))
+    if parsed is not None and parsed.unscored:
+        notes.append(_said(parsed.unscored, "GenAI call(s) stored unscored"))
+    message = "; ".join(notes)[:1000]
+    field = {"traces": "rejectedSpans", "logs": "rejectedLogRecords"}.get(kind)
     if content_type.split(";")[0].strip().lower() == "application/json":
-        if message and rejected:
-            return JSONResponse({"partialSuccess": {rejected: "0", "errorMessage": message}})
+        if message and field:
+            return JSONResponse({"partialSuccess": {field: str(rejected), "errorMessage": message}})
         return JSONResponse({})
     if kind == "traces":
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -257,6 +297,10 @@ def _reply(content_type: str, kind: str, cut: list[str]) -> Response:
     answer = Answer()
     if message:
         answer.partial_success.error_message = message
+        if kind == "traces":
+            answer.partial_success.rejected_spans = rejected
+        elif kind == "logs":
+            answer.partial_success.rejected_log_records = rejected
     return Response(answer.SerializeToString(), media_type="application/x-protobuf")
 
 
@@ -280,7 +324,7 @@ async def _ingest(request: Request, kind: str) -> Response:
         _watch(app, joiner)
     if parsed.later:
         _background(app, _store_later(app, parsed.later))
-    return _reply(content_type, kind, parsed.cut)
+    return _reply(content_type, kind, parsed)
 
 
 _BODY = {
@@ -296,7 +340,8 @@ def _responses(what: str) -> dict[int | str, dict[str, Any]]:
     return {
         200: {
             "description": f"Accepted (an Export{what}ServiceResponse; its partial success "
-            "names the GenAI calls that look cut, stored unscored)",
+            "counts the spans or records refused on their own, the others kept, and names "
+            "the GenAI calls stored unscored)",
             "content": {"application/x-protobuf": {}, "application/json": {}},
         },
         400: {"description": "A malformed payload: nothing stored"},
@@ -366,4 +411,4 @@ async def metrics(request: Request) -> Response:
         )
     except SimevalError as exc:
         return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
-    return _reply(content_type, "metrics", [])
+    return _reply(content_type, "metrics", None)
