@@ -9,7 +9,10 @@ module for the whole process, so each mode gets a process of its own).
   environment sets (``OTEL_SEMCONV_STABILITY_OPT_IN``,
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), read when it instruments;
   ``openinference``: ``openinference-instrumentation-openai``, inside
-  ``using_session(--session)`` when one is given.
+  ``using_session(--session)`` when one is given; ``openllmetry``: Traceloop's
+  ``opentelemetry-instrumentation-openai`` in its default mode (content in span attributes),
+  ``openllmetry-events`` in its events mode (``use_legacy_attributes=False``: content in log
+  records).
 - The OpenTelemetry SDK's own OTLP/HTTP exporters (protobuf) for traces, logs and metrics,
   behind its batch processors, to ``--otlp`` (``/v1/traces``, ``/v1/logs``, ``/v1/metrics``);
   ``--order`` says which provider is shut down (so flushed) first.
@@ -29,7 +32,9 @@ from typing import Any
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["openai-v2", "openinference"])
+    parser.add_argument(
+        "mode", choices=["openai-v2", "openinference", "openllmetry", "openllmetry-events"]
+    )
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--otlp", required=True)
     parser.add_argument("--session")
@@ -83,6 +88,14 @@ def main() -> None:
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
         OpenAIInstrumentor().instrument(
+            tracer_provider=tracer_provider,
+            logger_provider=logger_provider,
+            meter_provider=meter_provider,
+        )
+    elif args.mode.startswith("openllmetry"):
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as LLMetry
+
+        LLMetry(use_legacy_attributes=args.mode == "openllmetry").instrument(
             tracer_provider=tracer_provider,
             logger_provider=logger_provider,
             meter_provider=meter_provider,

@@ -30,6 +30,7 @@ from simeval.web.server_process import running_server
 
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 pytest.importorskip("openinference.instrumentation.openai")
+pytest.importorskip("opentelemetry.instrumentation.openai")
 
 TESTS = Path(__file__).parents[1]
 FRANCE = "Paris is the capital of France and its largest city."
@@ -54,6 +55,9 @@ MODES: dict[str, tuple[str, dict[str, str]]] = {
     # its default: no content captured; records are still sent, with no body (a message) or
     # only a role (a choice)
     "openai-v2 content off": ("openai-v2", {}),
+    # Traceloop's OpenLLMetry: content in span attributes (its default), or in log records
+    "openllmetry": ("openllmetry", {}),
+    "openllmetry events": ("openllmetry-events", {}),
 }
 
 
@@ -233,3 +237,37 @@ def test_calls_without_content_are_counted_never_scored(upstream: str, tmp_path:
         assert otlp["dropped_without_content"] == 2 and otlp["waiting"] == 0
         assert otlp["rejected"] == {} and otlp["unscored"] == {}
         assert httpx.get(url + "/api/captures").json()["captures"] == []
+
+
+@pytest.mark.parametrize("mode", ["openllmetry", "openllmetry events"])
+def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Path) -> None:
+    """OpenLLMetry in both modes: a plain and a streamed call, each captured once, with its
+    output. In events mode the stream's ``gen_ai.choice`` record comes with a zero span id;
+    it joins the one span whose time it falls within, whichever arrives first (the second
+    run sends the same calls again, its logs first: stored once)."""
+    orders = ["spans-first", "logs-first"] if mode == "openllmetry events" else ["spans-first"]
+    with running_server(_db(tmp_path)) as (url, _proc):
+        for order in orders:
+            result = instrumented(
+                mode,
+                upstream,
+                url,
+                "--question",
+                "What is the capital of France?",
+                "--stream-question",
+                "And the capital of Japan?",
+                "--order",
+                order,
+            )
+            assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
+        found = captures(url, 2)
+        time.sleep(0.3)  # a second capture of either call would be stored by now
+        found = captures(url, 2)
+        otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
+    caps = by_input(found)
+    assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"], found
+    france, japan = caps["What is the capital of France?"], caps["And the capital of Japan?"]
+    assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
+    assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
+    assert {c["capture_key"] for c in found} == set(result["ids"])
+    assert not otlp.get("dropped") and not otlp.get("rejected"), otlp

@@ -7,6 +7,7 @@ slowing a capture."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import http.server
 import json
 import re
@@ -122,6 +123,9 @@ def decode(body: bytes, kind: str) -> list[dict[str, Any]]:
                             "trace_id": rec.trace_id.hex(),
                             "span_id": rec.span_id.hex(),
                             "attrs": attrs,
+                            "time": rec.time_unix_nano,
+                            "observed": rec.observed_time_unix_nano,
+                            "severity": (rec.severity_number, rec.severity_text),
                         }
                     )
         return out
@@ -136,6 +140,9 @@ def decode(body: bytes, kind: str) -> list[dict[str, Any]]:
                         "trace_id": rec.get("traceId", ""),
                         "span_id": rec.get("spanId", ""),
                         "attrs": attrs,
+                        "time": int(rec["timeUnixNano"]),
+                        "observed": int(rec["observedTimeUnixNano"]),
+                        "severity": (rec["severityNumber"], rec["severityText"]),
                     }
                 )
     return out
@@ -232,6 +239,14 @@ def test_every_capture_path_sends_its_results_with_the_evaluated_span(
         assert attrs["evaluation.annotator_kind"] == "CODE"
         meta = json.loads(attrs["evaluation.metadata"])
         assert meta["capture_id"] == capture.id and meta["threshold"] == result.threshold
+        # the evaluator's identity (semantic-conventions-genai pull request 359)
+        assert attrs["gen_ai.evaluation.evaluator.id"] == "capital"
+        version = f"{result.eval_version}+{result.fingerprint}"
+        assert attrs["gen_ai.evaluation.evaluator.version"] == version
+        assert event["severity"] == ((9, "INFO") if result.passed else (13, "WARN"))
+        # dated by its capture, to the microsecond; observed when it was offered
+        at = capture.captured_at.replace(tzinfo=datetime.UTC).timestamp()
+        assert abs(event["time"] / 1e9 - at) < 1e-5 and event["observed"] >= event["time"]
         if not result.passed:
             assert "missing:" in attrs["gen_ai.evaluation.explanation"]
     # the span captures carry their span: the event is parented to the evaluated span
@@ -245,6 +260,10 @@ def test_every_capture_path_sends_its_results_with_the_evaluated_span(
         by_identifier[stored["Lyon has good food."].results[0].id]["attrs"]["gen_ai.response.id"]
         == "chatcmpl-span-2"
     )
+    # the proxy's capture carries its response id too
+    proxied = next(c for c in stored.values() if (c.metadata or {}).get("source") == "proxy")
+    proxied_attrs = by_identifier[proxied.results[0].id]["attrs"]
+    assert proxied_attrs["gen_ai.response.id"] == chat.json()["id"]
     # the others came from no span
     for output in ("Paris is in France.", "Bananas are yellow.", "Paris, the French capital."):
         assert by_identifier[stored[output].results[0].id]["span_id"] == ""
@@ -277,7 +296,9 @@ def test_json_encoding(tmp_path: Path, receiver: Receiver) -> None:
     exporter = ScoreExporter(receiver.url, svc, encoding="json")
     svc.on_captured(exporter.offer)
     try:
-        out = svc.capture("Capital?", REF, metadata={"response_id": "resp_1"})
+        out = svc.capture(
+            "Capital?", REF, conversation_id="conv-7", metadata={"response_id": "resp_1"}
+        )
         svc.capture("Capital?", REF, capture_key="k")  # and once more: not sent twice
         svc.capture("Capital?", REF, capture_key="k")
         assert exporter.flush(timeout=30)
@@ -291,6 +312,8 @@ def test_json_encoding(tmp_path: Path, receiver: Receiver) -> None:
     )
     assert first["event"] == EVENT
     assert first["attrs"]["gen_ai.response.id"] == "resp_1"
+    assert first["attrs"]["gen_ai.conversation.id"] == "conv-7"
+    assert first["severity"] == (9, "INFO")
     assert first["attrs"]["gen_ai.evaluation.score.label"] == "pass"
     assert first["attrs"]["gen_ai.evaluation.score.value"] == pytest.approx(out.results[0].score)
 

@@ -436,3 +436,36 @@ def test_malformed_logs_store_and_keep_nothing(client: TestClient, body: bytes) 
     proto = client.post("/v1/logs", content=b"", headers={"content-type": "application/x-protobuf"})
     assert proto.status_code == 200
     assert ExportLogsServiceResponse.FromString(proto.content).partial_success.error_message == ""
+
+
+def test_a_choice_naming_no_span_joins_the_span_of_its_time() -> None:
+    """A ``gen_ai.choice`` with neither trace nor span id (OpenLLMetry's streamed calls) joins
+    the one waiting span it falls within, before or after that span arrives; one that falls
+    within two spans, or none, joins nothing and is dropped, counted, when its wait is over."""
+    joiner = Joiner(wait_s=60)
+
+    def waiting_span(n: int, start: int, end: int) -> list[Call]:
+        call = Call(span_id=f"{n:016x}", trace_id=TRACE, input=f"q{n}", start=start, end=end)
+        return joiner.add_span(call)
+
+    def orphan(at: int, text: str) -> list[Call]:
+        body = {"index": 0, "message": {"content": text}}
+        rec = {"trace_id": "", "span_id": "", "event": "gen_ai.choice", "time": at}
+        return joiner.add_record({**rec, "attrs": {}, "body": body})
+
+    assert waiting_span(1, 100, 200) == []
+    (first,) = orphan(150, "a1")  # the span waited: joined at once
+    assert (first.input, first.output, first.span_id) == ("q1", "a1", f"{1:016x}")
+    assert orphan(350, "a2") == []  # no span yet: it waits
+    (second,) = waiting_span(2, 300, 400)
+    assert (second.input, second.output) == ("q2", "a2")
+    waiting_span(3, 500, 700)
+    waiting_span(4, 600, 800)
+    assert orphan(650, "both") == []  # within two spans: neither is guessed
+    assert len(joiner) == 3
+    assert joiner.expired(time.monotonic() + 61) == []  # spans 3, 4 without content; the orphan
+    assert joiner.tally.stats()["dropped"] == {
+        "a record names no span": 1,
+        "no message content": 2,
+    }
+    assert len(joiner) == 0 and joiner.bytes == 0

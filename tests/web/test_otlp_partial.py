@@ -67,7 +67,7 @@ def test_one_long_span_does_not_lose_its_batch(tmp_path: Path) -> None:
             results.append(export(batch))
             return results[-1]
 
-        exporter.export = kept  # type: ignore[method-assign]
+        exporter.export = kept  # type: ignore[method-assign,assignment]
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=60_000))
         tracer = provider.get_tracer("engine")

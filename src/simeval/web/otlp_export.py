@@ -14,8 +14,14 @@ One log record per result, as the GenAI semantic conventions define the event
 ``gen_ai.evaluation.result``; attributes ``gen_ai.evaluation.name`` (the eval's name),
 ``gen_ai.evaluation.score.value`` (the score, a double), ``gen_ai.evaluation.score.label``
 (``pass`` or ``fail``), ``gen_ai.evaluation.explanation`` (the score against the threshold and,
-for a failure, the reference terms the output lacks) and ``gen_ai.response.id`` when the
-capture carries one. A capture that came from a span (OTLP ingest keeps ``trace_id`` and
+for a failure, the reference terms the output lacks), the evaluator's identity as proposed
+for the conventions (open-telemetry/semantic-conventions-genai pull request 359):
+``gen_ai.evaluation.evaluator.id`` (the eval's name) and ``gen_ai.evaluation.evaluator.version``
+(its version and the scorer's fingerprint, ``3+f1a2...``), ``gen_ai.response.id`` for every
+capture that has one (OTLP ingest and the proxy keep it) and ``gen_ai.conversation.id`` where
+the capture has a conversation. Severity: INFO (9) for a pass, WARN (13) for a fail. Each
+record is dated by its capture (``captured_at``: for a span, when it ended), observed when it
+was handed to the exporter. A capture that came from a span (OTLP ingest keeps ``trace_id`` and
 ``span_id`` in its metadata) gives the record that trace id and span id: the event is parented
 to the evaluated span, as the convention asks.
 
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime
 import http.client
 import json
 import logging
@@ -68,6 +75,9 @@ log = logging.getLogger("simeval.otlp_export")
 EVENT_NAME = "gen_ai.evaluation.result"
 LOGS_PATH = "/v1/logs"
 RETRYABLE = frozenset({429, 502, 503, 504})  # the OTLP/HTTP spec's retryable statuses
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+# a result's severity (number, text): OpenTelemetry's INFO for a pass, WARN for a fail
+SEVERITY = {True: (9, "INFO"), False: (13, "WARN")}
 TOP_MISSING = 5  # reference terms an explanation names at most
 
 
@@ -165,6 +175,12 @@ def span_of(capture: CaptureOut) -> tuple[str | None, str | None]:
         # OTLP ingest keys a span without a response id by its span id
         span = _hex_id(capture.capture_key, 8)
     return (trace, span) if trace and span else (None, None)
+
+
+def time_ns(at: datetime.datetime) -> int:
+    """A stored time (naive UTC) in nanoseconds since 1970, exact to the microsecond."""
+    aware = at if at.tzinfo is not None else at.replace(tzinfo=datetime.UTC)
+    return (aware - EPOCH) // datetime.timedelta(microseconds=1) * 1000
 
 
 def response_id_of(capture: CaptureOut) -> str | None:
@@ -362,6 +378,7 @@ class ScoreExporter:
         """The log records of one capture's results (plain values; ``_encode`` writes them)."""
         trace_id, span_id = span_of(capture)
         response_id = response_id_of(capture)
+        at = time_ns(capture.captured_at)
         out = []
         for result in capture.results:
             label = "pass" if result.passed else "fail"
@@ -370,9 +387,15 @@ class ScoreExporter:
                 "gen_ai.evaluation.score.value": float(result.score),
                 "gen_ai.evaluation.score.label": label,
                 "gen_ai.evaluation.explanation": self._explanation(capture, result),
+                "gen_ai.evaluation.evaluator.id": result.eval_name,
+                "gen_ai.evaluation.evaluator.version": (
+                    f"{result.eval_version}+{result.fingerprint}"
+                ),
             }
             if response_id:
                 attrs["gen_ai.response.id"] = response_id
+            if capture.conversation_id:
+                attrs["gen_ai.conversation.id"] = capture.conversation_id
             # OpenInference's fields with no OpenTelemetry name (see the module doc)
             attrs["evaluation.annotator_kind"] = "CODE"
             attrs["evaluation.identifier"] = result.id
@@ -387,7 +410,16 @@ class ScoreExporter:
                 },
                 separators=(",", ":"),
             )
-            out.append({"time": when, "trace_id": trace_id, "span_id": span_id, "attrs": attrs})
+            out.append(
+                {
+                    "time": at,
+                    "observed": when,
+                    "severity": SEVERITY[result.passed],
+                    "trace_id": trace_id,
+                    "span_id": span_id,
+                    "attrs": attrs,
+                }
+            )
         return out
 
     def _explanation(self, capture: CaptureOut, result: CaptureResultOut) -> str:
@@ -454,7 +486,9 @@ def encode_json(records: list[dict[str, Any]]) -> bytes:
     for r in records:
         rec: dict[str, Any] = {
             "timeUnixNano": str(r["time"]),
-            "observedTimeUnixNano": str(r["time"]),
+            "observedTimeUnixNano": str(r["observed"]),
+            "severityNumber": r["severity"][0],
+            "severityText": r["severity"][1],
             "eventName": EVENT_NAME,
             "attributes": [{"key": k, "value": value(v)} for k, v in r["attrs"].items()],
         }
@@ -490,7 +524,10 @@ def encode_protobuf(pb: Any, records: list[dict[str, Any]]) -> bytes:
     scope_logs.scope.name, scope_logs.scope.version = "simeval", __version__
     for r in records:
         rec = scope_logs.log_records.add(
-            time_unix_nano=r["time"], observed_time_unix_nano=r["time"]
+            time_unix_nano=r["time"],
+            observed_time_unix_nano=r["observed"],
+            severity_number=r["severity"][0],
+            severity_text=r["severity"][1],
         )
         attrs = dict(r["attrs"])
         if has_event_name:

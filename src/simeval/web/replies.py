@@ -329,6 +329,8 @@ def reply_captures(reply: Reply) -> list[KeyedCapture]:
             "latency_ms": round(reply.latency * 1000, 3),
             "upstream_status": reply.status,
         }
+        if isinstance(info.get("id"), str) and info["id"]:
+            metadata["response_id"] = info["id"][:200]
         if several:
             metadata["choice"] = index
         if "first_token" in info:

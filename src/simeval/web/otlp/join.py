@@ -17,7 +17,10 @@ The join: a table in memory, keyed by (trace id, span id), of the halves still w
   and dropped if not (a span without content: the instrumentation sends none). A call whose
   records hold no text (content capture off: a ``gen_ai.choice`` with only a role) is
   dropped too, never stored as an empty capture; a message or choice record naming no span
-  joins none and is dropped. Every drop is counted by reason (``Tally``).
+  joins none and is dropped — except a ``gen_ai.choice`` with neither trace nor span id
+  (OpenLLMetry's streamed calls in its events mode): it joins the one waiting span whose
+  time it falls within, or waits (as an orphan) for such a span to arrive, and is dropped
+  when none does. Every drop is counted by reason (``Tally``).
 - Bounded: at most ``max_calls`` calls (10,000) and ``max_bytes`` bytes (64 MB: their texts
   and attributes as Python holds them, ``footprint``) wait at once; past either, the oldest is
   settled early as if its wait had expired, and counted (``early``, on ``/api/health``).
@@ -58,6 +61,18 @@ NO_SPAN = "a record names no span"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
 
+_Choice = tuple[int, str, Any, dict[str, Any]]  # a choice record's index, text, finish, attrs
+
+
+def choice_of(record: dict[str, Any]) -> _Choice:
+    """What a ``gen_ai.choice`` record brings."""
+    body = record["body"] if isinstance(record["body"], dict) else {}
+    index = body.get("index", 0)
+    index = index if isinstance(index, int) and not isinstance(index, bool) else 0
+    attrs = {k: v for k, v in record["attrs"].items() if k.startswith("gen_ai.")}
+    return index, body_text(body.get("message")), body.get("finish_reason"), attrs
+
+
 @dataclass
 class _Halves:
     """What has arrived of one call."""
@@ -65,7 +80,7 @@ class _Halves:
     born: float
     span: Call | None = None
     user: tuple[tuple[int, int], str] | None = None  # (time ns, arrival), text
-    choice: tuple[int, str, Any, dict[str, Any]] | None = None  # index, text, finish, attrs
+    choice: _Choice | None = None
     details: Call | None = None
     size: int = ENTRY_BYTES  # bytes held (``footprint``)
 
@@ -148,6 +163,8 @@ class Joiner:
         self.max_calls = max_calls
         self.max_bytes = max_bytes
         self._waiting: OrderedDict[tuple[str, str], _Halves] = OrderedDict()
+        # choices that name no span, by arrival: (arrived, time ns, choice, bytes held)
+        self._orphans: OrderedDict[int, tuple[float, int, _Choice, int]] = OrderedDict()
         self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._bytes = 0
         self._seq = 0
@@ -156,7 +173,7 @@ class Joiner:
         self.early = 0  # calls settled before their wait was over: the table was full
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return len(self._waiting) + len(self._orphans)
 
     @property
     def bytes(self) -> int:
@@ -169,7 +186,7 @@ class Joiner:
         having no content."""
         with self._lock:
             return {
-                "waiting": len(self._waiting),
+                "waiting": len(self._waiting) + len(self._orphans),
                 "waiting_bytes": self._bytes,
                 "max_bytes": self.max_bytes,
                 "settled_early": self.early,
@@ -184,9 +201,42 @@ class Joiner:
                 return []
             halves.span = call
             added = footprint(call.input, call.attrs, call.name)
+            if halves.choice is None and halves.details is None:
+                # an orphan choice of its time, if one waits
+                for seq, (_, at, choice, size) in self._orphans.items():
+                    if call.start <= at <= call.end:
+                        del self._orphans[seq]
+                        halves.choice = choice
+                        self._bytes -= size
+                        added += size
+                        break
             halves.size += added
             self._bytes += added
             return self._settle_ready(call.trace_id, call.span_id)
+
+    def _orphan(self, at: int, choice: _Choice) -> list[Call]:
+        """A choice that names no span: joined to the one waiting span it falls within in
+        time, else kept (an orphan) until such a span arrives or its wait is over."""
+        with self._lock:
+            fits = [
+                key
+                for key, h in self._waiting.items()
+                if h.span is not None
+                and h.choice is None
+                and h.details is None
+                and h.span.start <= at <= h.span.end
+            ]
+            size = ENTRY_BYTES + footprint(choice[1], choice[3])
+            if len(fits) == 1:
+                halves = self._waiting[fits[0]]
+                halves.choice = choice
+                halves.size += size
+                self._bytes += size
+                return self._settle_ready(*fits[0])
+            self._seq += 1
+            self._orphans[self._seq] = (time.monotonic(), at, choice, size)
+            self._bytes += size
+            return self._settle_ready("", "")
 
     def add_record(self, record: dict[str, Any]) -> list[Call]:
         """A log record: a message, a choice or an operation's details, kept with its call's
@@ -203,6 +253,8 @@ class Joiner:
                     return [details]
                 self._no_content(None)
                 return []
+        elif not span_id and not trace_id and event == CHOICE_EVENT and record["time"]:
+            return self._orphan(int(record["time"]), choice_of(record))
         elif not span_id:  # a message outside any span cannot be told apart from others
             self.tally.count(
                 "dropped",
@@ -222,15 +274,10 @@ class Joiner:
                 halves.details = details
                 added = footprint(details.input, details.output, details.attrs)
             elif event == CHOICE_EVENT:
-                body = body if isinstance(body, dict) else {}
-                index = body.get("index", 0)
-                index = index if isinstance(index, int) and not isinstance(index, bool) else 0
-                message = body.get("message")
-                text = body_text(message)
-                if halves.choice is None or index < halves.choice[0]:
-                    attrs = {k: v for k, v in record["attrs"].items() if k.startswith("gen_ai.")}
-                    halves.choice = (index, text, body.get("finish_reason"), attrs)
-                    added = footprint(text, attrs)
+                choice = choice_of(record)
+                if halves.choice is None or choice[0] < halves.choice[0]:
+                    halves.choice = choice
+                    added = footprint(choice[1], choice[3])
             else:
                 role = MESSAGE_EVENTS[event]
                 if isinstance(body, dict) and isinstance(body.get("role"), str):
@@ -262,6 +309,10 @@ class Joiner:
         halves = self._waiting.get(key)
         if halves is not None and halves.complete():
             self._settle(key, out)
+        while self._orphans and (
+            len(self._orphans) > self.max_calls or self._bytes > self.max_bytes
+        ):
+            self._drop_orphan()
         while self._waiting and (
             len(self._waiting) > self.max_calls or self._bytes > self.max_bytes
         ):
@@ -287,6 +338,17 @@ class Joiner:
             self._no_content(halves.span)
         else:
             out.append(call)
+
+    def _drop_orphan(self) -> None:
+        """The oldest orphan choice, which joined no span: dropped, counted, said once."""
+        _, (_, _, _, size) = self._orphans.popitem(last=False)
+        self._bytes -= size
+        self.tally.count(
+            "dropped",
+            NO_SPAN,
+            "a gen_ai.choice record names no span and fell within the time of no span that "
+            "waited for one; its instrumentation emits it outside the call's span",
+        )
 
     def _no_content(self, span: Call | None) -> None:
         """A call dropped for want of content: counted, said once (the usual cause is an
@@ -321,6 +383,8 @@ class Joiner:
                 if now - halves.born < self.wait_s:
                     break
                 self._settle(key, out)
+            while self._orphans and now - next(iter(self._orphans.values()))[0] >= self.wait_s:
+                self._drop_orphan()
         return out
 
     def drain(self) -> list[Call]:
@@ -329,4 +393,6 @@ class Joiner:
             out: list[Call] = []
             while self._waiting:
                 self._settle(next(iter(self._waiting)), out)
+            while self._orphans:
+                self._drop_orphan()
             return out
