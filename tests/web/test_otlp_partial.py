@@ -205,3 +205,19 @@ def test_log_records_refused_on_their_own(tmp_path: Path) -> None:
     assert cap.evaluated and cap.results[0].passed
     assert health["rejected"] == {"log records": 2}
     assert health["dropped"] == {"a record names no span": 1}
+
+
+def test_a_logfire_span_is_named_by_its_rendered_message(tmp_path: Path) -> None:
+    attributes = {
+        "logfire.msg_template": "Chat Completion with {request_data[model]!r}",
+        "logfire.msg": "Chat Completion with 'gpt-4o'",
+        "gen_ai.prompt.0.content": "Capital?",
+        "gen_ai.completion.0.content": FRANCE,
+    }
+    span = _span("00000000000000c1", attributes, name=attributes["logfire.msg_template"])
+    app = create_app(str(_db(tmp_path)))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/traces", content=_body("resourceSpans", [span]), headers=JSON)
+        assert r.status_code == 200, r.text
+        (cap,) = app.state.service.list_captures()
+    assert cap.metadata["span_name"] == "Chat Completion with 'gpt-4o'"

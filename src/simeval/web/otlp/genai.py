@@ -301,8 +301,14 @@ def genai_call(
 
 def span_call(span: dict[str, Any]) -> Call | None:
     """A span as a call, or None when it is no model call: no ``gen_ai.*`` attribute (nor
-    span event), not an OpenInference LLM span, or an embeddings call."""
+    span event), not an OpenInference LLM span, or an embeddings call. Its name is logfire's
+    rendered message (``logfire.msg``) where there is one."""
     attrs: dict[str, Any] = span["attrs"]
+    message = attrs.get("logfire.msg")
+    if isinstance(message, str) and message.strip():
+        # logfire names its spans by a template ("Chat Completion with {request_data[model]!r}")
+        # and sends the rendered text beside it
+        span = {**span, "name": message[:200]}
     if attrs.get("openinference.span.kind") == "LLM":
         return openinference_call(span)
     events = [e for e in span.get("events") or () if e[0].startswith("gen_ai.")]
