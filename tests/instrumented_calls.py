@@ -12,7 +12,8 @@ module for the whole process, so each mode gets a process of its own).
   ``using_session(--session)`` when one is given; ``openllmetry``: Traceloop's
   ``opentelemetry-instrumentation-openai`` in its default mode (content in span attributes),
   ``openllmetry-events`` in its events mode (``use_legacy_attributes=False``: content in log
-  records).
+  records); ``logfire``: Pydantic's ``logfire`` (``instrument_openai``), its spans sent by
+  the same exporter beside its own (``send_to_logfire=False``).
 - The OpenTelemetry SDK's own OTLP/HTTP exporters (protobuf) for traces, logs and metrics,
   behind its batch processors, to ``--otlp`` (``/v1/traces``, ``/v1/logs``, ``/v1/metrics``);
   ``--order`` says which provider is shut down (so flushed) first.
@@ -33,7 +34,8 @@ from typing import Any
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "mode", choices=["openai-v2", "openinference", "openllmetry", "openllmetry-events"]
+        "mode",
+        choices=["openai-v2", "openinference", "openllmetry", "openllmetry-events", "logfire"],
     )
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--otlp", required=True)
@@ -92,6 +94,8 @@ def main() -> None:
             logger_provider=logger_provider,
             meter_provider=meter_provider,
         )
+    elif args.mode == "logfire":
+        pass  # configured with the client, below
     elif args.mode.startswith("openllmetry"):
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as LLMetry
 
@@ -111,6 +115,20 @@ def main() -> None:
     import openai
 
     client = openai.OpenAI(base_url=args.upstream, api_key="sk-test", max_retries=0)
+    if args.mode == "logfire":
+        import logfire
+
+        logfire.configure(
+            send_to_logfire=False,
+            console=False,
+            service_name="instrumented-engine",
+            additional_span_processors=[
+                BatchSpanProcessor(
+                    recorded(OTLPSpanExporter(endpoint=args.otlp + "/v1/traces"), "traces")
+                )
+            ],
+        )
+        logfire.instrument_openai(client)
     # a metric of the engine's own, so that every mode sends metrics (to /v1/metrics too)
     calls = meter_provider.get_meter("instrumented-engine").create_counter("engine.calls")
     ids = []
@@ -137,6 +155,10 @@ def main() -> None:
                 first = first or chunk.id
             ids.append(first)
             calls.add(1)
+    if args.mode == "logfire":
+        import logfire
+
+        logfire.force_flush()  # its own provider: the spans sent before the process ends
     providers = [tracer_provider, logger_provider]
     if args.order == "logs-first":
         providers.reverse()

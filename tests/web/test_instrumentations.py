@@ -31,6 +31,7 @@ from simeval.web.server_process import running_server
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 pytest.importorskip("openinference.instrumentation.openai")
 pytest.importorskip("opentelemetry.instrumentation.openai")
+pytest.importorskip("logfire")
 
 TESTS = Path(__file__).parents[1]
 FRANCE = "Paris is the capital of France and its largest city."
@@ -58,6 +59,7 @@ MODES: dict[str, tuple[str, dict[str, str]]] = {
     # Traceloop's OpenLLMetry: content in span attributes (its default), or in log records
     "openllmetry": ("openllmetry", {}),
     "openllmetry events": ("openllmetry-events", {}),
+    "logfire": ("logfire", {}),
 }
 
 
@@ -131,7 +133,9 @@ def by_input(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("mode", [m for m in MODES if m != "openai-v2 content off"])
+@pytest.mark.parametrize(
+    "mode", [m for m in MODES if m not in ("openai-v2 content off", "logfire")]
+)
 def test_each_call_captured_once(mode: str, upstream: str, tmp_path: Path) -> None:
     questions = [
         "--question",
@@ -271,3 +275,35 @@ def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Pat
     assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
     assert {c["capture_key"] for c in found} == set(result["ids"])
     assert not otlp.get("dropped") and not otlp.get("rejected"), otlp
+
+
+def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
+    """logfire: the plain call's span and the streamed call's "streaming response" span are
+    captured, named by their rendered message; the streamed call's request-only span waits for
+    nothing and is counted."""
+    with running_server(_db(tmp_path)) as (url, _proc):
+        result = instrumented(
+            "logfire",
+            upstream,
+            url,
+            "--question",
+            "What is the capital of France?",
+            "--stream-question",
+            "And the capital of Japan?",
+        )
+        assert result["exports"]["traces"] and all(
+            r == "SUCCESS" for r in result["exports"]["traces"]
+        ), result
+        found = captures(url, 2)
+        otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
+    caps = by_input(found)
+    assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"], found
+    france, japan = caps["What is the capital of France?"], caps["And the capital of Japan?"]
+    assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
+    assert {c["capture_key"] for c in found} == set(result["ids"])
+    assert france["metadata"]["span_name"] == "Chat Completion with 'gpt-test'"
+    assert japan["metadata"]["span_name"].startswith("streaming response from 'gpt-test' took")
+    assert otlp["waiting"] == 0, otlp
+    assert otlp["dropped"] == {
+        "a streamed call's request span (its reply came in a span of its own)": 1
+    }, otlp

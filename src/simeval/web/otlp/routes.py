@@ -48,6 +48,7 @@ router = APIRouter()
 # event loop for it. Inflating is not under it (zlib and zstd let the GIL go).
 PARSING = threading.Lock()
 STORE_TRIES = 5  # a joined call the database is too busy for is tried again this often
+STREAM_REQUEST = "a streamed call's request span (its reply came in a span of its own)"
 
 
 class Batch:
@@ -121,6 +122,15 @@ def parse_traces(media: str, raw: bytes, joiner: Joiner) -> Parsed:
             if call.output is not None:
                 out.now.add(call, out.unscored, out.tally)
                 whole.append(call)
+            elif "logfire.msg_template" in span["attrs"]:
+                # logfire's span of a streamed call's request: its reply comes in a span of its
+                # own (input and output: the capture), never in log records to wait for
+                out.tally.count(
+                    "dropped",
+                    STREAM_REQUEST,
+                    "logfire sends a streamed call's request in a span of its own, then the "
+                    "whole call in its 'streaming response' span: that one is captured",
+                )
             else:  # checked now: its other half may come in a request of its own
                 call.input = keep_within(call.input, "the input", call.cuts)
                 check_texts(call.input, "")
