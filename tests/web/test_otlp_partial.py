@@ -221,3 +221,24 @@ def test_a_logfire_span_is_named_by_its_rendered_message(tmp_path: Path) -> None
         assert r.status_code == 200, r.text
         (cap,) = app.state.service.list_captures()
     assert cap.metadata["span_name"] == "Chat Completion with 'gpt-4o'"
+
+
+@pytest.mark.parametrize("score_cut", [False, True])
+def test_cut_text_is_scored_only_when_asked(tmp_path: Path, score_cut: bool) -> None:
+    """Text past the store's limit is stored cut and unscored; with ``serve --otlp-score-cut``
+    it is scored on what was kept, its ``cut`` still in its metadata. A call with no input
+    text stays unscored either way."""
+    long = _span(
+        "00000000000000d1",
+        {"gen_ai.prompt.0.content": "Capital?", "gen_ai.completion.0.content": FRANCE * 20_000},
+    )
+    bare = _span("00000000000000d2", _messages([]))
+    app = create_app(str(_db(tmp_path)), otlp_score_cut=score_cut)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/traces", content=_body("resourceSpans", [long, bare]), headers=JSON)
+        assert r.status_code == 200, r.text
+        caps = {c.capture_key: c for c in app.state.service.list_captures()}
+    cut = caps["00000000000000d1"]
+    assert len(cut.output) == MAX_TEXT_CHARS and "first 1,000,000 kept" in cut.metadata["cut"]
+    assert cut.evaluated is score_cut and bool(cut.results) is score_cut
+    assert not caps["00000000000000d2"].evaluated

@@ -141,6 +141,13 @@ def server_url(host: str, port: int) -> str:
     "was over, and counted on /api/health (otlp.settled_early).",
 )
 @click.option(
+    "--otlp-score-cut",
+    is_flag=True,
+    help="Score OTLP calls whose text was cut (by the sender, or past the store's 1,000,000 "
+    "characters) on the text kept; by default they are stored unscored, with why in their "
+    "metadata (cut).",
+)
+@click.option(
     "--alert-interval",
     type=click.FloatRange(0, 86_400),
     default=30.0,
@@ -170,6 +177,7 @@ def serve(
     upstream: str | None,
     otlp_export: str | None,
     otlp_join_mb: int,
+    otlp_score_cut: bool,
     alert_interval: float,
     workers: str,
 ) -> None:
@@ -227,6 +235,7 @@ def serve(
             otlp_export=otlp_export,
             alert_interval=alert_interval or None,
             otlp_join_bytes=otlp_join_mb * 1024 * 1024,
+            otlp_score_cut=otlp_score_cut,
         )
         sock = listen(host, port)
         url = server_url(host, sock.getsockname()[1])
@@ -243,6 +252,7 @@ def serve(
         otlp_export=otlp_export,
         alert_interval=alert_interval or None,
         otlp_join_bytes=otlp_join_mb * 1024 * 1024,
+        otlp_score_cut=otlp_score_cut,
     )
     actual = sock.getsockname()[1]
     url = server_url(host, actual)

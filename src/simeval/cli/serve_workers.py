@@ -28,6 +28,7 @@ class WorkerSettings:
     otlp_export: str | None
     alert_interval: float | None
     otlp_join_bytes: int
+    otlp_score_cut: bool = False
 
 
 def serve_workers(
@@ -72,6 +73,7 @@ def serve_workers(
         otlp_export=settings.otlp_export,
         alert_interval=settings.alert_interval,
         otlp_join_bytes=settings.otlp_join_bytes,
+        otlp_score_cut=settings.otlp_score_cut,
         parent_pid=os.getpid(),
     )
     run = new_run_dir(config)

@@ -95,6 +95,7 @@ def create_app(
     alert_interval: float | None = ALERT_INTERVAL_S,
     sessions: SessionStore | None = None,
     otlp_join_bytes: int = OTLP_JOIN_BYTES,
+    otlp_score_cut: bool = False,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -118,6 +119,8 @@ def create_app(
     (default: this process's memory; ``simeval.web.workers`` shares them between workers).
     ``otlp_join_bytes``: how much the OTLP calls waiting for their other half may hold (their
     texts and attributes, ``simeval.web.otlp.Joiner``); past it the oldest are settled early.
+    ``otlp_score_cut``: OTLP calls whose text was cut (by the sender, or past the store's
+    limit) are scored on the text kept (by default they are stored unscored).
 
     Example::
 
@@ -151,6 +154,7 @@ def create_app(
     open_exporter(app.state, svc, otlp_export)  # app.state.otlp_export
     app.state.alert_interval = alert_interval
     app.state.otlp_join_bytes = otlp_join_bytes
+    app.state.otlp_score_cut = otlp_score_cut
     _add_error_handlers(app, lock_wait)
     _add_routes(app, proxy)
     app.openapi = schema.with_links(app)  # type: ignore[method-assign]

@@ -80,6 +80,7 @@ class WorkerConfig:
     otlp_export: str | None = None
     alert_interval: float | None = 30.0
     otlp_join_bytes: int = 64 * 1024 * 1024
+    otlp_score_cut: bool = False
     parent_pid: int | None = None  # the supervisor: a worker stops when it is gone
 
 
@@ -150,6 +151,7 @@ def worker_app() -> FastAPI:
         alert_interval=None,  # only the worker holding the lock watches (``WorkerRole``)
         sessions=SharedSessions(run / "sessions.db"),
         otlp_join_bytes=config.otlp_join_bytes,
+        otlp_score_cut=config.otlp_score_cut,
     )
     app.state.csrf_secret = bytes.fromhex(config.csrf_secret)
     app.state.worker = WorkerRole(run / "alerts.lock", config.workers, config.alert_interval)

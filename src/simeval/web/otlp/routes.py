@@ -53,9 +53,10 @@ STREAM_REQUEST = "a streamed call's request span (its reply came in a span of it
 
 class Batch:
     """Captures to store: ``scored``, and ``unscored`` (those that look cut, or have no
-    input text)."""
+    input text; with ``score_cut``, only the latter: ``serve --otlp-score-cut``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, score_cut: bool = False) -> None:
+        self.score_cut = score_cut
         self.scored: list[KeyedCapture] = []
         self.unscored: list[KeyedCapture] = []
 
@@ -66,8 +67,8 @@ class Batch:
         """``call`` as a capture; why it is not scored, if it is not, added to ``unscored``
         and counted."""
         capture, reason = call_capture(call)
-        if reason is None:
-            self.scored.append(capture)
+        if reason is None or (self.score_cut and reason != NO_INPUT):
+            self.scored.append(capture)  # a cut one keeps its "cut" in its metadata
             return
         self.unscored.append(capture)
         unscored.append(reason)
@@ -80,9 +81,9 @@ class Parsed:
     failing this request), why those stored unscored are (``unscored``), and why the spans
     or records refused on their own were (``rejected``: the others are kept)."""
 
-    def __init__(self, tally: Tally) -> None:
-        self.now = Batch()
-        self.later = Batch()
+    def __init__(self, tally: Tally, score_cut: bool = False) -> None:
+        self.now = Batch(score_cut)
+        self.later = Batch(score_cut)
         self.joined: list[Call] = []
         self.unscored: list[str] = []
         self.rejected: list[str] = []
@@ -106,13 +107,14 @@ def joiner_of(app: FastAPI) -> Joiner:
     return joiner
 
 
-def parse_traces(media: str, raw: bytes, joiner: Joiner) -> Parsed:
+def parse_traces(media: str, raw: bytes, joiner: Joiner, score_cut: bool = False) -> Parsed:
     """A traces payload (``media`` "protobuf" or "json", ``raw`` its bytes, inflated) read:
     its whole spans as captures, the others handed to ``joiner``; a span that cannot be
     stored is refused on its own (``Parsed.rejected``). ``InvalidInput`` when the payload is
-    malformed (then nothing of it is stored or kept)."""
+    malformed (then nothing of it is stored or kept). ``score_cut``: calls whose text was cut
+    are scored on what was kept."""
     spans = spans_from_protobuf(raw) if media == "protobuf" else spans_from_json(raw)
-    out = Parsed(joiner.tally)
+    out = Parsed(joiner.tally, score_cut)
     whole, halves = [], []
     for i, span in enumerate(spans):
         try:
@@ -165,13 +167,13 @@ def _record_texts(record: dict[str, Any]) -> None:
         check_texts(keep_within(body_text(body), "", []), "")
 
 
-def parse_logs(media: str, raw: bytes, joiner: Joiner) -> Parsed:
+def parse_logs(media: str, raw: bytes, joiner: Joiner, score_cut: bool = False) -> Parsed:
     """A logs payload (as ``parse_traces`` takes it) read: its GenAI records handed to
     ``joiner``, the calls they complete returned; a record that cannot be stored is refused
     on its own. ``InvalidInput`` when the payload is malformed (then nothing of it is
     kept)."""
     records = records_from_protobuf(raw) if media == "protobuf" else records_from_json(raw)
-    out = Parsed(joiner.tally)
+    out = Parsed(joiner.tally, score_cut)
     for i, record in enumerate(records):
         try:
             _record_texts(record)
@@ -185,11 +187,13 @@ def parse_logs(media: str, raw: bytes, joiner: Joiner) -> Parsed:
     return out
 
 
-def _read(parse: Any, body: bytes, content_type: str, encoding: str, joiner: Joiner) -> Parsed:
+def _read(
+    parse: Any, body: bytes, content_type: str, encoding: str, joiner: Joiner, score_cut: bool
+) -> Parsed:
     """The body inflated (any number at once: no lock), then parsed one at a time."""
     media, raw = payload_media(body, content_type, encoding)
     with PARSING:
-        parsed: Parsed = parse(media, raw, joiner)
+        parsed: Parsed = parse(media, raw, joiner, score_cut)
         # the joined calls made captures here too, off the event loop
         for call in parsed.joined:
             try:
@@ -238,11 +242,16 @@ async def _sweep(app: FastAPI, joiner: Joiner) -> None:
         await asyncio.sleep(max(0.05, min(1.0, joiner.wait_s / 4)))
         calls = joiner.expired()
         if calls:
-            await _store_later(app, _batch(calls, joiner.tally))
+            await _store_later(app, _batch(app, calls, joiner.tally))
 
 
-def _batch(calls: list[Call], tally: Tally) -> Batch:
-    batch, unscored = Batch(), list[str]()
+def _score_cut(app: FastAPI) -> bool:
+    """Whether calls whose text was cut are scored (``serve --otlp-score-cut``)."""
+    return bool(getattr(app.state, "otlp_score_cut", False))
+
+
+def _batch(app: FastAPI, calls: list[Call], tally: Tally) -> Batch:
+    batch, unscored = Batch(_score_cut(app)), list[str]()
     for call in calls:
         try:
             batch.add(call, unscored, tally)
@@ -265,7 +274,7 @@ async def close(app: FastAPI) -> None:
         task.cancel()
     joiner = getattr(app.state, "otlp_joiner", None)
     if joiner is not None and len(joiner):
-        await _store_later(app, _batch(joiner.drain(), joiner.tally))
+        await _store_later(app, _batch(app, joiner.drain(), joiner.tally))
     for pending in list(getattr(app.state, "otlp_tasks", None) or ()):
         await asyncio.wait([pending], timeout=10)
 
@@ -323,7 +332,9 @@ async def _ingest(request: Request, kind: str) -> Response:
     parse = parse_traces if kind == "traces" else parse_logs
     try:
         # inflating and parsing 64 MB takes a while: on a worker thread, not the event loop
-        parsed = await anyio.to_thread.run_sync(_read, parse, body, content_type, encoding, joiner)
+        parsed = await anyio.to_thread.run_sync(
+            _read, parse, body, content_type, encoding, joiner, _score_cut(app)
+        )
         await store(app, parsed.now)
     except SimevalError as exc:
         # busy or down: an exporter retries a 503, after Retry-After (OTLP/HTTP's rule)
