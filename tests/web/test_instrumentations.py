@@ -307,3 +307,42 @@ def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
     assert otlp["dropped"] == {
         "a streamed call's request span (its reply came in a span of its own)": 1
     }, otlp
+
+
+def test_a_call_through_the_proxy_keeps_its_spans_conversation(
+    upstream: str, tmp_path: Path
+) -> None:
+    """The proxy stores the call first (its exact text); the span of the same call (the same
+    response id) then adds what the proxy could not know: the conversation (OpenInference's
+    session) and the trace and span ids, so the conversation and the exported scores find it."""
+    with running_server(_db(tmp_path), "--upstream", upstream) as (url, _proc):
+        result = instrumented(
+            "openinference",
+            url + "/v1",
+            url,
+            "--session",
+            "conv-proxied",
+            "--question",
+            "What is the capital of France?",
+            "--stream-question",
+            "And the capital of Japan?",
+        )
+        assert result["exports"]["traces"] == ["SUCCESS"], result
+        found: list[dict[str, Any]] = []
+        for _ in range(100):  # the span's part is added just after its request
+            found = captures(url, 2)
+            if all(c["conversation_id"] for c in found):
+                break
+            time.sleep(0.1)
+        talks = httpx.get(url + "/api/conversations").json()
+    assert len(found) == 2 and {c["capture_key"] for c in found} == set(result["ids"])
+    for cap in found:  # whichever copy came first
+        meta = cap["metadata"]
+        assert cap["conversation_id"] == "conv-proxied", cap
+        assert len(meta["trace_id"]) == 32 and len(meta["span_id"]) == 16, meta
+    # the plain call's reply reaches the proxy's store long before its span is exported
+    (plain,) = [c for c in found if c["input"] == "What is the capital of France?"]
+    assert plain["metadata"]["source"] == "proxy"
+    assert plain["metadata"]["response_id"] == plain["capture_key"]
+    (talk,) = [t for t in talks["conversations"] if t["id"] == "conv-proxied"]
+    assert talk["turns"] == 2, talk

@@ -205,12 +205,34 @@ def _read(
 
 
 async def store(app: FastAPI, batch: Batch) -> None:
-    """The captures of ``batch``, scored or not, each group in one transaction."""
+    """The captures of ``batch``, scored or not, each group in one transaction; a call the
+    proxy stored already gets the span's conversation and ids (``adopt``)."""
     writer = app.state.writer
-    if batch.scored:
-        await writer.capture_batch(batch.scored)
-    if batch.unscored:
-        await writer.capture_batch(batch.unscored, score=False)
+    for items, score in ((batch.scored, True), (batch.unscored, False)):
+        if items:
+            outs = await writer.capture_batch(items, score=score)
+            await adopt(app, items, outs)
+
+
+SPAN_KEYS = ("trace_id", "span_id", "span_name")  # what a span adds to the proxy's capture
+
+
+async def adopt(app: FastAPI, items: list[KeyedCapture], outs: list[Any]) -> None:
+    """One call seen by the proxy and as a span, the proxy's capture stored first: it takes
+    the span's conversation id and its trace and span ids (``Service.adopt_span``), so the
+    conversation is not lost. The capture is stored already: a failure here is said, never
+    the request's."""
+    for item, out in zip(items, outs, strict=True):
+        if not out.replayed or (out.metadata or {}).get("source") != "proxy":
+            continue
+        meta = item[3] or {}
+        span = {k: meta[k] for k in SPAN_KEYS if k in meta}
+        if item[2] is None and not span:
+            continue
+        try:
+            await anyio.to_thread.run_sync(app.state.service.adopt_span, out.id, item[2], span)
+        except SimevalError as exc:
+            log.warning("OTLP: the span of capture %d was not added to it: %s", out.id, exc)
 
 
 async def _store_later(app: FastAPI, batch: Batch) -> None:
