@@ -63,6 +63,15 @@ MODES: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+# the two calls most tests make: one plain, one streamed
+QUESTIONS = [
+    "--question",
+    "What is the capital of France?",
+    "--stream-question",
+    "And the capital of Japan?",
+]
+
+
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
     proc = Proc([sys.executable, str(TESTS / "openai_upstream.py")], r"upstream: (\S+)")
@@ -125,6 +134,12 @@ def captures(url: str, count: int) -> list[dict[str, Any]]:
     return found
 
 
+def the_two(caps: dict[str, dict[str, Any]], found: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The captures of ``QUESTIONS``' two calls (``by_input``): France's, Japan's."""
+    assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"], found
+    return caps["What is the capital of France?"], caps["And the capital of Japan?"]
+
+
 def by_input(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for cap in found:
@@ -137,12 +152,7 @@ def by_input(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     "mode", [m for m in MODES if m not in ("openai-v2 content off", "logfire")]
 )
 def test_each_call_captured_once(mode: str, upstream: str, tmp_path: Path) -> None:
-    questions = [
-        "--question",
-        "What is the capital of France?",
-        "--stream-question",
-        "And the capital of Japan?",
-    ]
+    questions = QUESTIONS
     session = ["--session", "conv-42"] if mode == "openinference" else []
     orders = ["spans-first", "logs-first"] if mode == "openai-v2 default" else ["spans-first"]
     with running_server(_db(tmp_path)) as (url, _proc):
@@ -224,10 +234,7 @@ def test_calls_without_content_are_counted_never_scored(upstream: str, tmp_path:
             "openai-v2 content off",
             upstream,
             url,
-            "--question",
-            "What is the capital of France?",
-            "--stream-question",
-            "And the capital of Japan?",
+            *QUESTIONS,
         )
         assert result["exports"]["traces"] == ["SUCCESS"] and result["exports"]["logs"], result
         assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
@@ -256,10 +263,7 @@ def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Pat
                 mode,
                 upstream,
                 url,
-                "--question",
-                "What is the capital of France?",
-                "--stream-question",
-                "And the capital of Japan?",
+                *QUESTIONS,
                 "--order",
                 order,
             )
@@ -269,8 +273,7 @@ def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Pat
         found = captures(url, 2)
         otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
     caps = by_input(found)
-    assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"], found
-    france, japan = caps["What is the capital of France?"], caps["And the capital of Japan?"]
+    france, japan = the_two(caps, found)
     assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
     assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
     assert {c["capture_key"] for c in found} == set(result["ids"])
@@ -286,10 +289,7 @@ def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
             "logfire",
             upstream,
             url,
-            "--question",
-            "What is the capital of France?",
-            "--stream-question",
-            "And the capital of Japan?",
+            *QUESTIONS,
         )
         assert result["exports"]["traces"] and all(
             r == "SUCCESS" for r in result["exports"]["traces"]
@@ -297,8 +297,7 @@ def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
         found = captures(url, 2)
         otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
     caps = by_input(found)
-    assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"], found
-    france, japan = caps["What is the capital of France?"], caps["And the capital of Japan?"]
+    france, japan = the_two(caps, found)
     assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
     assert {c["capture_key"] for c in found} == set(result["ids"])
     assert france["metadata"]["span_name"] == "Chat Completion with 'gpt-test'"
@@ -322,10 +321,7 @@ def test_a_call_through_the_proxy_keeps_its_spans_conversation(
             url,
             "--session",
             "conv-proxied",
-            "--question",
-            "What is the capital of France?",
-            "--stream-question",
-            "And the capital of Japan?",
+            *QUESTIONS,
         )
         assert result["exports"]["traces"] == ["SUCCESS"], result
         found: list[dict[str, Any]] = []
