@@ -93,6 +93,13 @@ def test_the_api_and_the_page_show_an_alert_the_captures_opened(client: TestClie
     assert 'data-status="closed"' in client.get("/alerts").text
 
 
+def test_alerts_is_in_the_sidebar(client: TestClient) -> None:
+    """Every page links to Alerts; on the alerts page the link is the one marked."""
+    for path in ("/", "/dashboard", "/datasets"):
+        assert 'class="nav " href="/alerts" id="nav-alerts">Alerts</a>' in client.get(path).text
+    assert 'class="nav on" href="/alerts" id="nav-alerts"' in client.get("/alerts").text
+
+
 def test_mistakes_get_a_json_error(client: TestClient) -> None:
     for url, status in (
         ("/api/alerts/999", 404),
