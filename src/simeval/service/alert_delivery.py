@@ -12,7 +12,8 @@ Signature: with a rule's ``secret_env`` set, the header ``X-Simeval-Signature`` 
 ``sha256=<hex>``, the HMAC-SHA256 of the exact body bytes keyed with that variable's value. A
 receiver recomputes it over the raw body and compares with ``hmac.compare_digest``. The body
 carries ``sent_at``, so a receiver can refuse old replays. A rule whose variable is not set
-sends nothing (each attempt is logged with that error): an unsigned post to a receiver that
+sends nothing, at once and without retrying (one attempt, logged with that error, since the
+variable is read once per delivery): an unsigned post to a receiver that
 expects a signature would be refused anyway, and silently dropping the signature is worse.
 """
 
@@ -151,14 +152,15 @@ def deliver(
     secret = os.environ.get(secret_env) if secret_env else None
     done: list[Attempt] = []
     wait = backoff
+    if secret_env and not secret:  # read once: trying again would not find it either
+        missing = Attempt(1, None, False, f"environment variable {secret_env} is not set")
+        log(missing)
+        return [missing]
+    if secret:
+        headers[SIGNATURE_HEADER] = sign(body, secret)
     for n in range(1, max(1, attempts) + 1):
-        if secret_env and not secret:
-            result = Attempt(n, None, False, f"environment variable {secret_env} is not set")
-        else:
-            if secret:
-                headers[SIGNATURE_HEADER] = sign(body, secret)
-            result = post_once(webhook, body, headers, timeout)
-            result.attempt = n
+        result = post_once(webhook, body, headers, timeout)
+        result.attempt = n
         log(result)
         done.append(result)
         if result.ok or not _retryable(result) or n == attempts:
