@@ -345,7 +345,6 @@ def test_capture_scores_every_active_eval(client: TestClient) -> None:
     "body",
     [
         {"input": "q"},
-        {"output": "a"},
         {"input": "q", "output": None},
         {"input": "q", "output": "a", "metadata": "flat"},
         [],
@@ -355,6 +354,18 @@ def test_capture_scores_every_active_eval(client: TestClient) -> None:
 def test_capture_rejects_malformed_bodies(client: TestClient, body: Any) -> None:
     error_of(client.post("/api/capture", json=body), 422)
     assert client.get("/api/results").json()["total"] == 0
+
+
+def test_a_capture_without_input_is_stored_as_a_capture_file_line_is(
+    client: TestClient,
+) -> None:
+    """``input`` may be left out, as a line of ``simeval capture --file`` may: no input."""
+    r = client.post("/api/capture", json={"output": "a"})
+    assert r.status_code == 201, r.text
+    assert r.json()["input"] == ""
+    batch = client.post("/api/captures/batch", json={"captures": [{"output": "b"}]})
+    assert batch.status_code == 201, batch.text
+    assert sorted(c["input"] for c in client.get("/api/captures").json()["captures"]) == ["", ""]
 
 
 def test_capture_rejects_bad_values(client: TestClient) -> None:

@@ -35,7 +35,10 @@ class CaptureIn(Body):
     """One engine response to score against every active eval in scope."""
 
     input: str = Field(
-        description="The prompt or request the engine answered.", json_schema_extra=LONG
+        "",
+        description="The prompt or request the engine answered (default: none, as a capture "
+        "file's line may omit it).",
+        json_schema_extra=LONG,
     )
     output: str = Field(description="The engine's output.", json_schema_extra=LONG)
     conversation_id: str | None = Field(None, json_schema_extra=declared.SHORT)
