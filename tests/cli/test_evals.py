@@ -379,3 +379,17 @@ def test_sparkline() -> None:
     assert sparkline([0.0, 0.25, 0.5, 0.75, 1.0]) == "▁▃▅▆█"
     assert sparkline([1.0, 0.0], [False, True]) == "█│▁"
     assert sparkline([]) == ""
+
+
+def test_db_may_come_before_the_command(tmp_path: Path) -> None:
+    """``simeval --db X COMMAND`` is ``simeval COMMAND --db X``; the command's own wins."""
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    made = CliRunner().invoke(cli, ["--db", str(first), "evals", "create", "e", "-r", REFERENCE])
+    assert made.exit_code == 0, made.output
+    listed = CliRunner().invoke(cli, ["--db", str(first), "evals", "list", "--json"])
+    assert [e["name"] for e in json.loads(listed.output)] == ["e"]
+    own = CliRunner().invoke(
+        cli, ["--db", str(first), "evals", "list", "--json", "--db", str(second)]
+    )
+    assert own.exit_code == 0 and json.loads(own.output) == []
+    assert run(first, "evals", "list", "--json").output == listed.output

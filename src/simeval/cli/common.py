@@ -159,6 +159,17 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
 DB_HELP = "SQLite file or database URL{} (default: SIMEVAL_DATABASE_URL, else the per-user file)."
 
 
+ROOT_DB = "simeval.db"  # where ``simeval --db X COMMAND`` keeps X for the command
+
+
+def _db_before(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A command's ``--db``, else the one given before the command (``simeval --db X ...``)."""
+    if value is not None:
+        return value
+    root: str | None = ctx.find_root().meta.get(ROOT_DB)
+    return root
+
+
 @overload
 def db_option(func: _F) -> _F: ...
 @overload
@@ -170,6 +181,7 @@ def db_option(func: Any = None, *, purpose: str = "") -> Any:
         "--db",
         default=None,
         metavar="PATH|URL",
+        callback=_db_before,
         help=DB_HELP.format(f" {purpose}" if purpose else ""),
     )
     return option if func is None else option(func)

@@ -7,20 +7,37 @@ from typing import Any
 import click
 
 from simeval import __version__
-from simeval.cli.common import Group, UserError, console, print_json, read_input, scorer_options
+from simeval.cli.common import (
+    ROOT_DB,
+    Group,
+    UserError,
+    console,
+    print_json,
+    read_input,
+    scorer_options,
+)
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scoring.scorer import get_scorer
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="simeval")
-def cli() -> None:
+@click.option(
+    "--db",
+    "root_db",
+    default=None,
+    metavar="PATH|URL",
+    help="The database of the command that follows, as if given to it (its own --db wins).",
+)
+@click.pass_context
+def cli(ctx: click.Context, root_db: str | None) -> None:
     """simeval: score LLM and engine output against reference answers, offline.
 
     \b
     Example:
         simeval score "Paris is the capital." "The capital of France is Paris."
     """
+    ctx.meta[ROOT_DB] = root_db
 
 
 @cli.command()

@@ -16,7 +16,7 @@ from itertools import chain, islice
 from typing import Any, cast
 
 import pydantic_core
-from sqlalchemy import insert, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
@@ -33,6 +33,7 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.service.adopt import adopt_span
 from simeval.service.base import ServiceBase
 from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
 from simeval.service.checks import get_row
@@ -59,14 +60,13 @@ from simeval.store import (
     DatabaseBusyError,
     Eval,
     EvalVersion,
-    capture_meta_table,
     f64_bytes,
     i32_bytes,
     le_bytes,
     pick_entries,
 )
-from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, index_entries, indexed_keys
-from simeval.store.summaries import add_captures, recompute_conversations
+from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, indexed_keys
+from simeval.store.summaries import add_captures
 from simeval.vocabulary import normal_meta
 
 log = logging.getLogger("simeval.service")
@@ -312,38 +312,14 @@ class CaptureMixin(ServiceBase):
     def adopt_span(
         self, capture_id: int, conversation_id: str | None, span_meta: dict[str, Any]
     ) -> bool:
-        """One call seen twice, by the proxy and as a span (the same response id, so the same
-        key): the capture the proxy stored takes the best of the span's — its conversation id
-        where the capture has none, and its metadata keys the capture lacks (trace and span
-        id, span name); the proxy's exact texts and its results stay. The conversation's
-        summary and the indexed metadata follow in the same transaction. True when the
-        capture changed."""
+        """The proxy's capture of a call takes what its span adds (``adopt.adopt_span``):
+        the span's conversation id where it has none, the metadata keys it lacks. True when
+        the capture changed."""
 
         def merge(s: Session) -> bool:
-            cap = s.get(Capture, capture_id)
-            if cap is None:
-                return False
-            meta = dict(cap.meta or {})
-            added = {k: v for k, v in span_meta.items() if k not in meta and v is not None}
-            talk = conversation_id if cap.conversation_id is None and conversation_id else None
-            if not added and talk is None:
-                return False
-            if added:
-                cap.meta = {**meta, **added}
-            if talk is not None:
-                cap.conversation_id = talk
-            s.flush()
-            flags: dict[str, Any] = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
-            entries = index_entries(added, self._indexed_meta(flags))
-            if entries:
-                rows = [
-                    {"capture_id": cap.id, "key": k, "value": v, "captured_at": cap.captured_at}
-                    for k, v in entries
-                ]
-                s.execute(insert(capture_meta_table), rows)
-            if talk is not None:
-                recompute_conversations(s.connection(), [talk])
-            return True
+            flags = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
+            keys = self._indexed_meta(flags)
+            return adopt_span(s, keys, capture_id, conversation_id, span_meta)
 
         return self.store.run_write(merge)
 
