@@ -368,6 +368,17 @@ def test_a_capture_without_input_is_stored_as_a_capture_file_line_is(
     assert sorted(c["input"] for c in client.get("/api/captures").json()["captures"]) == ["", ""]
 
 
+@pytest.mark.parametrize("when", ["1", 1, "1714560000", 1714560000.5, True, "05/01/2024"])
+def test_a_capture_time_is_iso_text_as_the_schema_says(client: TestClient, when: Any) -> None:
+    """``captured_at`` is ISO 8601 text with a four-digit year: pydantic alone would read a
+    number, or text of digits, as seconds since 1970 (``"1"``: 1970-01-01T00:00:01)."""
+    error_of(client.post("/api/capture", json={"output": "a", "captured_at": when}), 422)
+    item = {"output": "a", "captured_at": when}
+    error_of(client.post("/api/captures/batch", json={"captures": [item]}), 422)
+    ok = client.post("/api/capture", json={"output": "a", "captured_at": "2024-05-01T12:00:00Z"})
+    assert ok.status_code == 201 and ok.json()["captured_at"].startswith("2024-05-01T12:00:00")
+
+
 def test_capture_rejects_bad_values(client: TestClient) -> None:
     make_eval(client)
     activate(client)

@@ -274,7 +274,22 @@ OPTIONS = {
 ScorerOptions = Annotated[dict[str, Any], WithJsonSchema(OPTIONS)]
 Terms = Annotated[list[str] | None, WithJsonSchema(TERMS)]
 Groups = Annotated[list[list[str | Integer]] | None, WithJsonSchema(GROUPS)]
-Timestamp = Annotated[datetime, WithJsonSchema(DATE_TIME)]
+
+
+def _iso_text(value: Any) -> Any:
+    """A JSON body's time as its schema has it: text starting with a four-digit year (pydantic
+    would read ``"1"`` or ``1`` as seconds since 1970)."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not re.match(_YEAR, value):
+        raise PydanticCustomError(
+            "datetime_from_date_parsing",
+            "Input should be an ISO 8601 date/time with a year from 1000 to 8999",
+        )
+    return value
+
+
+Timestamp = Annotated[datetime, BeforeValidator(_iso_text), WithJsonSchema(DATE_TIME)]
 
 
 def when(description: str) -> Any:
