@@ -398,6 +398,12 @@ def check_capture(
         if len(conversation_id) > 200:
             raise InvalidInput("conversation_id is longer than 200 characters")
         check_storable(conversation_id, "conversation_id")
+        if any(part in (".", "..") for part in conversation_id.split("/")):
+            # a URL's "." and ".." segments are taken away by every client, so none names it
+            raise InvalidInput(
+                "conversation_id may not be '.' or '..', nor hold one between slashes:"
+                " no URL could name the conversation"
+            )
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise InvalidType(f"metadata must be a JSON object, not {type(metadata).__name__}")

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -201,6 +202,44 @@ def test_eval_names_of_dots_are_refused(client: TestClient, db: str, name: str) 
     refused(client.patch("/api/evals/capital", json={"name": name}), 400)
     assert table_counts(db, TABLES) == before
     assert client.get("/api/evals/capital").status_code == 200
+
+
+@pytest.mark.parametrize("talk", [".", "..", "a/.", "../b", "a/./b", "a/../b"])
+def test_conversation_ids_no_url_can_name_are_refused(
+    client: TestClient, db: str, talk: str
+) -> None:
+    """A client takes a URL's "." and ".." segments away (``/api/conversations/.`` is the
+    listing), so such an id is refused when captured, by the schema's pattern as well."""
+    before = table_counts(db, TABLES)
+    r = client.post("/api/capture", json={"input": Q, "output": REF, "conversation_id": talk})
+    refused(r, 400, 422)
+    assert "conversation_id" in r.json()["error"]
+    batch = {"captures": [{"input": Q, "output": REF, "conversation_id": talk}]}
+    refused(client.post("/api/captures/batch", json=batch), 400, 422)
+    assert table_counts(db, TABLES) == before
+    doc = client.get("/openapi.json").json()
+    pattern = doc["components"]["schemas"]["CaptureIn"]["properties"]["conversation_id"]
+    assert not re.fullmatch(pattern["pattern"], talk)
+
+
+@pytest.mark.parametrize("talk", ["a/b", "/lead", "tail/", "a//b", "...", "v1.2/..x", ".a/b."])
+def test_conversation_ids_with_slashes_are_served_by_the_api_and_the_studio(
+    client: TestClient, talk: str
+) -> None:
+    r = client.post("/api/capture", json={"input": Q, "output": REF, "conversation_id": talk})
+    assert r.status_code == 201, r.text
+    (item,) = client.get("/api/conversations").json()["conversations"]
+    assert item["id"] == talk
+    path = quote(talk, safe="")
+    conv = client.get(f"/api/conversations/{path}")
+    assert conv.status_code == 200, conv.text
+    assert conv.json()["id"] == talk and len(conv.json()["captures"]) == 1
+    page = client.get(f"/conversations/{path}")
+    assert page.status_code == 200 and "Paris" in page.text
+    assert f'href="/conversations/{path}"' in client.get("/conversations").text
+    doc = client.get("/openapi.json").json()
+    pattern = doc["components"]["schemas"]["CaptureIn"]["properties"]["conversation_id"]
+    assert re.fullmatch(pattern["pattern"], talk)
 
 
 def test_an_idf_name_error_does_not_reveal_the_servers_paths(db: str, tmp_path: Path) -> None:

@@ -125,7 +125,10 @@ NAME = bounds(
     ),
 )
 LONG = bounds(maxLength=MAX_TEXT_CHARS, pattern=NO_NUL)  # an input, an output, a scope
-SHORT = bounds(maxLength=200, pattern=NO_NUL)  # a conversation id
+SHORT = bounds(maxLength=200, pattern=NO_NUL)  # a reviewer's name
+# a conversation id (``check_capture``): no '.' or '..' between slashes, which no URL can name
+_SEGMENT = r"(?:[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)?"
+CONVERSATION = bounds(maxLength=200, pattern=rf"^{_SEGMENT}(?:/{_SEGMENT})*$")
 # the scores-out URL as service.settings.check_otlp_url takes it (``checks.URL_PATTERN`` once
 # str.strip took the whitespace around it), or blank: none
 OTLP_URL = f"^{PY_SPACE}*(?:{URL_PATTERN})?{PY_SPACE}*$"

@@ -89,7 +89,7 @@ def list_conversations(
 
 
 @router.get(
-    "/conversations/{conversation_id}", response_model=ConversationDetail, tags=["captures"]
+    "/conversations/{conversation_id:path}", response_model=ConversationDetail, tags=["captures"]
 )
 def get_conversation(conversation_id: str, service: ServiceDep) -> JSONResponse:
     """A conversation's turns in order, each with its input, output and results."""

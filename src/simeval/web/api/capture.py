@@ -41,7 +41,7 @@ class CaptureIn(Body):
         json_schema_extra=LONG,
     )
     output: str = Field(description="The engine's output.", json_schema_extra=LONG)
-    conversation_id: str | None = Field(None, json_schema_extra=declared.SHORT)
+    conversation_id: str | None = Field(None, json_schema_extra=declared.CONVERSATION)
     metadata: declared.Metadata | None = None
     captured_at: declared.Timestamp | None = Field(
         None,

@@ -33,7 +33,7 @@ def conversations_page(request: Request, page: IntParam = 1, cursor: str | None 
     )
 
 
-@router.get("/conversations/{conversation_id}")
+@router.get("/conversations/{conversation_id:path}")
 def conversation_page(request: Request, conversation_id: str) -> Response:
     """A conversation's turns in order with each eval's verdict."""
     conv = service_of(request).get_conversation(conversation_id)
