@@ -246,6 +246,33 @@ def test_answers_are_read_as_models_write_them() -> None:
     assert simeval.score("A simple graph has no loops.", "A simple graph has loops.") < 0.70
 
 
+def test_years_ordinals_and_a_negating_question_are_read_as_written() -> None:
+    q = "when was the first telegraph cable laid across the atlantic"
+    cited = "The first transatlantic telegraph cable was completed in 18581. It failed soon."
+    assert simeval.score(cited, "1858", input=q) >= 0.80
+    assert simeval.score(cited, "1858", input=q, **RELEASE_0_1_DEFAULTS) < 0.80
+    # a citation mark is read off a year only: not off a longer number or a decimal
+    assert simeval.score("The dam holds 185812 litres.", "1858", input=q) < 0.70
+    q = "when did the league first play the shot clock"
+    for out, ref in [
+        ("The league used it in the 1954-1955 season.", "1954–55 season"),
+        ("It came in for the 1954–55 season.", "the 1954-1955 season"),
+        ("It came in for the 1999-00 season.", "the 1999-2000 season"),
+    ]:
+        assert simeval.score(out, ref, input=q) >= 0.80, out
+    assert simeval.score("It came in for the 1954-56 season.", "1954–55 season", input=q) < 0.70
+    q = "how many series of the quiz show were made"
+    assert simeval.score("There were three series of the show.", "third series", input=q) >= 0.80
+    assert simeval.score("There were four series of the show.", "third series", input=q) < 0.70
+    # the question's own "not" is no contradiction: the answer may repeat it
+    q = "when did the band release the single don't look back"
+    out = "The band released Don't Look Back as a single in 1977."
+    assert simeval.score(out, "1977", input=q) >= 0.80
+    assert simeval.explain(out, "1977", input=q).veto is None
+    assert simeval.score(out, "1977") < 0.70  # without the question, "not" is the output's
+    assert simeval.score("The capital of France is not Paris.", "Paris", input=QUESTION) < 0.70
+
+
 def test_a_required_number_word_is_met_by_its_digits() -> None:
     sc = simeval.get_scorer()
     need = Required(sc, ("seven",))

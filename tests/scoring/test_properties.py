@@ -181,7 +181,9 @@ def test_c_vector_matches_python(s: str) -> None:
     assert sc.vector(s) == _vector.vectorize_py(tokens, {}, sc._entry, True)
 
 
-glue_text = st.text(alphabet="aAzZs t h n d r 0 9 é\u00e9\u4e00", max_size=24)
+glue_text = st.text(alphabet="aAzZs t h n d r 0 9 é\u00e9\u4e00", max_size=24) | st.text(
+    alphabet="a Z t h 0 1 2 5 9 - \u2013 . ,", max_size=24
+)
 
 
 @pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")

@@ -1049,29 +1049,73 @@ static PyTypeObject VectorizerType = {
               "normaliser and tokenizer with a C token cache.",
 };
 
-/* ``written.unglue`` in C (the regular expression there is the reference, compared on random
- * text by the tests): a space at every glue point, the text itself when there is none. */
+/* ``written.unglue`` in C (the regular expressions there are the reference, compared on
+ * random text by the tests): a space at every glue point, the century before the short end of
+ * a span of years, the text itself when there is neither. */
 #define LOWER(c) ((c) >= 'a' && (c) <= 'z')
 #define UPPER(c) ((c) >= 'A' && (c) <= 'Z')
 #define DIGIT(c) ((c) >= '0' && (c) <= '9')
+#define AT(i) PyUnicode_READ(kind, data, (i))
+/* a character a year may not follow: it would be part of a longer number or a decimal */
+#define IN_NUMBER(c) (DIGIT(c) || (c) == '.' || (c) == ',')
+
+/* Bing's citation mark glued to a year ("in 19731."): a year 1500-2099 at i-4..i-1 that no
+ * digit, point or comma precedes, then one digit 1-9 at i that ends the word */
+static int citation_at(int kind, const void *data, Py_ssize_t n, Py_ssize_t i) {
+    if (i < 4) return 0;
+    Py_UCS4 c = AT(i), y0 = AT(i - 4), y1 = AT(i - 3);
+    if (c < '1' || c > '9' || !DIGIT(AT(i - 1)) || !DIGIT(AT(i - 2))) return 0;
+    if (!((y0 == '1' && y1 >= '5' && y1 <= '9') || (y0 == '2' && y1 == '0'))) return 0;
+    if (i >= 5 && IN_NUMBER(AT(i - 5))) return 0;
+    if (i + 1 < n) {
+        Py_UCS4 d = AT(i + 1);
+        if (DIGIT(d) || LOWER(d) || UPPER(d)) return 0;
+    }
+    return 1;
+}
+
+/* a span of years written short ("1979-80"): the two digits of the century to put at i (the
+ * short end's first digit, after a hyphen or an en dash), 0 when i is not one */
+static int century_at(int kind, const void *data, Py_ssize_t n, Py_ssize_t i) {
+    if (i < 5 || i + 1 >= n) return 0;
+    Py_UCS4 dash = AT(i - 1);
+    if (dash != '-' && dash != 0x2013) return 0;
+    Py_UCS4 e0 = AT(i), e1 = AT(i + 1), y0 = AT(i - 5), y1 = AT(i - 4), y2 = AT(i - 3),
+            y3 = AT(i - 2);
+    if (!(DIGIT(e0) && DIGIT(e1) && DIGIT(y1) && DIGIT(y2) && DIGIT(y3))) return 0;
+    if (!(y0 == '1' || (y0 == '2' && y1 == '0'))) return 0;
+    if (i + 2 < n && DIGIT(AT(i + 2))) return 0;
+    if (i >= 6 && IN_NUMBER(AT(i - 6))) return 0;
+    int century = (int)(y0 - '0') * 10 + (int)(y1 - '0');
+    int start = (int)(y2 - '0') * 10 + (int)(y3 - '0'), end = (int)(e0 - '0') * 10 + (int)(e1 - '0');
+    return century + (end < start); /* the end is never before the start: 1999-00 is 2000 */
+}
 
 static int glue_at(int kind, const void *data, Py_ssize_t n, Py_ssize_t i) {
-    Py_UCS4 p = PyUnicode_READ(kind, data, i - 1), c = PyUnicode_READ(kind, data, i);
+    Py_UCS4 p = AT(i - 1), c = AT(i);
     if (LOWER(p)) {
         if (UPPER(c)) return 1;
-        return DIGIT(c) && i >= 2 && LOWER(PyUnicode_READ(kind, data, i - 2));
+        return DIGIT(c) && i >= 2 && LOWER(AT(i - 2));
     }
+    if (DIGIT(p) && DIGIT(c)) return citation_at(kind, data, n, i);
     if (!DIGIT(p) || !LOWER(c)) return 0;
     Py_ssize_t j = i;
-    while (j < n && LOWER(PyUnicode_READ(kind, data, j))) j++;
+    while (j < n && LOWER(AT(j))) j++;
     if (j - i < 2) return 0;
     if (j - i == 2) { /* an ordinal ending stays on its number */
-        Py_UCS4 a = c, b = PyUnicode_READ(kind, data, i + 1);
+        Py_UCS4 a = c, b = AT(i + 1);
         if ((a == 's' && b == 't') || (a == 'n' && b == 'd') || (a == 'r' && b == 'd') ||
             (a == 't' && b == 'h'))
             return 0;
     }
     return 1;
+}
+
+/* what goes in before character i: 0 nothing, 1 a space, 10-21 those two century digits */
+static int insert_at(int kind, const void *data, Py_ssize_t n, Py_ssize_t i) {
+    Py_UCS4 p = AT(i - 1);
+    if (p == '-' || p == 0x2013) return century_at(kind, data, n, i);
+    return glue_at(kind, data, n, i);
 }
 
 static PyObject *py_unglue(PyObject *self, PyObject *text) {
@@ -1086,11 +1130,17 @@ static PyObject *py_unglue(PyObject *self, PyObject *text) {
         const Py_UCS1 *d = (const Py_UCS1 *)data;
         for (Py_ssize_t i = 1; i < n; i++) {
             Py_UCS1 p = d[i - 1], c = d[i];
-            if ((LOWER(p) && (UPPER(c) || DIGIT(c))) || (DIGIT(p) && LOWER(c)))
-                k += glue_at(kind, data, n, i);
+            if ((LOWER(p) && (UPPER(c) || DIGIT(c))) || (DIGIT(p) && (LOWER(c) || DIGIT(c))) ||
+                (p == '-' && DIGIT(c))) {
+                int what = insert_at(kind, data, n, i);
+                k += what > 1 ? 2 : what;
+            }
         }
     } else {
-        for (Py_ssize_t i = 1; i < n; i++) k += glue_at(kind, data, n, i);
+        for (Py_ssize_t i = 1; i < n; i++) {
+            int what = insert_at(kind, data, n, i);
+            k += what > 1 ? 2 : what;
+        }
     }
     if (!k) return Py_NewRef(text);
     PyObject *out = PyUnicode_New(n + k, PyUnicode_MAX_CHAR_VALUE(text));
@@ -1099,8 +1149,14 @@ static PyObject *py_unglue(PyObject *self, PyObject *text) {
     void *od = PyUnicode_DATA(out);
     Py_ssize_t o = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (i && glue_at(kind, data, n, i)) PyUnicode_WRITE(ok, od, o++, ' ');
-        PyUnicode_WRITE(ok, od, o++, PyUnicode_READ(kind, data, i));
+        int what = i ? insert_at(kind, data, n, i) : 0;
+        if (what == 1) {
+            PyUnicode_WRITE(ok, od, o++, ' ');
+        } else if (what > 1) {
+            PyUnicode_WRITE(ok, od, o++, (Py_UCS4)('0' + what / 10));
+            PyUnicode_WRITE(ok, od, o++, (Py_UCS4)('0' + what % 10));
+        }
+        PyUnicode_WRITE(ok, od, o++, AT(i));
     }
     return out;
 }

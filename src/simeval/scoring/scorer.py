@@ -84,8 +84,8 @@ from simeval.scoring.options import check_threshold as check_threshold
 ALGORITHM_VERSION = 1
 _TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts over (~100 MB)
 _FACTS_LIMIT = 100_000  # cached texts' facts (the vetoes') per scorer before it starts over
-WRITTEN_VERSION = 1  # simeval.scoring.written (part of the fingerprint with ``answer`` on)
-VETO_VERSION = 1  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
+WRITTEN_VERSION = 2  # simeval.scoring.written (part of the fingerprint with ``answer`` on)
+VETO_VERSION = 2  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
 
 
 def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +206,7 @@ class Scorer:
         )
         terms = (self.analyzer.term(t) for t in self.analyzer.negators)
         self.negator_hashes: bytes = pack_hashes(term_hash(t) for t in terms if t is not None)
+        self._negator_set = frozenset(array("Q", self.negator_hashes))
         # the negators the cosine is given (``best_vector``'s step 4): none when the option is
         # off, so an engine repeating the arithmetic passes this, not ``negator_hashes``
         self.negators: bytes = self.negator_hashes if self.negation != 1.0 else b""
@@ -345,12 +346,14 @@ class Scorer:
             found = self._facts[text] = vetoes.facts(self.read(text), self.analyzer, self.numbers)
         return found
 
-    def veto(self, output: str, reference: str) -> str | None:
+    def veto(self, output: str, reference: str, input_terms: bytes = b"") -> str | None:
         """Why an output contradicts a reference (``simeval.scoring.vetoes``), None for no veto
-        or with the option off."""
+        or with the option off. ``input_terms``: the question's (``input_terms``); a question
+        that itself negates has no negation veto, as the answer may repeat its "not"."""
         if not self.vetoing:
             return None
-        return vetoes.veto(self.facts(output), self.facts(reference))
+        negates = bool(input_terms) and not self._negator_set.isdisjoint(array("Q", input_terms))
+        return vetoes.veto(self.facts(output), self.facts(reference), not negates)
 
     def veto_applied(self, output: str, reference: str, input: str | None = None) -> str | None:
         """The veto that pressed the score of this pair (one reference), None when none did:
@@ -366,7 +369,7 @@ class Scorer:
             s = self.together(s, output, reference, va, vb, terms)
         if s <= vetoes.FLOOR:
             return None
-        return self.veto(output, reference)
+        return self.veto(output, reference, terms)
 
     def checked(
         self,
@@ -386,7 +389,8 @@ class Scorer:
             return score
         if asked and self.answering:
             score = self.together(score, output, reference, vec, rvec, terms)
-        if self.vetoing and score > vetoes.FLOOR and self.veto(output, reference) is not None:
+        vetoed = self.vetoing and score > vetoes.FLOOR
+        if vetoed and self.veto(output, reference, terms) is not None:
             return vetoes.pressed(score)
         return score
 

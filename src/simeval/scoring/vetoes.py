@@ -323,21 +323,23 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
     return None
 
 
-def veto(out: Facts, ref: Facts) -> str | None:
+def veto(out: Facts, ref: Facts, negation: bool = True) -> str | None:
     """The reason an output contradicts a reference (``None``: no veto). Every check but the
     name's is symmetric; that one reads the reference's side (its names, and the whole
     reference but the name in the output), so that neither text appended to the output nor
-    the output's case can change it."""
+    the output's case can change it. ``negation=False``: no negation check (a question that
+    itself negates: "when did the US not go to the Olympics?" is answered with its "not")."""
     if out.refusal != ref.refusal:
         return "refusal" if out.refusal else "refusal: only the reference declines"
     if not (out.negators or ref.negators or ref.named or (out.valued and ref.valued)):
         return None  # nothing any check reads
-    word = _negation(out, ref)
-    if word is not None:
-        return f'contradiction: "{word}" only in the output'
-    word = _negation(ref, out)
-    if word is not None:
-        return f'contradiction: "{word}" only in the reference'
+    if negation:
+        word = _negation(out, ref)
+        if word is not None:
+            return f'contradiction: "{word}" only in the output'
+        word = _negation(ref, out)
+        if word is not None:
+            return f'contradiction: "{word}" only in the reference'
     for kind in _KINDS:
         a, b = out.values[kind], ref.values[kind]
         pair = (min(a), min(b)) if a and b and not a & b else _in_place(out, ref, kind)
