@@ -46,8 +46,9 @@ test-wheel: dist
 # The documentation site (docs/, mkdocs.yml) built into site/. --strict: a broken link or anchor,
 # a page left out of the nav or a docstring that does not resolve fails the build (and `make test`).
 # NO_MKDOCS_2_WARNING: the theme's banner about MkDocs 2.0, printed on every build otherwise.
+# Not --quiet: it hides the warnings from --strict, and the build passes with broken links.
 docs: $(VENV)/.installed-test
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check --fix src tests benchmarks
