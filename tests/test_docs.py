@@ -111,6 +111,7 @@ def test_strict_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     config["docs_dir"] = str(docs)
     config["site_dir"] = str(tmp_path / "site")
     config["exclude_docs"] = ""
+    config["hooks"] = [str(ROOT / hook) for hook in config["hooks"]]
     for plugin in config["plugins"]:
         if isinstance(plugin, dict) and "mkdocstrings" in plugin:
             plugin["mkdocstrings"]["handlers"]["python"]["paths"] = [str(ROOT / "src")]
