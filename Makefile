@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench install clean dist test-wheel
+.PHONY: run test lint bench install clean dist test-wheel docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
+	$(MAKE) docs
 	$(BIN)/python -m pytest
 	$(MAKE) test-wheel
 
@@ -42,6 +43,13 @@ dist: $(VENV)/.installed-test
 test-wheel: dist
 	PYTHON=$(PYTHON) .ci/test-wheel dist/simeval-*.whl
 
+# The documentation site (docs/, mkdocs.yml) built into site/. --strict: a broken link or anchor,
+# a page left out of the nav or a docstring that does not resolve fails the build (and `make test`).
+# NO_MKDOCS_2_WARNING: the theme's banner about MkDocs 2.0, printed on every build otherwise.
+# Not --quiet: it hides the warnings from --strict, and the build passes with broken links.
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check --fix src tests benchmarks
 	$(BIN)/ruff format src tests benchmarks
@@ -51,4 +59,4 @@ bench: $(VENV)/.installed-test
 	$(BIN)/simeval bench speed
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info src/simeval/*.so src/simeval/*/*.so
+	rm -rf $(VENV) build dist site src/*.egg-info src/simeval/*.so src/simeval/*/*.so

@@ -37,7 +37,7 @@ TESTS = Path(__file__).parents[1]
 FRANCE = "Paris is the capital of France and its largest city."
 JAPAN = "Tokyo is the capital of Japan."
 LATEST = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
-# the settings each mode needs (the README's table says the same)
+# the settings each mode needs (the table in docs/capture.md says the same)
 MODES: dict[str, tuple[str, dict[str, str]]] = {
     # v1.30 conventions: the content in log records, joined to the span
     "openai-v2 default": (

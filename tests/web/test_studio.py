@@ -162,7 +162,7 @@ def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
         assert reviewed["pass"] == "true" and reviewed["automated_pass"] == "false"
         assert float(reviewed["human_override_score"]) == 0.95
 
-        # The eval page after activation, for the README.
+        # The eval page after activation, for the README and docs/getting-started.md.
         page.goto(base + "/evals/capital-answer")
         shot(page, "07-eval-active.png")
         browser.close()

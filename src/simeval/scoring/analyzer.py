@@ -2,13 +2,13 @@
 
 The analyzer turns text into the terms a vector is made of. It is configured per eval and its
 configuration is part of every score's fingerprint. Defaults were chosen by the quality
-benchmark (`simeval bench quality`, pooled STS Pearson), see README "How the score works".
+benchmark (`simeval bench quality`, pooled STS Pearson), see docs/benchmarks.md.
 
 Tokens (the default ``unicode`` tokenizer), on the normalised text:
 
 - a number with its separators ("1,650", "0.32");
 - one Han, Hiragana, Katakana or Hangul character: scripts written without spaces between
-  words are compared character by character (README "Languages");
+  words are compared character by character (docs/scores.md "Languages");
 - a run of other word characters; the "n't" of an English contraction is read as "not"
   ("isn't" -> "isn", "not"; "can't" -> "can", "not"), so the negation is seen;
 - one symbol character outside ASCII (an emoji, "°", "€", "→"): a term like a word.

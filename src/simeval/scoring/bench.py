@@ -39,7 +39,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     # 0.1.0's default (its curve with the length rule, no answer reading, no vetoes)
     "0.1.0": RELEASE_0_1_DEFAULTS,
-    # the default's raw cosine: what the bands scale maps (README "How the score works")
+    # the default's raw cosine: what the bands scale maps (docs/scores.md "The scale: bands")
     "cosine": {"scale": "cosine"},
     "previous": PREVIOUS_DEFAULTS,
     "pair": {"idf": "pair", "stemming": False, "prefix": 0, "sublinear_tf": False},

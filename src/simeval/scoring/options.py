@@ -26,17 +26,17 @@ DEFAULTS: dict[str, Any] = {
     "sublinear_tf": True,
     "idf": "background",
     "tokenizer": "unicode",
-    # Chosen on the benchmark (README "Scoring with the question", "Negation").
+    # Chosen on the benchmark (docs/benchmarks.md "Scoring with the question", "Negation").
     "input_weight": 0.5,
     "negation": 0.9,
-    # the calibrated scale (simeval.scoring.bands, README "How the score works")
+    # the calibrated scale (simeval.scoring.bands, docs/scores.md "The scale: bands")
     "scale": "bands",
-    # README "A pass means a right answer": with the question known, the score is also read as
-    # the share of the reference the output holds; contradictions (negation, numbers, dates,
-    # names, refusals) are vetoed below the threshold band
+    # docs/scores.md "A pass means a right answer": with the question known, the score is also
+    # read as the share of the reference the output holds; contradictions (negation, numbers,
+    # dates, names, refusals) are vetoed below the threshold band
     "answer": True,
     "contradiction": True,
-    # per eval (README "Required terms and synonyms"): words in one group count as one term;
+    # per eval (docs/scores.md "Required terms and synonyms"): words in one group count as one term;
     # terms an output must contain to pass (not part of the score, nor of the fingerprint)
     "synonyms": (),
     "required": (),

@@ -244,7 +244,7 @@ def _maybe(schema: dict[str, Any]) -> dict[str, Any]:
 OPTIONS = {
     "type": "object",
     "additionalProperties": False,
-    "description": 'Scorer options (README "Scorer options"); null or left out: the default.',
+    "description": 'Scorer options (docs/scores.md "Options"); null or left out: the default.',
     "properties": {
         "language": _maybe({"enum": sorted(LANGUAGES)}),
         "stemming": _maybe({"type": "boolean"}),
