@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,13 @@ from simeval.cli.common import (
     scorer_options,
 )
 from simeval.cli.engines import engine_options, run_with_engines, wants_engines
+from simeval.cli.report import (
+    HTML_HELP,
+    check_outputs,
+    markdown_option,
+    say_written,
+    write_outputs,
+)
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
 from simeval.scoring.options import check_unit
@@ -207,6 +215,8 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="How many worst cases the summary shows.",
 )
+@click.option("--html", default=None, metavar="FILE", help=HTML_HELP)
+@markdown_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @scorer_options
 @engine_options
@@ -235,6 +245,8 @@ def run(
     db: str | None,
     dask_address: str | None,
     worst: int,
+    html: str | None,
+    markdown: str | None,
     as_json: bool,
     options: dict[str, Any],
     engine_args: dict[str, Any],
@@ -258,6 +270,7 @@ def run(
         simeval run cases.jsonl --baseline main.results.jsonl --max-regressions 0
         simeval run cases.jsonl --store --baseline run:latest --max-regressions 0
         simeval run big.jsonl --dask tcp://scheduler:8786 --min-mean-score 0.7
+        simeval run cases.jsonl --html report.html --markdown "$GITHUB_STEP_SUMMARY"
 
     With --engines FILE (or --engine URL --model M), the engines answer every case first
     (FILE, or a stored data set: dataset:NAME[@VERSION]); each engine's answers are scored,
@@ -305,16 +318,41 @@ def run(
         db=db,
         gates=runs.GateLimits(min_pass_rate, min_mean_score, max_regressions),
     )
+    wants_report = html is not None or markdown is not None
+    if wants_report and wants_engines(engine_args):
+        raise UserError(
+            "--html and --markdown report a run of FILE's own outputs; with engines, store the "
+            "runs (--store) and report each one: simeval report run:ID -o report.html"
+        )
     if wants_engines(engine_args):
         run_with_engines(request, engine_args, as_json, _say)
     if file.startswith("dataset:"):
         raise UserError(f"{file}: a stored data set has no outputs to score: give --engines")
-    with progress_bar(f"scoring {os.path.basename(file)}") as progress:
-        summary = runs.run_request(request, progress)
+    written = None
+    if wants_report:
+        from simeval.report import keeping_rows, run_report
+
+        check_outputs(html, markdown)
+        keeping: Any = keeping_rows(request)
+    else:
+        keeping = contextlib.nullcontext(request)
+    with keeping as scored:
+        with progress_bar(f"scoring {os.path.basename(file)}") as progress:
+            summary = runs.run_request(scored, progress)
+        if wants_report:
+            started = time.perf_counter()
+            written = write_outputs(run_report(scored, summary), html, markdown, started)
+    if scored is not request:  # its rows went to a temporary file, gone now
+        summary.results_file = None
     if as_json:
-        print_json(summary.to_dict())
+        data = summary.to_dict()
+        if written is not None:
+            data["report"] = written
+        print_json(data)
     else:
         _print_summary(summary)
+        if written is not None:
+            say_written(written)
     raise SystemExit(0 if summary.ok else 1)
 
 
