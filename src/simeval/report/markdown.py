@@ -11,6 +11,7 @@ from __future__ import annotations
 from simeval.report.build import EvalLine, Report
 
 CELL_CHARS = 120  # a cell keeps this much of a text
+OUTPUT_CHARS = 80  # and of an output
 MISSING_SHOWN = 5  # missing terms a row names (the most important first), as the console's
 _CELL = str.maketrans(
     {
@@ -98,15 +99,18 @@ def render_markdown(report: Report) -> str:
         out += [
             f"**The {len(worst)} worst rows**",
             "",
-            "| score | result | " + ("eval | " if several else "") + "case | missing terms | why |",
-            "|---:|---|" + ("---|" if several else "") + "---|---|---|",
+            "| score | result | "
+            + ("eval | " if several else "")
+            + "case | output | missing terms | why |",
+            "|---:|---|" + ("---|" if several else "") + "---|---|---|---|",
         ]
         for r in worst:
             why = r.reason or (r.note or "")
             out.append(
                 f"| {r.score:.3f} | {'pass' if r.passed else '**FAIL**'} | "
                 + (f"{cell(r.eval or '')} | " if several else "")
-                + f"{cell(r.case)} | {cell(', '.join(r.missing[:MISSING_SHOWN]))} | {cell(why)} |"
+                + f"{cell(r.case)} | {cell(r.output, OUTPUT_CHARS)} | "
+                + f"{cell(', '.join(r.missing[:MISSING_SHOWN]))} | {cell(why)} |"
             )
         out.append("")
     return "\n".join(out) + "\n"

@@ -185,8 +185,9 @@ def load_stored_baseline(
 ) -> Baseline:
     """A run stored with ``--store`` as a baseline: ``run:ID``, or ``run:latest`` (the newest
     stored run called ``name``; with ``before``, the newest stored before run ``before``:
-    the baseline of a run that is stored itself now). With no run stored at all, an empty
-    baseline: every case is new (the first run of a gate). With runs stored but none called
+    the baseline of a run that is stored itself now). With no run stored at all (or none of
+    that name before ``before``), an empty baseline: every case is new (the first run of a
+    gate). With runs stored but none called
     ``name``, the baseline would compare nothing, and a gate on it would pass whatever the
     run does: refused (``InvalidInput``), naming the closest stored names."""
     what = spec[len(STORED_RUN_PREFIX) :].strip()
@@ -194,6 +195,11 @@ def load_stored_baseline(
         run = _latest_run(svc, name, before)
         if run is None:
             names = _stored_run_names(svc)
+            if before is not None and name in names:
+                # runs of that name, none before run ``before``: it was the first of them
+                return Baseline(
+                    f"{spec} (no stored run named {name!r} before run {before})", {}, set(), 0
+                )
             if names:
                 close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.3)
                 hint = ", ".join(repr(n) for n in close or names[:3])
