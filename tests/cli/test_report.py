@@ -220,6 +220,9 @@ evals:
     references: ["The Seine flows through Paris."]
     threshold: 0.7
     input_scope: "which river?"
+  - name: unused
+    references: ["No row asks this."]
+    input_scope: "nobody asks"
 """
 
 
@@ -250,6 +253,7 @@ def test_an_eval_file_run_has_a_line_and_a_histogram_per_eval(tmp_path: Path) ->
     assert len(data["refs"]) == 2
     text = md.read_text()
     assert "| capital | 2 |" in text and "| river | 2 |" in text
+    assert "| unused | 0 | – | – | – |" in text  # an eval no row went to is still listed
 
 
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path: Path) -> None:

@@ -46,7 +46,9 @@ def check_outputs(html: str | None, markdown: str | None) -> None:
         check_output(markdown, "Markdown summary")
 
 
-def write_outputs(made: Any, html: str | None, markdown: str | None, started: float) -> dict:
+def write_outputs(
+    made: Any, html: str | None, markdown: str | None, started: float
+) -> dict[str, Any]:
     """Write the report ``made`` to the paths given; returns what was written, as ``--json``
     prints it (path, bytes, rows, failed rows, seconds from ``started``)."""
     from simeval.report import write_report
@@ -60,8 +62,31 @@ def write_outputs(made: Any, html: str | None, markdown: str | None, started: fl
     }
 
 
-def say_written(info: dict) -> None:
-    """One line per file written."""
+def run_reported(
+    request: Any, html: str | None, markdown: str | None, score: Callable[[Any], Any]
+) -> tuple[Any, dict[str, Any] | None]:
+    """``simeval run``, with ``--html/--markdown``: the paths checked first, the run made
+    (``score`` runs a ``RunRequest``), then its report written; returns the summary and what
+    was written (None: no report asked for). A run that keeps its rows nowhere keeps them in
+    a temporary file meanwhile."""
+    from simeval.report import keeping_rows, run_report
+
+    if html is None and markdown is None:
+        return score(request), None
+    check_outputs(html, markdown)
+    with keeping_rows(request) as scored:
+        summary = score(scored)
+        started = time.perf_counter()
+        written = write_outputs(run_report(scored, summary), html, markdown, started)
+    if scored is not request:  # its rows went to a temporary file, gone now
+        summary.results_file = None
+    return summary, written
+
+
+def say_written(info: dict[str, Any] | None) -> None:
+    """The line that says what was written (none when nothing was)."""
+    if info is None:
+        return
     files = ", ".join(f"{escape(f['path'])} ({_size(f['bytes'])})" for f in info["files"])
     console.print(
         f"report: {files}: {info['rows']:,} rows, {info['failed']:,} failed, written in "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,13 +22,7 @@ from simeval.cli.common import (
     scorer_options,
 )
 from simeval.cli.engines import engine_options, run_with_engines, wants_engines
-from simeval.cli.report import (
-    HTML_HELP,
-    check_outputs,
-    markdown_option,
-    say_written,
-    write_outputs,
-)
+from simeval.cli.report import HTML_HELP, markdown_option, run_reported, say_written
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
 from simeval.scoring.options import check_unit
@@ -318,41 +311,26 @@ def run(
         db=db,
         gates=runs.GateLimits(min_pass_rate, min_mean_score, max_regressions),
     )
-    wants_report = html is not None or markdown is not None
-    if wants_report and wants_engines(engine_args):
-        raise UserError(
-            "--html and --markdown report a run of FILE's own outputs; with engines, store the "
-            "runs (--store) and report each one: simeval report run:ID -o report.html"
-        )
     if wants_engines(engine_args):
+        if html is not None or markdown is not None:
+            raise UserError(
+                "--html and --markdown report a run of FILE's own outputs; with engines, store "
+                "the runs (--store) and report each one: simeval report run:ID -o report.html"
+            )
         run_with_engines(request, engine_args, as_json, _say)
     if file.startswith("dataset:"):
         raise UserError(f"{file}: a stored data set has no outputs to score: give --engines")
-    written = None
-    if wants_report:
-        from simeval.report import keeping_rows, run_report
 
-        check_outputs(html, markdown)
-        keeping: Any = keeping_rows(request)
-    else:
-        keeping = contextlib.nullcontext(request)
-    with keeping as scored:
+    def score(scored: runs.RunRequest) -> runs.RunSummary:
         with progress_bar(f"scoring {os.path.basename(file)}") as progress:
-            summary = runs.run_request(scored, progress)
-        if wants_report:
-            started = time.perf_counter()
-            written = write_outputs(run_report(scored, summary), html, markdown, started)
-    if scored is not request:  # its rows went to a temporary file, gone now
-        summary.results_file = None
+            return runs.run_request(scored, progress)
+
+    summary, written = run_reported(request, html, markdown, score)
     if as_json:
-        data = summary.to_dict()
-        if written is not None:
-            data["report"] = written
-        print_json(data)
+        print_json({**summary.to_dict(), **({"report": written} if written else {})})
     else:
         _print_summary(summary)
-        if written is not None:
-            say_written(written)
+        say_written(written)
     raise SystemExit(0 if summary.ok else 1)
 
 

@@ -7,6 +7,7 @@ summary (``simeval.report.html``, ``simeval.report.markdown``) only lay a ``Repo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -176,6 +177,8 @@ def build_report(
         if comparison is not None and line.compared:
             line.pass_rate_before = before_passed[name] / line.compared
             line.pass_rate_after = after_passed[name] / line.compared
+    for name, stats in (summary.evals or {}).items():  # an eval no row went to: 0 results
+        lines.setdefault(name, EvalLine(name, 0, 0, None, None, stats.threshold))
     report_baseline = summary.baseline
     if comparison is not None:
         report_baseline = comparison.report(set(summary.fingerprints))
@@ -184,7 +187,7 @@ def build_report(
     overall = lines.get(None) or EvalLine(None, 0, 0, None, None, None)
     return Report(
         summary=summary,
-        title=title or summary.file or "simeval run",
+        title=title or os.path.basename(summary.file) or "simeval run",
         evals=[overall, *(lines[n] for n in evals)],
         histograms=[hist[n] for n in ([None] if len(evals) < 2 else evals) if n in hist],
         rows=kept,

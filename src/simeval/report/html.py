@@ -62,6 +62,9 @@ def report_data(report: Report) -> dict[str, Any]:
     reference text once in ``refs`` (an eval's rows share theirs)."""
     refs: dict[str, int] = {}
     rows = []
+    # every row is from the run's file, named at the top: "line 12" says where (as the
+    # console's table does), and 100,000 copies of a long path are not written
+    prefix = f"{report.summary.file} " if report.summary.file else "\0"
     for r in report.rows:
         ref = -1 if r.reference is None else refs.setdefault(r.reference, len(refs))
         rows.append(
@@ -81,7 +84,7 @@ def report_data(report: Report) -> dict[str, Any]:
                 r.missing,
                 r.reason,
                 r.note,
-                r.where,
+                r.where.removeprefix(prefix),
             ]
         )
     return {

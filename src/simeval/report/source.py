@@ -102,7 +102,7 @@ def stored_report(
         run.options or {},
         base,
         tolerance,
-        title=summary.file or run.source,
+        title=os.path.basename(summary.file or run.source),
         run=about,
     )
 
