@@ -83,6 +83,8 @@ def test_run_html_against_a_stored_baseline_marks_every_row(two_runs: tuple[Path
     assert {c for c, s in status.items() if s == "improved"} == {"c5", "c6", "c8"}
     assert status["c10"] == "new"
     assert rows["c0"][7] == 1.0 and rows["c0"][3] == 0.0  # before, after
+    assert rows["c0"][15] == "line 1" and rows["c10"][15] == "line 11"  # of the input file
+    assert "Rows read from the stored run 2" in page and str(tmp / "v2.jsonl") in page
     # failing rows first, lowest score first, each explained
     verdicts = [r[4] for r in data["rows"]]
     assert verdicts == sorted(verdicts)
@@ -207,6 +209,8 @@ def test_run_html_without_a_results_file_or_a_store(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl", "report.html"]
     data = report_data(html.read_text())
     assert [r[2] for r in data["rows"]][-1] == "a"  # the passing row after the failing ones
+    assert [r[15] for r in data["rows"]] == ["result 2", "result 3", "result 1"]
+    assert "Rows read from" not in html.read_text()  # not from a file that is gone
     assert html.stat().st_mode & 0o044  # readable by others, as a page to share is
 
 
@@ -250,6 +254,9 @@ def test_an_eval_file_run_has_a_line_and_a_histogram_per_eval(tmp_path: Path) ->
     assert 'data-eval="capital"' in page and 'data-eval="river"' in page
     failed = [r for r in data["rows"] if not r[4]]
     assert failed and all(r[11] for r in failed)  # found terms, from the eval's scorer
+    # read from the results file: an eval per line there, named by its line
+    assert sorted(r[15] for r in data["rows"]) == [f"line {i}" for i in range(1, 5)]
+    assert f"Rows read from the results file {tmp_path / 'cases.results.jsonl'}" in page
     assert len(data["refs"]) == 2
     text = md.read_text()
     assert "| capital | 2 |" in text and "| river | 2 |" in text

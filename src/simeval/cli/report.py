@@ -77,7 +77,8 @@ def run_reported(
     with keeping_rows(request) as scored:
         summary = score(scored)
         started = time.perf_counter()
-        written = write_outputs(run_report(scored, summary), html, markdown, started)
+        made = run_report(scored, summary, temporary=scored is not request)
+        written = write_outputs(made, html, markdown, started)
     if scored is not request:  # its rows went to a temporary file, gone now
         summary.results_file = None
     return summary, written

@@ -82,6 +82,7 @@ class Report:
     baseline: BaselineReport | None = None
     by_row: bool = False
     run: Mapping[str, Any] | None = None  # a stored run's id, name and time
+    source: str | None = None  # where the rows were read: "stored run 3", "results file x"
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -123,12 +124,14 @@ def build_report(
     tolerance: float = 0.05,
     title: str | None = None,
     run: Mapping[str, Any] | None = None,
+    source: str | None = None,
 ) -> Report:
     """The report of a run: ``summary`` (its numbers, gates, baseline report) and ``rows``
     (all its results, in the run's order); ``options``: the scorer options the run kept
     (``Run.options`` or ``rows.run_options``), which explain the failing rows. With
     ``baseline`` (loaded anew: a comparison consumes it) each row is compared with it, as
-    the run compared them; without, the summary's baseline report is shown as it is."""
+    the run compared them; without, the summary's baseline report is shown as it is.
+    ``title``, ``run`` and ``source`` (where the rows were read) are shown as they are."""
     explainer = Explainer(options)
     comparison = Comparison(baseline, tolerance) if baseline is not None else None
     kept: list[ReportRow] = []
@@ -194,4 +197,5 @@ def build_report(
         baseline=report_baseline,
         by_row=comparison is not None,
         run=run,
+        source=source,
     )

@@ -62,9 +62,10 @@ def report_data(report: Report) -> dict[str, Any]:
     reference text once in ``refs`` (an eval's rows share theirs)."""
     refs: dict[str, int] = {}
     rows = []
-    # every row is from the run's file, named at the top: "line 12" says where (as the
-    # console's table does), and 100,000 copies of a long path are not written
-    prefix = f"{report.summary.file} " if report.summary.file else "\0"
+    # every row is from the run's file (or its results file), named on the page: "line 12"
+    # says where, as the console's table does, and 100,000 copies of a path are not written
+    s = report.summary
+    prefixes = tuple(f"{p} " for p in (s.file, s.results_file) if p)
     for r in report.rows:
         ref = -1 if r.reference is None else refs.setdefault(r.reference, len(refs))
         rows.append(
@@ -84,7 +85,7 @@ def report_data(report: Report) -> dict[str, Any]:
                 r.missing,
                 r.reason,
                 r.note,
-                r.where.removeprefix(prefix),
+                _short_where(r.where, prefixes),
             ]
         )
     return {
@@ -94,6 +95,13 @@ def report_data(report: Report) -> dict[str, Any]:
         "refs": list(refs),
         "rows": rows,
     }
+
+
+def _short_where(where: str, prefixes: tuple[str, ...]) -> str:
+    for prefix in prefixes:
+        if where.startswith(prefix):
+            return where[len(prefix) :]
+    return where
 
 
 def render_html(report: Report) -> str:

@@ -119,7 +119,8 @@ class Explainer:
         is none."""
         got = self.scorers.get(eval_name)
         if got is None:
-            # the service's reading of a run's options (an eval-file run keeps them by name)
+            # the service's reading of a run's options (an eval-file run keeps them by name),
+            # imported with the database layer only when a row is explained
             from simeval.service.results import run_row_options
 
             kept = run_row_options(dict(self.options), eval_name)

@@ -15,7 +15,7 @@ from typing import Any
 
 from simeval.errors import InvalidInput
 from simeval.report.build import Report, build_report
-from simeval.report.rows import file_rows, run_options, stored_rows
+from simeval.report.rows import ReportRow, file_rows, run_options, stored_rows
 from simeval.runs.baseline import (
     STORED_RUN_PREFIX,
     Baseline,
@@ -104,12 +104,14 @@ def stored_report(
         tolerance,
         title=os.path.basename(summary.file or run.source),
         run=about,
+        source=f"stored run {run.id}",
     )
 
 
-def run_report(request: RunRequest, summary: RunSummary) -> Report:
+def run_report(request: RunRequest, summary: RunSummary, temporary: bool = False) -> Report:
     """The report of a run ``request`` has just made (``summary``): its rows read back from
-    the database when it was stored, else from its results file (see ``keeping_rows``)."""
+    the database when it was stored, else from its results file (``temporary``: one that
+    ``keeping_rows`` made, whose lines name nothing: each row is named by its place)."""
     from simeval.service import open_service
 
     if summary.run_id is not None:
@@ -126,9 +128,19 @@ def run_report(request: RunRequest, summary: RunSummary) -> Report:
     stored_baseline = request.baseline is not None and is_stored_run(request.baseline)
     svc: Any = open_service(request.db) if stored_baseline else None
     base = load_report_baseline(svc, request.baseline, request.name, None, request.columns)
-    return build_report(
-        summary, file_rows(summary.results_file, request.columns), options, base, request.tolerance
-    )
+    rows = file_rows(summary.results_file, request.columns)
+    source = f"results file {summary.results_file}"
+    if temporary:
+        rows = _numbered(rows)
+        source = None
+    return build_report(summary, rows, options, base, request.tolerance, source=source)
+
+
+def _numbered(rows: Iterator[ReportRow]) -> Iterator[ReportRow]:
+    """``rows`` each named by its place among the run's results (``result 12``)."""
+    for row in rows:
+        row.where = f"result {row.n}"
+        yield row
 
 
 @contextlib.contextmanager
