@@ -129,7 +129,7 @@ def run_report(request: RunRequest, summary: RunSummary, temporary: bool = False
     svc: Any = open_service(request.db) if stored_baseline else None
     base = load_report_baseline(svc, request.baseline, request.name, None, request.columns)
     rows = file_rows(summary.results_file, request.columns)
-    source = f"results file {summary.results_file}"
+    source: str | None = f"results file {summary.results_file}"
     if temporary:
         rows = _numbered(rows)
         source = None
