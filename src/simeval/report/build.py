@@ -142,12 +142,12 @@ def build_report(
     hist: dict[str | None, Histogram] = {}
     thresholds: dict[str | None, set[float]] = {}
     for row in rows:  # in the run's order: a baseline pairs repeated cases in that order
-        if comparison is not None:
+        if not row.passed:
+            explainer.explain(row)  # from the whole texts, before they are cut
+        if comparison is not None:  # a regression's missing terms are named with it
             row.status, row.before, row.passed_before = comparison.add(
                 row.key, row.score, row.passed, row.case, row.missing
             )
-        if not row.passed:
-            explainer.explain(row)  # from the whole texts, before they are cut
         limit = PASSED_TEXT_CHARS if row.passed else FAILED_TEXT_CHARS
         row.input, row.output = cut(row.input, limit), cut(row.output, limit) or ""
         row.reference = cut(row.reference, limit)
