@@ -174,11 +174,12 @@ def _register() -> None:
     from simeval.cli import compare as cli_compare
     from simeval.cli import datasets as cli_datasets
     from simeval.cli import evals as cli_evals
+    from simeval.cli import report as cli_report
     from simeval.cli import results as cli_results
     from simeval.cli import settings as cli_settings
 
     modules = (cli_evals, cli_results, cli_browse, cli_settings, cli_compare, cli_datasets)
-    for module in (*modules, cli_alerts):
+    for module in (*modules, cli_alerts, cli_report):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -22,6 +22,7 @@ from simeval.cli.common import (
     scorer_options,
 )
 from simeval.cli.engines import engine_options, run_with_engines, wants_engines
+from simeval.cli.report import HTML_HELP, markdown_option, run_reported, say_written
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
 from simeval.scoring.options import check_unit
@@ -207,6 +208,8 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="How many worst cases the summary shows.",
 )
+@click.option("--html", default=None, metavar="FILE", help=HTML_HELP)
+@markdown_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @scorer_options
 @engine_options
@@ -235,6 +238,8 @@ def run(
     db: str | None,
     dask_address: str | None,
     worst: int,
+    html: str | None,
+    markdown: str | None,
     as_json: bool,
     options: dict[str, Any],
     engine_args: dict[str, Any],
@@ -258,6 +263,7 @@ def run(
         simeval run cases.jsonl --baseline main.results.jsonl --max-regressions 0
         simeval run cases.jsonl --store --baseline run:latest --max-regressions 0
         simeval run big.jsonl --dask tcp://scheduler:8786 --min-mean-score 0.7
+        simeval run cases.jsonl --html report.html --markdown "$GITHUB_STEP_SUMMARY"
 
     With --engines FILE (or --engine URL --model M), the engines answer every case first
     (FILE, or a stored data set: dataset:NAME[@VERSION]); each engine's answers are scored,
@@ -306,15 +312,25 @@ def run(
         gates=runs.GateLimits(min_pass_rate, min_mean_score, max_regressions),
     )
     if wants_engines(engine_args):
+        if html is not None or markdown is not None:
+            raise UserError(
+                "--html and --markdown report a run of FILE's own outputs; with engines, store "
+                "the runs (--store) and report each one: simeval report run:ID -o report.html"
+            )
         run_with_engines(request, engine_args, as_json, _say)
     if file.startswith("dataset:"):
         raise UserError(f"{file}: a stored data set has no outputs to score: give --engines")
-    with progress_bar(f"scoring {os.path.basename(file)}") as progress:
-        summary = runs.run_request(request, progress)
+
+    def score(scored: runs.RunRequest) -> runs.RunSummary:
+        with progress_bar(f"scoring {os.path.basename(file)}") as progress:
+            return runs.run_request(scored, progress)
+
+    summary, written = run_reported(request, html, markdown, score)
     if as_json:
-        print_json(summary.to_dict())
+        print_json({**summary.to_dict(), **({"report": written} if written else {})})
     else:
         _print_summary(summary)
+        say_written(written)
     raise SystemExit(0 if summary.ok else 1)
 
 

@@ -134,11 +134,14 @@ def iter_results_file(
 ) -> Iterator[dict[str, Any]]:
     """The rows of a results file written by ``simeval run`` (any format), each with ``case``
     (its id, else its input, else None), ``name`` (how to show it), ``eval``, ``score``,
-    ``pass``, ``output`` and ``missing_terms`` (a list). A row that is not a result is an
-    ``InvalidInput`` naming the file and line."""
+    ``pass``, ``output`` and ``missing_terms`` (a list); and where the row came from: ``id``,
+    ``input``, ``where`` (file and line) and ``ordinal`` (its data row, from 0, as
+    ``case_key`` takes it), with the ``reference`` it matched, its ``threshold`` and
+    ``fingerprint`` (None when the file has no such column). A row that is not a result is
+    an ``InvalidInput`` naming the file and line."""
     if not os.path.isfile(path):
         raise InvalidInput(f"{path}: no such results file")
-    for where, _ordinal, row, case_id, text_in in _result_rows(path, columns, fmt, ""):
+    for where, ordinal, row, case_id, text_in in _result_rows(path, columns, fmt, ""):
         missing: Any = row.get("missing_terms")
         if isinstance(missing, str):
             text = missing
@@ -154,7 +157,21 @@ def iter_results_file(
             "pass": _as_bool(row["pass"], where),
             "output": out if isinstance(out := row.get(columns.output), str) else None,
             "missing_terms": [str(m) for m in missing] if isinstance(missing, list) else [],
+            "id": case_id,
+            "input": text_in,
+            "where": where,
+            "ordinal": ordinal,
+            "reference": ref if isinstance(ref := row.get("matched_reference"), str) else None,
+            "threshold": _threshold_cell(row.get("threshold"), where),
+            "fingerprint": str(row.get("fingerprint") or "") or None,
         }
+
+
+def _threshold_cell(value: Any, where: str) -> float | None:
+    """A results row's ``threshold`` (None when the file has none)."""
+    return (
+        None if value is None or value == "" else check_unit(value, f"{where}: column 'threshold'")
+    )
 
 
 def is_stored_run(spec: str) -> bool:
@@ -163,17 +180,26 @@ def is_stored_run(spec: str) -> bool:
     return spec.startswith(STORED_RUN_PREFIX) and not os.path.exists(spec)
 
 
-def load_stored_baseline(svc: Any, spec: str, name: str | None = None) -> Baseline:
+def load_stored_baseline(
+    svc: Any, spec: str, name: str | None = None, before: int | None = None
+) -> Baseline:
     """A run stored with ``--store`` as a baseline: ``run:ID``, or ``run:latest`` (the newest
-    stored run called ``name``). With no run stored at all, an empty baseline: every case is
-    new (the first run of a gate). With runs stored but none called ``name``, the baseline
-    would compare nothing, and a gate on it would pass whatever the run does: refused
-    (``InvalidInput``), naming the closest stored names."""
+    stored run called ``name``; with ``before``, the newest stored before run ``before``:
+    the baseline of a run that is stored itself now). With no run stored at all (or none of
+    that name before ``before``), an empty baseline: every case is new (the first run of a
+    gate). With runs stored but none called
+    ``name``, the baseline would compare nothing, and a gate on it would pass whatever the
+    run does: refused (``InvalidInput``), naming the closest stored names."""
     what = spec[len(STORED_RUN_PREFIX) :].strip()
     if what == "latest":
-        run = _latest_run(svc, name)
+        run = _latest_run(svc, name, before)
         if run is None:
             names = _stored_run_names(svc)
+            if before is not None and name in names:
+                # runs of that name, none before run ``before``: it was the first of them
+                return Baseline(
+                    f"{spec} (no stored run named {name!r} before run {before})", {}, set(), 0
+                )
             if names:
                 close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.3)
                 hint = ", ".join(repr(n) for n in close or names[:3])
@@ -218,13 +244,21 @@ def _stored_run_names(svc: Any, most: int = 1000) -> list[str]:
     return list(names)
 
 
-def _latest_run(svc: Any, name: str | None) -> Any:
-    """The newest stored run called ``name`` that has finished storing, or None."""
+def _latest_run(svc: Any, name: str | None, before: int | None = None) -> Any:
+    """The newest stored run called ``name`` that has finished storing (and, with
+    ``before``, whose id is lower), or None."""
     offset = 0
     while True:
         page = svc.list_runs(limit=100, offset=offset)
         run = next(
-            (r for r in page if r.name == name and r.summary.get("status") != "storing"), None
+            (
+                r
+                for r in page
+                if r.name == name
+                and r.summary.get("status") != "storing"
+                and (before is None or r.id < before)
+            ),
+            None,
         )
         if run is not None or len(page) < 100:
             return run
@@ -321,13 +355,17 @@ class Comparison:
     improvements: list[tuple[float, int, CaseChange]] = field(default_factory=list)
     seq: int = 0
 
-    def add(self, key: bytes, score: float, passed: bool, name: str, missing: list[str]) -> None:
-        """Compare one case of the run (``key`` as ``case_key`` makes it) with the baseline."""
+    def add(
+        self, key: bytes, score: float, passed: bool, name: str, missing: list[str]
+    ) -> tuple[str, float | None, bool | None]:
+        """Compare one case of the run (``key`` as ``case_key`` makes it) with the baseline;
+        returns what it is (``new``, ``unchanged``, ``regressed`` or ``improved``) with its
+        baseline score and verdict (None for a new case)."""
         key = self.dedup(key)
         old = self.baseline.cases.pop(key, None)
         if old is None:
             self.counts["new"] += 1
-            return
+            return "new", None, None
         before, was_passing, _ = old
         delta = score - before
         self.delta_sum += delta
@@ -339,7 +377,7 @@ class Comparison:
             status, heap, rank = "improved", self.improvements, delta
         else:
             self.counts["unchanged"] += 1
-            return
+            return "unchanged", before, was_passing
         self.counts[status] += 1
         self.seq += 1
         entry = CaseChange(name, before, score, delta, was_passing, passed, missing)
@@ -348,6 +386,7 @@ class Comparison:
             heapq.heappush(heap, item)
         else:
             heapq.heappushpop(heap, item)
+        return status, before, was_passing
 
     def report(self, fingerprints: set[str]) -> BaselineReport:
         """What changed; ``fingerprints``: the current run's (compared with the baseline's)."""

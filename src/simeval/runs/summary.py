@@ -9,11 +9,12 @@ same order as the dictionaries it replaces.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
-from simeval.errors import InvalidOption
-from simeval.runs.baseline import BaselineReport
+from simeval.errors import InvalidInput, InvalidOption
+from simeval.runs.baseline import BaselineReport, CaseChange
 from simeval.runs.config import WorstCase
 
 
@@ -125,6 +126,31 @@ class RunSummary:
             out["ok"] = self.ok
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
+        """A summary as ``stored`` keeps it (or ``to_dict`` prints it) read back: each key
+        that names a field is that field (nested ones as their classes), any other key goes
+        to ``extra`` (an engine run's engine and numbers, a stored run's ``status``), and
+        ``ok`` is dropped (it follows from the gates). A key missing for a field without a
+        default is an ``InvalidInput``."""
+        out: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        names = {f.name for f in fields(cls)}
+        for key, value in data.items():
+            if key == "ok":
+                continue
+            if key in names and key != "extra":
+                read = _READ.get(key)
+                out[key] = value if read is None or value is None else read(value)
+            else:
+                extra[key] = value
+        if extra:
+            out["extra"] = extra
+        try:
+            return cls(**out)
+        except TypeError as exc:
+            raise InvalidInput(f"not a run summary: {exc}") from None
+
     def stored(self) -> dict[str, Any]:
         """The summary a stored run keeps (``to_dict`` without its id and ``ok``)."""
         out: dict[str, Any] = {
@@ -166,6 +192,36 @@ class RunSummary:
         if self.extra:
             out.update(self.extra)
         return out
+
+
+def _known(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``data`` that name fields of the dataclass ``kind``."""
+    names = {f.name for f in fields(kind)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _worst(data: Mapping[str, Any]) -> WorstCase:
+    return WorstCase(**_known(WorstCase, {**data, "passed": data.get("pass")}))
+
+
+def _baseline(data: Mapping[str, Any]) -> BaselineReport:
+    report = BaselineReport(**_known(BaselineReport, data))
+    for name in ("top_regressions", "top_improvements"):
+        changes = [CaseChange(**_known(CaseChange, c)) for c in getattr(report, name) or ()]
+        setattr(report, name, changes)
+    return report
+
+
+# how ``RunSummary.from_dict`` reads a field that is not kept as it is
+_READ: dict[str, Callable[[Any], Any]] = {
+    "skipped_rows": lambda rows: [(r["where"], r["error"]) for r in rows],
+    "worst": lambda rows: [_worst(r) for r in rows],
+    "most_missing": lambda pairs: [(t, n) for t, n in pairs],
+    "evals": lambda evals: {n: EvalStats(**_known(EvalStats, e)) for n, e in evals.items()},
+    "baseline": _baseline,
+    "collected": lambda rows: [tuple(r) for r in rows],
+    "gates": lambda gates: [Gate(**_known(Gate, g)) for g in gates],
+}
 
 
 def check_gates(summary: RunSummary, limits: GateLimits) -> list[Gate]:

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import case, delete, func, select, true, tuple_, update
 from sqlalchemy.orm import Session
@@ -59,6 +59,25 @@ _RAW_COLUMNS = (*STORE_COLUMNS, "eval_id", "run_id", "created_at")
 
 # a stored run's row as a baseline reads it (``iter_run_cases``)
 RunCase = tuple[int, str | None, str | None, float, bool, str, dict[str, Any]]
+
+
+class RunRow(NamedTuple):
+    """A stored run's row with its texts, as a report reads it (``iter_run_rows``): the
+    automated score and verdict, the reference it matched, and ``case``, where it came from
+    (``id``, ``row``, ``ordinal``, as its explanation keeps them; empty when not kept)."""
+
+    id: int
+    eval_name: str | None
+    input: str | None
+    output: str
+    reference: str | None
+    score: float
+    passed: bool
+    threshold: float
+    fingerprint: str
+    matched_index: int
+    case: dict[str, Any]
+
 
 _SAFE_STAMP = re.compile(r"[0-9: .-]+")
 
@@ -512,3 +531,46 @@ class RunsMixin(ServiceBase):
             for rid, name, text_in, score, passed, fp, explanation in s.execute(q):
                 case = explanation.get("case") if isinstance(explanation, dict) else None
                 yield (rid, name, text_in, score, passed, fp, case or {})
+
+    def iter_run_rows(self, run_id: int) -> Iterator[RunRow]:
+        """A stored run's rows in the order they were stored, with their texts (see
+        ``RunRow``): one query, streamed, as ``iter_run_cases``. ``NotFound`` for no such
+        run."""
+        rid = check_id(run_id, "run")
+        with self.store.read() as s:
+            get_row(s, Run, rid, "run")
+            q = (
+                select(
+                    Result.id,
+                    func.coalesce(Eval.name, Result.eval_name),
+                    Result.input,
+                    Result.output,
+                    Result.reference,
+                    Result.score,
+                    Result.passed,
+                    Result.threshold,
+                    Result.fingerprint,
+                    Result.matched_index,
+                    Result.explanation,
+                )
+                .outerjoin(Eval, Eval.id == Result.eval_id)
+                .where(Result.run_id == rid)
+                .order_by(Result.id)
+                .execution_options(yield_per=5000)
+            )
+            for row in s.execute(q):
+                explanation = row[-1]
+                case = explanation.get("case") if isinstance(explanation, dict) else None
+                yield RunRow(
+                    row[0],
+                    row[1],
+                    row[2],
+                    row[3] or "",
+                    row[4],
+                    float(row[5]),
+                    bool(row[6]),
+                    float(row[7]),
+                    row[8] or "",
+                    int(row[9] or 0),
+                    case if isinstance(case, dict) else {},
+                )

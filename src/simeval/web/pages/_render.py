@@ -17,13 +17,14 @@ from urllib.parse import quote, urlencode
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, FileSystemLoader
+from jinja2 import Environment
 from starlette.datastructures import FormData
 
 from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.scoring.options import STRICTNESS_BANDS, band
 from simeval.service import Service
+from simeval.templating import environment
 from simeval.web.security import CSRF_FIELD, csrf_token, set_csrf_cookie
 
 TEMPLATES = Path(__file__).parent.parent / "templates"
@@ -111,12 +112,7 @@ def bars(histogram: list[int]) -> list[dict[str, Any]]:
 
 
 def _env() -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = environment(TEMPLATES)
     env.filters.update(
         time=fmt_time,
         cut=cut_text,
