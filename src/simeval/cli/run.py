@@ -161,6 +161,12 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     "whose input scope matches its input, and to every unscoped eval.",
 )
 @click.option(
+    "--allow-unmatched",
+    is_flag=True,
+    help="With --evals: let rows that match no eval pass the gate (they are still counted "
+    "and named in the summary).",
+)
+@click.option(
     "--store",
     is_flag=True,
     help="Store the run and its results in the database (see --db), for the studio and "
@@ -230,6 +236,7 @@ def run(
     max_regressions: int | None,
     tolerance: float,
     evals_file: str | None,
+    allow_unmatched: bool,
     store: bool,
     run_name: str | None,
     db: str | None,
@@ -281,6 +288,8 @@ def run(
             "with --evals, each eval's own threshold and scorer options apply: "
             "leave out --threshold and the scorer flags"
         )
+    if allow_unmatched and evals_file is None:
+        raise UserError("--allow-unmatched needs --evals: only an eval file leaves rows unmatched")
     if run_name is not None and not store:
         raise UserError("--run-name needs --store")
     request = runs.RunRequest(
@@ -303,7 +312,9 @@ def run(
         store=store,
         run_name=run_name,
         db=db,
-        gates=runs.GateLimits(min_pass_rate, min_mean_score, max_regressions),
+        gates=runs.GateLimits(
+            min_pass_rate, min_mean_score, max_regressions, allow_unmatched=allow_unmatched
+        ),
     )
     if wants_engines(engine_args):
         run_with_engines(request, engine_args, as_json, _say)
@@ -352,7 +363,7 @@ def _print_summary(s: runs.RunSummary) -> None:
             f"{e.threshold:.2f}"
         )
     if s.unmatched_rows:
-        _say(f"[yellow]{s.unmatched_rows:,} rows matched no eval[/yellow]")
+        _print_unmatched(s)
     if s.skipped:
         _say(f"[yellow]skipped {s.skipped:,} bad rows:[/yellow]")
         for where, error in s.skipped_rows[:20]:
@@ -386,6 +397,21 @@ def _print_summary(s: runs.RunSummary) -> None:
             if isinstance(g.value, float)
             else f"gate {g.gate} {g.limit}: {mark} (value {g.value})"
         )
+
+
+def _print_unmatched(s: runs.RunSummary) -> None:
+    _say(f"[yellow]{s.unmatched_rows:,} rows matched no eval:[/yellow]")
+    named = (s.unmatched or [])[:20]
+    for u in named:
+        case = " ".join((u.id or u.input or "").split())
+        case = case[:60] + ("..." if len(case) > 60 else "")
+        _say(f"  {escape(u.where)}" + (f": {escape(case)}" if case else ""))
+    total, listed = s.unmatched_rows or 0, len(s.unmatched or ())
+    if total > len(named):
+        where = ""
+        if listed > len(named):
+            where = " (all in --json)" if listed == total else f" (the first {listed} in --json)"
+        _say(f"  ... and {total - len(named):,} more{where}")
 
 
 def _print_worst(s: runs.RunSummary) -> None:

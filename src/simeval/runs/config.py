@@ -36,6 +36,7 @@ RESULT_FIELDS = (
 )
 EVAL_FIELDS = ("eval", "eval_version")
 CHUNK_ROWS = 1000
+MAX_NAMED = 100  # rows a summary names (bad rows, rows that matched no eval); the rest counted
 
 
 def detect_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
@@ -165,6 +166,19 @@ class WorstCase:
 
 
 @dataclass
+class UnmatchedRow:
+    """A row that matched no eval of an eval-file run: where it is, its id and input (cut
+    to 300 characters)."""
+
+    where: str
+    id: str | None
+    input: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "id": self.id, "input": self.input}
+
+
+@dataclass
 class ChunkOut:
     """What scoring a chunk gives back: serialised result rows and bounded statistics."""
 
@@ -183,6 +197,7 @@ class ChunkOut:
     missing: list[str] = field(default_factory=list)
     per_eval: dict[str, list[float]] = field(default_factory=dict)
     unmatched: int = 0
+    unmatched_rows: list[UnmatchedRow] = field(default_factory=list)  # at most MAX_NAMED
     cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
     # rows to store, in ``simeval.service.runs.STORE_COLUMNS`` order
     store_rows: list[tuple[Any, ...]] = field(default_factory=list)

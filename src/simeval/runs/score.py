@@ -22,7 +22,17 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from simeval.runs.baseline import case_key, case_name
-from simeval.runs.config import Chunk, ChunkOut, Columns, EvalDef, RowError, RunConfig, WorstCase
+from simeval.runs.config import (
+    MAX_NAMED,
+    Chunk,
+    ChunkOut,
+    Columns,
+    EvalDef,
+    RowError,
+    RunConfig,
+    UnmatchedRow,
+    WorstCase,
+)
 from simeval.runs.encode import (
     ROW_ASCII,
     ROW_TEXT,
@@ -296,6 +306,8 @@ def _general(
                 hits = state.hits(output, case_id, text_in)
                 if not hits:
                     out.unmatched += 1
+                    if len(out.unmatched_rows) < MAX_NAMED:
+                        out.unmatched_rows.append(UnmatchedRow(where, case_id, cut(text_in)))
                     continue
                 refs: Sequence[str] = ()
             else:
