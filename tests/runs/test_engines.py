@@ -605,3 +605,47 @@ def test_an_engine_that_errs_where_the_first_answers_is_worse(
     (only,) = b["comparison"]["evals"]
     assert only["pairs"] == 12 and only["flips_to_fail"] == 6
     sys.modules.pop("two_engines", None)
+
+
+def test_an_engine_run_prints_its_worst_cases_as_a_file_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "half.py").write_text(
+        "def answer(case):\n"
+        "    if 'Japan' in case['input']:\n"
+        "        return 'I like trains.'\n"
+        "    return 'Paris is not the capital of France.'\n"
+    )
+    golden(tmp_path / "golden.jsonl", n=4)
+    eng = engines_file(tmp_path / "e.yaml", {"name": "half", "python": "half:answer"})
+    res = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--worst", "3")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # the table's cells, whatever the terminal's width
+    assert "worst cases of half" in out
+    assert "line 2 │ q1" in out and "tokyo, japan" in out  # the missing terms
+    assert "output and reference share no terms" in out  # and the reasons
+    assert 'contradiction: "not" only in the output' in out
+    assert out.count(" FAIL ") == 3  # --worst 3 of the 4 failing cases
+    none = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--worst", "0")
+    assert none.exit_code == 0 and "worst cases" not in none.output
+    as_json = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--json")
+    worst = json.loads(as_json.output)["engines"][0]["run"]["worst"]
+    assert len(worst) == 4 and worst[0]["reason"] == "output and reference share no terms"
+    # rows that match no eval are named on the console too, and fail the run
+    evals = tmp_path / "evals.yaml"
+    evals.write_text(
+        "evals:\n  - name: france\n    input_scope: 'What is the capital of France? 0'\n"
+        "    reference: Paris is the capital of France.\n    threshold: 0.1\n",
+        encoding="utf-8",
+    )
+    res = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--evals",
+                 str(evals))  # fmt: skip
+    assert res.exit_code == 1, res.output
+    out = " ".join(res.output.split())
+    assert "3 rows matched no eval: golden.jsonl line 2, golden.jsonl line 3" in out
+    assert "gate unmatched-rows 0: FAILED (value 3)" in out
+    allowed = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--evals",
+                     str(evals), "--allow-unmatched")  # fmt: skip
+    assert allowed.exit_code == 0, allowed.output
+    sys.modules.pop("half", None)

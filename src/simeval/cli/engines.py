@@ -13,6 +13,7 @@ import click
 from rich.markup import escape
 
 from simeval.cli.common import UserError, console, print_json, progress_bar
+from simeval.cli.worst import print_worst
 from simeval.errors import InvalidInput
 
 ENGINE_OPTIONS = (
@@ -236,6 +237,7 @@ def print_engine_runs(summary: Any, say: Any) -> None:
                 + (f" and {more:,} more" if more > 0 else "")
                 + "[/yellow]"
             )
+        print_worst(s, f"worst cases of {r.spec.name}")
         for where, error in s.skipped_rows[:5]:
             say(f"  [yellow]{escape(where)}: {escape(error)}[/yellow]")
         if s.skipped > 5:

@@ -22,6 +22,7 @@ from simeval.cli.common import (
     scorer_options,
 )
 from simeval.cli.engines import engine_options, run_with_engines, wants_engines
+from simeval.cli.worst import print_worst
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
 from simeval.scoring.options import check_unit
@@ -374,8 +375,7 @@ def _print_summary(s: runs.RunSummary) -> None:
                 if len(s.skipped_rows) > 20
                 else f"  ... and {s.skipped - 20:,} more"
             )
-    if s.worst:
-        _print_worst(s)
+    print_worst(s)
     if s.most_missing:
         _say(
             "most often missing in failing rows: "
@@ -412,32 +412,6 @@ def _print_unmatched(s: runs.RunSummary) -> None:
         if listed > len(named):
             where = " (all in --json)" if listed == total else f" (the first {listed} in --json)"
         _say(f"  ... and {total - len(named):,} more{where}")
-
-
-def _print_worst(s: runs.RunSummary) -> None:
-    several = bool(s.evals)
-    table = Table(title="worst cases", title_justify="left", show_edge=False)
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    if several:
-        table.add_column("eval")
-    table.add_column("where", no_wrap=True)
-    table.add_column("case")
-    table.add_column("missing terms")
-    prefix = s.file + " "  # every row is from FILE, named on the first line
-    for w in s.worst:
-        case = w.id or w.input or w.output or ""
-        case = " ".join(case.split())
-        cells = [
-            f"{w.score:.4f}",
-            "[green]pass[/]" if w.passed else "[red]FAIL[/]",
-            *([escape(w.eval or "")] if several else []),
-            escape(w.where.removeprefix(prefix)),
-            escape(case[:60] + ("..." if len(case) > 60 else "")),
-            escape(", ".join(w.missing_terms) or "-"),
-        ]
-        table.add_row(*cells)
-    console.print(table)
 
 
 def _print_baseline(b: runs.BaselineReport) -> None:

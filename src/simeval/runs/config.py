@@ -149,6 +149,9 @@ class WorstCase:
     eval: str | None
     matched_index: int
     missing_terms: list[str]
+    # why a failing case scored as it did beyond its missing terms (a required term missing,
+    # a negation, a veto, no shared term: ``Explanation.reason``); None when nothing did
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +165,7 @@ class WorstCase:
             "eval": self.eval,
             "matched_index": self.matched_index,
             "missing_terms": self.missing_terms,
+            "reason": self.reason,
         }
 
 

@@ -48,7 +48,7 @@ from simeval.runs.encode import (
 from simeval.runs.plain import keep_worst, plain_jsonl
 from simeval.runs.read import BadRow, decode, id_cell, reference_cells, text_cell
 from simeval.runs.state import ChunkState, RunReference, chunk_state
-from simeval.scoring.explain import missing_terms
+from simeval.scoring.explain import failure_reason, missing_terms
 from simeval.scoring.scorer import Scorer
 
 Worst = list[tuple[float, int, tuple[Any, ...]]]  # a max-heap on (score, order): see _finish
@@ -395,8 +395,9 @@ def _finish(cfg: RunConfig, chunk: Chunk, emit: _Emit, worst: Worst, out: ChunkO
         at, missing, reference, sc = entry[8:]
         if passed:  # a passing row among the worst: its terms were not computed yet
             missing = missing_terms(sc, output, reference, cfg.top_missing, text_in)
+        reason = None if passed else failure_reason(sc, output, reference, text_in)
         case = WorstCase(where, case_id, cut(text_in), cut(output), score, passed, threshold,
-                         eval_name, at, missing)  # fmt: skip
+                         eval_name, at, missing, reason)  # fmt: skip
         out.worst.append(case)
     if emit.lines:
         emit.lines.append("")

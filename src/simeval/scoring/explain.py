@@ -239,6 +239,18 @@ def missing_terms(
     return engine.missing(have, reference, ref.vec, top)
 
 
+def failure_reason(
+    scorer: _Scorer, output: str, reference: str, input: str | None = None
+) -> str | None:
+    """Why ``output`` fails against ``reference`` beyond the terms it lacks, in a few words:
+    the required terms it lacks, else ``explain``'s reason (empty output, no shared term, a
+    negation, a veto); None when its score is only low."""
+    exp = explain(scorer, output, reference, top=1, input=input)
+    if exp.missing_required:
+        return "required term missing: " + ", ".join(exp.missing_required)
+    return exp.reason
+
+
 _EXPLAINERS: dict[str, Explainer] = {}
 
 
