@@ -331,6 +331,9 @@ def test_junit_xml_counts(tmp_path: Path) -> None:
     assert "tokyo" in (failure.text or "")
     errors = [c for c in cases if c.find("error") is not None]
     assert [c.get("name") for c in errors] == [f"{src} line 5", f"{src} line 6"]
+    # every case has its time, and the suite's wall time holds them all
+    times = [float(c.attrib["time"]) for c in cases]
+    assert all(t >= 0 for t in times) and float(suite.attrib["time"]) >= sum(times)
 
 
 def test_junit_escapes_markup_and_control_characters(tmp_path: Path) -> None:

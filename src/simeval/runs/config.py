@@ -105,6 +105,9 @@ class RunConfig:
     evals: tuple[EvalDef, ...] = ()
     on_error: str = "fail"
     junit: bool = False
+    # a column of milliseconds each row took before the run (an engine's answer: latency_ms),
+    # counted in its JUnit case's time
+    latency: str | None = None
     keys: bool = False
     store: bool = False
     collect: str | None = None

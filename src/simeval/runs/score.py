@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Sequence
+from time import perf_counter
 from typing import Any
 
 from simeval.runs.baseline import case_key, case_name
@@ -201,10 +202,16 @@ class _Emit:
             own = {f: cell_text(row.get(f)) if f in row else None for f in self.out_fields}
             self.table_rows.append({**own, **result_d})
 
-    def case(self, where: str, name: str, result: tuple[Any, ...], output: str) -> None:
-        """A JUnit test case of a result (a failure with the score and missing terms)."""
+    def case(
+        self, where: str, name: str, result: tuple[Any, ...], output: str, seconds: float
+    ) -> None:
+        """A JUnit test case of a result (a failure with the score and missing terms) that
+        took ``seconds``."""
         score, passed, threshold, _, reference, missing, _, eval_name = result
-        case = f"<testcase classname={self.classnames[eval_name]} name={xml_attr(name)}>"
+        case = (
+            f"<testcase classname={self.classnames[eval_name]} name={xml_attr(name)} "
+            f'time="{seconds:.6f}">'
+        )
         if not passed:
             msg = f"score {score:.4f} < threshold {threshold:.2f}"
             detail = (
@@ -218,10 +225,12 @@ class _Emit:
             )
         self.junit.append(case + "</testcase>\n")
 
-    def bad_row(self, where: str, bad: BadRow) -> None:
-        """A JUnit test case in error for a bad row that was skipped."""
+    def bad_row(self, where: str, bad: BadRow, seconds: float) -> None:
+        """A JUnit test case in error for a bad row that was skipped (after ``seconds``: an
+        engine's call that failed)."""
         self.junit.append(
-            f"<testcase classname={self.classnames[None]} name={xml_attr(where)}>"
+            f"<testcase classname={self.classnames[None]} name={xml_attr(where)} "
+            f'time="{seconds:.6f}">'
             f"<error message={xml_attr(str(bad))}/></testcase>\n"
         )
 
@@ -241,6 +250,14 @@ def _cells(row: dict[str, Any], cols: Columns, collect: str | None) -> tuple[Any
             raise BadRow(f"missing label column {collect!r}")
         collected = row[collect]
     return output, text_in, case_id, collected
+
+
+def _latency_s(row: Any, column: str | None) -> float:
+    """A row's engine time in seconds (its ``column`` of milliseconds), 0 when none."""
+    if column is None or not isinstance(row, dict):
+        return 0.0
+    ms = row.get(column)
+    return ms / 1000 if isinstance(ms, int | float) and ms > 0 else 0.0
 
 
 def _count(per_eval: dict[str, list[float]], name: str, passed: bool, score: float) -> None:
@@ -296,8 +313,11 @@ def _general(
     rs: list[RunReference] = []
     results = passed_n = seq = 0
     score_sum = 0.0
+    started = 0.0
     for index, (where, ordinal, row) in enumerate(decode(cfg, chunk)):
         out.rows += 1
+        if want_junit:
+            started = perf_counter()
         try:
             if isinstance(row, BadRow):
                 raise row
@@ -317,7 +337,8 @@ def _general(
                 raise RowError(where, str(bad)) from None
             out.errors.append((where, str(bad)))
             if want_junit:
-                emit.bad_row(where, bad)
+                took = perf_counter() - started + _latency_s(row, cfg.latency)
+                emit.bad_row(where, bad, took)
             continue
         vec = asked = b""  # asked: the terms of the row's input (the question) count less
         if not evals:
@@ -370,7 +391,10 @@ def _general(
             if want_junit or want_keys:
                 name = case_name(case_id, text_in, where)
                 if want_junit:
-                    emit.case(where, name, result, output)
+                    # the row's wall time: its engine call and its scoring (evals of one
+                    # row share both)
+                    took = perf_counter() - started + _latency_s(row, cfg.latency)
+                    emit.case(where, name, result, output, took)
                 if want_keys:
                     key = case_key(case_id, text_in, ordinal, eval_name)
                     out.cases.append((key, score, passed, name, missing))
