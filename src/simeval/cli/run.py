@@ -17,6 +17,7 @@ from simeval.cli.common import (
     UserError,
     console,
     db_option,
+    json_flag,
     print_json,
     progress_bar,
     scorer_options,
@@ -214,7 +215,7 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="How many worst cases the summary shows.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_flag("Print the summary as JSON.")
 @scorer_options
 @engine_options
 def run(
@@ -464,7 +465,7 @@ def _print_baseline(b: runs.BaselineReport) -> None:
     "--apply", is_flag=True, help="Write the suggested threshold to the eval named by --eval."
 )
 @db_option(purpose="for --eval")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_flag("Print the report as JSON.")
 @scorer_options
 def calibrate(
     file: str | None,
