@@ -289,7 +289,14 @@ def reference_explanation(
     wr, sr = _weights(scorer, ref)
     if not output.strip():
         exp.reason = "output is empty"
-        exp.missing = _top({t: w * w for t, w in wr.items()}, top, sr, asked)
+        # every reference term is missing: each with its share of the reference's weight, as
+        # for any output (the question's terms count at input_weight); they sum to 1
+        for t in wr:
+            if t in asked:
+                wr[t] *= scorer.input_weight
+        nr = math.sqrt(sum(w * w for w in wr.values())) or 1.0
+        exp.missing = _top({t: (w / nr) ** 2 for t, w in wr.items()}, top, sr, asked)
+        exp.demoted = sorted({sr[t] for t in wr if t in asked})
         return exp
     wo, so = _weights(scorer, output)
     if scorer.pair:
