@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench install clean dist test-wheel
+.PHONY: run test lint bench install clean dist test-wheel tables
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ dist: $(VENV)/.installed-test
 # The wheel installed into a fresh virtualenv outside the source tree: score, serve, proxy.
 test-wheel: dist
 	PYTHON=$(PYTHON) .ci/test-wheel dist/simeval-*.whl
+
+# The background tables the wheel ships (src/simeval/scoring/tables/): derive them again after
+# a change to the analyzer or to wordfreq/PyStemmer (tests/scoring/test_shipped_tables.py says).
+tables: $(VENV)/.installed
+	$(BIN)/python -c "from simeval.scoring.idf import ship_background_tables as s; print(*s(), sep='\n')"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check --fix src tests benchmarks
