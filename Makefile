@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench install clean dist test-wheel docs
+.PHONY: run test lint bench install clean dist test-wheel docs tables
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ test-wheel: dist
 # Not --quiet: it hides the warnings from --strict, and the build passes with broken links.
 docs: $(VENV)/.installed-test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The background tables the wheel ships (src/simeval/scoring/tables/): derive them again after
+# a change to the analyzer or to wordfreq/PyStemmer (tests/scoring/test_shipped_tables.py says).
+tables: $(VENV)/.installed
+	$(BIN)/python -c "from simeval.scoring.idf import ship_background_tables as s; print(*s(), sep='\n')"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check --fix src tests benchmarks

@@ -393,3 +393,23 @@ def test_db_may_come_before_the_command(tmp_path: Path) -> None:
     )
     assert own.exit_code == 0 and json.loads(own.output) == []
     assert run(first, "evals", "list", "--json").output == listed.output
+
+
+def test_json_may_come_before_the_command(tmp_path: Path) -> None:
+    """``simeval --json COMMAND`` is ``simeval COMMAND --json``; a command with no JSON to
+    print says so in one line instead of printing text."""
+    db = tmp_path / "e.db"
+    made = CliRunner().invoke(cli, ["--db", str(db), "evals", "create", "e", "-r", REFERENCE])
+    assert made.exit_code == 0, made.output
+    listed = CliRunner().invoke(cli, ["--json", "--db", str(db), "evals", "list"])
+    assert listed.exit_code == 0 and [e["name"] for e in json.loads(listed.output)] == ["e"]
+    scored = CliRunner().invoke(cli, ["--json", "score", "Paris.", "Paris."])
+    assert scored.exit_code == 0 and json.loads(scored.output)["pass"] is True
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"output": "Paris.", "reference": "Paris."}) + "\n")
+    ran = CliRunner().invoke(cli, ["--json", "run", str(cases), "--no-results"])
+    assert ran.exit_code == 0 and json.loads(ran.output)["passed"] == 1
+    plain = CliRunner().invoke(cli, ["score", "Paris.", "Paris."])
+    assert not plain.output.startswith("{")  # the flag of one call does not stay for the next
+    res = CliRunner().invoke(cli, ["--json", "--db", str(db), "evals", "export"])
+    one_line_error(res, "--json", "evals export` has no JSON output")

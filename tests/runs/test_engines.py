@@ -605,3 +605,84 @@ def test_an_engine_that_errs_where_the_first_answers_is_worse(
     (only,) = b["comparison"]["evals"]
     assert only["pairs"] == 12 and only["flips_to_fail"] == 6
     sys.modules.pop("two_engines", None)
+
+
+def test_an_engine_run_prints_its_worst_cases_as_a_file_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "half.py").write_text(
+        "def answer(case):\n"
+        "    if 'Japan' in case['input']:\n"
+        "        return 'I like trains.'\n"
+        "    return 'Paris is not the capital of France.'\n"
+    )
+    golden(tmp_path / "golden.jsonl", n=4)
+    eng = engines_file(tmp_path / "e.yaml", {"name": "half", "python": "half:answer"})
+    res = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--worst", "3")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # the table's cells, whatever the terminal's width
+    assert "worst cases of half" in out
+    assert "line 2 │ q1" in out and "tokyo, japan" in out  # the missing terms
+    assert "output and reference share no terms" in out  # and the reasons
+    assert 'contradiction: "not" only in the output' in out
+    assert out.count(" FAIL ") == 3  # --worst 3 of the 4 failing cases
+    none = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--worst", "0")
+    assert none.exit_code == 0 and "worst cases" not in none.output
+    as_json = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--json")
+    worst = json.loads(as_json.output)["engines"][0]["run"]["worst"]
+    assert len(worst) == 4 and worst[0]["reason"] == "output and reference share no terms"
+    # rows that match no eval are named on the console too, and fail the run
+    evals = tmp_path / "evals.yaml"
+    evals.write_text(
+        "evals:\n  - name: france\n    input_scope: 'What is the capital of France? 0'\n"
+        "    reference: Paris is the capital of France.\n    threshold: 0.1\n",
+        encoding="utf-8",
+    )
+    res = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--evals",
+                 str(evals))  # fmt: skip
+    assert res.exit_code == 1, res.output
+    out = " ".join(res.output.split())
+    assert "3 rows matched no eval: golden.jsonl line 2, golden.jsonl line 3" in out
+    assert "gate unmatched-rows 0: FAILED (value 3)" in out
+    allowed = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--evals",
+                     str(evals), "--allow-unmatched")  # fmt: skip
+    assert allowed.exit_code == 0, allowed.output
+    sys.modules.pop("half", None)
+
+
+def test_junit_times_are_the_wall_time_of_each_case_and_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    # each answer takes at least 50 ms: the engine's time must be in its case's time
+    (tmp_path / "slow.py").write_text(
+        "import time\n"
+        "def answer(case):\n"
+        "    time.sleep(0.05)\n"
+        "    if 'garbage' in case['input']:\n"
+        "        raise ValueError('cannot read that')\n"
+        "    return 'Paris is the capital of France.'\n"
+    )
+    data = golden(tmp_path / "golden.jsonl", n=3)
+    with data.open("a") as fh:
+        fh.write(json.dumps({"id": "g", "input": "garbage", "reference": "Paris."}) + "\n")
+    eng = engines_file(tmp_path / "e.yaml", {"name": "slow", "python": "slow:answer"})
+    res = invoke("run", "golden.jsonl", "--engines", str(eng), "--no-cache", "--junit",
+                 "junit.xml", "--on-error", "skip", "--concurrency", "1", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    answering = json.loads(res.output)["engines"][0]["answering"]
+    latency = {
+        r["id"]: r["latency_ms"] / 1000 for r in read_jsonl(tmp_path / "golden.slow.results.jsonl")
+    }
+    suite = ET.parse(tmp_path / "junit.xml").getroot()[0]
+    cases = suite.findall("testcase")
+    assert len(cases) == 4 and {c.get("name") for c in cases} >= {"q0", "q1", "q2"}
+    for case in cases:
+        took = float(case.get("time") or 0)
+        assert took >= latency.get(case.get("name") or "", 0.05) >= 0.05, case.attrib
+    assert len(latency) == 3
+    # the suite's time holds the answering (the four calls one after the other) and scoring
+    assert float(suite.get("time") or 0) >= answering["elapsed_s"] >= 0.2
+    assert float(suite.get("time") or 0) >= sum(float(c.get("time") or 0) for c in cases)
+    sys.modules.pop("slow", None)

@@ -331,6 +331,9 @@ def test_junit_xml_counts(tmp_path: Path) -> None:
     assert "tokyo" in (failure.text or "")
     errors = [c for c in cases if c.find("error") is not None]
     assert [c.get("name") for c in errors] == [f"{src} line 5", f"{src} line 6"]
+    # every case has its time, and the suite's wall time holds them all
+    times = [float(c.attrib["time"]) for c in cases]
+    assert all(t >= 0 for t in times) and float(suite.attrib["time"]) >= sum(times)
 
 
 def test_junit_escapes_markup_and_control_characters(tmp_path: Path) -> None:
@@ -646,7 +649,7 @@ def test_evals_file_matches_rows_by_input_or_id(tmp_path: Path) -> None:
         {"id": "other", "input": "Unrelated?", "output": "No eval scores this row."},
     ]
     src = write_jsonl(tmp_path / "cases.jsonl", rows)
-    res = invoke("run", str(src), "--evals", str(evals), "--json")
+    res = invoke("run", str(src), "--evals", str(evals), "--json", "--allow-unmatched")
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
     out = read_jsonl(tmp_path / "cases.results.jsonl")
@@ -674,9 +677,49 @@ def test_evals_file_matches_rows_by_input_or_id(tmp_path: Path) -> None:
     assert summary["rows"] == 4 and summary["results"] == 3 and summary["unmatched_rows"] == 1
     assert set(summary["evals"]) == {"capital-japan", "eiffel", "water"}  # archived: left out
     assert summary["evals"]["eiffel"]["threshold"] == 0.9
-    human = invoke("run", str(src), "--evals", str(evals))
+    human = invoke("run", str(src), "--evals", str(evals), "--allow-unmatched")
     assert "eval capital-japan: 1 results" in human.output
     assert "1 rows matched no eval" in human.output
+
+
+def test_rows_that_match_no_eval_are_named_and_fail_the_gate(tmp_path: Path) -> None:
+    evals = tmp_path / "evals.yaml"
+    evals.write_text(EVALS_YAML, encoding="utf-8")
+    rows = [
+        {"input": "Where is the Eiffel Tower?", "output": "The Eiffel Tower is in Paris."},
+        {"id": "other", "input": "Unrelated?", "output": "No eval scores this row."},
+        {"input": "Who wrote Hamlet?", "output": "Shakespeare."},
+    ]
+    src = write_jsonl(tmp_path / "cases.jsonl", rows)
+    res = invoke("run", str(src), "--evals", str(evals), "--json")
+    assert res.exit_code == 1, res.output
+    summary = json.loads(res.output)
+    assert summary["unmatched_rows"] == 2 and summary["ok"] is False
+    assert summary["unmatched"] == [
+        {"where": f"{src} line 2", "id": "other", "input": "Unrelated?"},
+        {"where": f"{src} line 3", "id": None, "input": "Who wrote Hamlet?"},
+    ]
+    gate = {"gate": "unmatched-rows", "limit": 0, "value": 2, "passed": False}
+    assert summary["gates"] == [gate]
+    human = invoke("run", str(src), "--evals", str(evals))
+    assert human.exit_code == 1
+    assert "2 rows matched no eval:" in human.output
+    assert f"{src} line 2: other" in human.output
+    assert f"{src} line 3: Who wrote Hamlet?" in human.output
+    assert "gate unmatched-rows 0: FAILED (value 2)" in human.output
+    allowed = invoke("run", str(src), "--evals", str(evals), "--json", "--allow-unmatched")
+    assert allowed.exit_code == 0, allowed.output
+    assert json.loads(allowed.output)["gates"] == [] and "unmatched" in allowed.output
+    # the library's summary has them too, and a run with every row matched passes the gate
+    summary_obj = runs.run_request(
+        runs.RunRequest(str(src), evals_file=str(evals), write_results=False)
+    )
+    assert [u.where for u in summary_obj.unmatched or []] == [f"{src} line 2", f"{src} line 3"]
+    matched = write_jsonl(tmp_path / "matched.jsonl", rows[:1])
+    ok = invoke("run", str(matched), "--evals", str(evals), "--json")
+    assert ok.exit_code == 0 and json.loads(ok.output)["gates"][0]["passed"] is True
+    refs = invoke("run", str(matched), "--allow-unmatched")
+    assert refs.exit_code == 2 and "--allow-unmatched needs --evals" in refs.output
 
 
 def test_unscoped_eval_scores_every_row(tmp_path: Path) -> None:

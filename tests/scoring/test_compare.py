@@ -182,3 +182,53 @@ def test_compare_stored_runs(tmp_path: Path) -> None:
     (e,) = report["evals"]
     assert report["b"].startswith(f"run:{ids[1]} ") and e["pairs"] == 10
     assert [c["case"] for c in e["regressed"]] == ["id7", "id8", "id9"]
+
+
+def test_equal_pass_rates_are_no_regression(tmp_path: Path) -> None:
+    """Every case passes on both sides, B a little lower: the scores moved, the pass rate did
+    not: said so, and the gate holds (it exited 1)."""
+    base = {f"case-{i:02d}": 0.95 for i in range(20)}
+    lower = {k: 0.9 for k in base}
+    a, b = side(tmp_path / "a.jsonl", base), side(tmp_path / "b.jsonl", lower)
+    db = ["--db", str(tmp_path / "s.db")]
+    res = CliRunner().invoke(cli, ["compare", a, b, *db, "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert report["verdict"] == "lower scores, same pass rate" and report["worse"] is False
+    assert report["evals"][0]["score_ci"][1] < 0  # the scores did drop
+    # as many pass→fail as fail→pass flips: equal pass rates too
+    flips = [Case(f"c{i}", "", 0.9, i != 0) for i in range(10)]
+    other = [Case(f"c{i}", "", 0.5 if i == 1 else 0.85, i != 1) for i in range(10)]
+    out = compare_eval(flips, other, resamples=200)
+    assert out["pass_rate_diff"] == 0 and out["verdict"] == "lower scores, same pass rate"
+    # a pass rate that fell is still a regression
+    fell = {k: (0.3 if k in ("case-01", "case-02", "case-03") else v) for k, v in lower.items()}
+    worse = CliRunner().invoke(cli, ["compare", a, side(tmp_path / "c.jsonl", fell), *db])
+    assert worse.exit_code == 1 and "verdict: B worse" in worse.output
+
+
+def test_repeated_keys_pair_by_occurrence_and_the_paired_subset_is_named(
+    tmp_path: Path,
+) -> None:
+    rows_a = [
+        {"input": "hi", "eval": "e", "score": 0.9, "pass": True},
+        {"input": "hi", "eval": "e", "score": 0.8, "pass": True},
+        *({"input": f"q{i}", "eval": "e", "score": 0.8, "pass": True} for i in range(4)),
+    ]
+    # B lacks q3: the differences are those of the five paired cases
+    rows_b = [{**r, "score": r["score"] - 0.1} for r in rows_a if r["input"] != "q3"] + [
+        {"input": "new", "eval": "e", "score": 0.1, "pass": False}
+    ]
+    a = write_results(tmp_path / "a.jsonl", rows_a)
+    b = write_results(tmp_path / "b.jsonl", rows_b)
+    db = ["--db", str(tmp_path / "s.db")]
+    res = CliRunner().invoke(cli, ["compare", a, b, *db, "--json"])
+    report = json.loads(res.output)
+    (e,) = report["evals"]
+    assert e["pairs"] == 5 and e["repeated_pairs"] == 1 and e["paired"] is True
+    assert "plus occurrence" in report["pairing"]
+    text = CliRunner().invoke(cli, ["compare", a, b, *db])
+    out = " ".join(text.output.split())
+    assert "cases paired by case id (else input) plus occurrence" in out
+    assert "B − A, paired subset │ 5 paired" in out
+    assert "1 pairs share a repeated key: paired in order (key plus occurrence)" in out

@@ -421,3 +421,18 @@ def test_a_cached_scorer_is_never_handed_out_for_other_options(
     simeval.get_scorer(**valid)
     with pytest.raises(simeval.InvalidOption):
         simeval.get_scorer(**invalid)
+
+
+def test_an_empty_outputs_missing_weights_are_shares_of_the_reference() -> None:
+    """An empty output misses every reference term, each with its share of the reference's
+    weight (the question's terms counting less), as an output sharing no term does: they sum
+    to 1 (they were raw squared TF-IDF weights, 59.1 for "paris")."""
+    ref, question = "Paris is the capital of France.", "What is the capital of France?"
+    empty = simeval.explain("", ref, input=question)
+    unrelated = simeval.explain("zebra", ref, input=question)
+    assert empty.reason == "output is empty" and empty.score == 0.0
+    assert [(t.term, t.weight, t.demoted) for t in empty.missing] == [
+        (t.term, t.weight, t.demoted) for t in unrelated.missing
+    ]
+    assert sum(t.weight for t in empty.missing) == pytest.approx(1.0, abs=1e-5)
+    assert empty.demoted == unrelated.demoted == ["capital", "france", "is", "of", "the"]

@@ -168,6 +168,15 @@ def test_compare_pickers_make_the_side_specs(client: TestClient) -> None:
     ).text
     assert both.count('class="regressed-case"') == 3 and both.count('class="improved-case"') == 3
     assert "fail→pass" in both and "pass→fail" in both
+    # B − A is that of the paired subset, and the page says how cases pair
+    assert "the paired subset: the 12 cases on both sides" in both
+    assert "cases paired by case id (else input) plus occurrence" in both
+    api = client.get(
+        "/api/compare",
+        params={"a": "captures:engine=v1", "b": "captures:engine=v2", "eval": "eval-03"},
+    ).json()
+    assert "plus occurrence" in api["pairing"] and api["evals"][0]["repeated_pairs"] == 0
+    assert api["evals"][0]["pairs"] == 12
     for params, message in (
         ({"a_kind": "run", "b_kind": "captures"}, "side A: pick a stored run"),
         ({"a_kind": "captures", "b_kind": "captures", "b_until": "3y"}, "side B: until must be"),

@@ -355,6 +355,32 @@ def test_empty_database_offers_an_example(tmp_path: Path) -> None:
         browser.close()
 
 
+def test_the_tester_scores_an_empty_output(tmp_path: Path) -> None:
+    """Run Test with the output left empty: scored 0 and failed, with the reason and the
+    reference's terms missing at their shares of its weight (the form refused to send it)."""
+    browser_path = need_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    from simeval.service import Service
+
+    db = tmp_path / "tester.db"
+    Service(db).create_eval("capital", "Paris is the capital of France.")
+    with running_server(db) as (base, _), sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_ARGS
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(base + "/evals/capital")
+        page.fill("#test-input", "What is the capital of France?")
+        page.click("#run-test")
+        expect(page.locator("#test-score")).to_have_text("0.000")
+        expect(page.locator("#test-verdict")).to_contain_text("Fail")
+        expect(page.locator("#tester .explain .reason")).to_have_text("output is empty")
+        weights = page.locator("#missing-terms li small").all_inner_texts()
+        assert len(weights) == 6 and sum(float(w) for w in weights) == pytest.approx(1, abs=0.01)
+        browser.close()
+
+
 def test_missing_browser_fails_under_ci_and_skips_locally(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(browser, "chromium_path", lambda: None)
     monkeypatch.setenv("CI", "true")

@@ -7,7 +7,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from simeval.cli.common import Group, console, err_console, print_json
+from simeval.cli.common import Group, console, err_console, json_flag, print_json
 from simeval.scoring import bench as bench_mod
 
 
@@ -30,7 +30,7 @@ def bench() -> None:
     multiple=True,
     help="Data directory (sts-dev, cjk-dev or answers-dev layout); repeatable.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_flag("Print the report as JSON.")
 def quality(data_dirs: tuple[str, ...], as_json: bool) -> None:
     """Agreement with human judgements: the default (the bands scale) beside its raw cosine,
     the previous default and the naive `pair` baseline, in one run; per file, at 0.80, the
@@ -205,7 +205,7 @@ def _at_default_table(report: dict[str, Any]) -> Table:
 @click.option(
     "--workers", type=int, default=None, help="Processes for score_many (default: cores)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_flag("Print the report as JSON.")
 def speed(pairs: int, single: int, workers: int | None, as_json: bool) -> None:
     """Latency and throughput against scikit-learn and the previous default, in one run.
 

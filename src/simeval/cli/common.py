@@ -73,6 +73,18 @@ class UserError(click.ClickException):
 class Group(click.Group):
     """A command group that turns SimevalError (and bad files) into exit 2 with one line."""
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        # ``simeval --json COMMAND``: a command with no JSON to print says so, rather than
+        # printing text to a caller waiting for JSON
+        wants_json = ctx.find_root().params.get(ROOT_JSON)
+        params = () if cmd is None or isinstance(cmd, click.Group) else cmd.params
+        if wants_json and params and not any(p.name == "as_json" for p in params):
+            raise UserError(f"--json: `{ctx.command_path} {name}` has no JSON output")
+        return name, cmd, rest
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -160,6 +172,7 @@ DB_HELP = "SQLite file or database URL{} (default: SIMEVAL_DATABASE_URL, else th
 
 
 ROOT_DB = "simeval.db"  # where ``simeval --db X COMMAND`` keeps X for the command
+ROOT_JSON = "root_json"  # the root's parameter of ``simeval --json COMMAND``
 
 
 def _db_before(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -187,7 +200,18 @@ def db_option(func: Any = None, *, purpose: str = "") -> Any:
     return option if func is None else option(func)
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print the data as JSON.")
+def _json_before(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    """A command's ``--json``, or the one given before the command (``simeval --json ...``)."""
+    return bool(value or ctx.find_root().params.get(ROOT_JSON))
+
+
+def json_flag(help: str = "Print the data as JSON.") -> Callable[[_F], _F]:
+    """The ``--json`` flag of every command that can print JSON, as ``as_json``; it may also
+    come before the command (``simeval --json evals list``)."""
+    return click.option("--json", "as_json", is_flag=True, callback=_json_before, help=help)
+
+
+json_option = json_flag()
 
 
 @contextlib.contextmanager

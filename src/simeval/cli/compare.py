@@ -39,6 +39,7 @@ def print_compare(report: CompareReport) -> None:
     """The comparison as a table per eval and the regressed cases."""
     console.print(f"A: {escape(report.a)}", soft_wrap=True)
     console.print(f"B: {escape(report.b)}", soft_wrap=True)
+    console.print(f"cases {escape(report.pairing)}", soft_wrap=True)
     if report.sampled:
         console.print(
             f"sampled: a side held more than {report.limit:,} results; compared on "
@@ -54,12 +55,18 @@ def print_compare(report: CompareReport) -> None:
             table.add_row(key, n, percent(side.pass_rate), decimal(side.mean_score))
         if e.score_diff is not None and e.pass_rate_diff is not None:
             table.add_row(
-                "B − A",
+                # paired: the differences are those of the paired subset, not of the sides
+                "B − A, paired subset" if e.paired else "B − A",
                 f"{e.pairs} paired" if e.paired else "unpaired",
                 f"{100 * e.pass_rate_diff:+.1f} pts {_ci(e.pass_rate_ci, True)}",
                 f"{e.score_diff:+.3f} {_ci(e.score_ci)}",
             )
         console.print(table)
+        if e.repeated_pairs:
+            console.print(
+                f"{e.repeated_pairs} pairs share a repeated key: paired in order (key plus "
+                "occurrence)"
+            )
         if e.mcnemar_p is not None:
             console.print(
                 f"pass→fail {e.flips_to_fail}, fail→pass {e.flips_to_pass}, "
@@ -116,8 +123,10 @@ def compare(
 
     A side is run:ID or run:latest (a stored run), a results file from `simeval run
     --output`, or captures:KEY=VALUE,... (captured results; eval=, since=, until= select,
-    any other KEY=VALUE is capture metadata). Exit code 1 when B is significantly worse on any
-    eval (a CI gate), 0 otherwise, 2 on bad input.
+    any other KEY=VALUE is capture metadata). Cases pair by case id (else input) plus
+    occurrence: a key repeated on a side pairs in order. Exit code 1 when B is significantly
+    worse on any eval (a CI gate; lower scores at the same pass rate are not), 0 otherwise, 2
+    on bad input.
 
     \b
     Examples:

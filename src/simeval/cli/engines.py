@@ -13,6 +13,7 @@ import click
 from rich.markup import escape
 
 from simeval.cli.common import UserError, console, print_json, progress_bar
+from simeval.cli.worst import print_worst
 from simeval.errors import InvalidInput
 
 ENGINE_OPTIONS = (
@@ -228,6 +229,15 @@ def print_engine_runs(summary: Any, say: Any) -> None:
                 f"  over {r.spread['repeats']} repeats: pass rate {_pct(pr['mean'])} "
                 f"± {_pct(pr['stdev'])} (from {_pct(pr['min'])} to {_pct(pr['max'])})"
             )
+        if s.unmatched_rows:
+            named = ", ".join(u.where for u in (s.unmatched or [])[:5])
+            more = s.unmatched_rows - min(5, len(s.unmatched or ()))
+            say(
+                f"  [yellow]{s.unmatched_rows:,} rows matched no eval: {escape(named)}"
+                + (f" and {more:,} more" if more > 0 else "")
+                + "[/yellow]"
+            )
+        print_worst(s, f"worst cases of {r.spec.name}")
         for where, error in s.skipped_rows[:5]:
             say(f"  [yellow]{escape(where)}: {escape(error)}[/yellow]")
         if s.skipped > 5:

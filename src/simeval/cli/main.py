@@ -9,9 +9,11 @@ import click
 from simeval import __version__
 from simeval.cli.common import (
     ROOT_DB,
+    ROOT_JSON,
     Group,
     UserError,
     console,
+    json_flag,
     print_json,
     read_input,
     scorer_options,
@@ -29,8 +31,14 @@ from simeval.scoring.scorer import get_scorer
     metavar="PATH|URL",
     help="The database of the command that follows, as if given to it (its own --db wins).",
 )
+@click.option(
+    "--json",
+    ROOT_JSON,
+    is_flag=True,
+    help="Print JSON, as if --json were given to the command that follows.",
+)
 @click.pass_context
-def cli(ctx: click.Context, root_db: str | None) -> None:
+def cli(ctx: click.Context, root_db: str | None, root_json: bool) -> None:
     """simeval: score LLM and engine output against reference answers, offline.
 
     \b
@@ -61,7 +69,7 @@ def cli(ctx: click.Context, root_db: str | None) -> None:
 @click.option("-i", "--input", "input_text", default=None, help="The question the output answers.")
 @click.option("--input-file", default=None, help="Read the question from a file (- = stdin).")
 @click.option("--explain", is_flag=True, help="Show the terms behind the score.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_flag("Print the result as JSON.")
 @scorer_options
 def score(
     texts: tuple[str, ...],

@@ -17,12 +17,14 @@ from simeval.cli.common import (
     UserError,
     console,
     db_option,
+    json_flag,
     print_json,
     progress_bar,
     scorer_options,
 )
 from simeval.cli.engines import engine_options, run_with_engines, wants_engines
 from simeval.cli.report import HTML_HELP, markdown_option, run_reported, say_written
+from simeval.cli.worst import print_worst
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
 from simeval.scoring.options import check_unit
@@ -162,6 +164,12 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
     "whose input scope matches its input, and to every unscoped eval.",
 )
 @click.option(
+    "--allow-unmatched",
+    is_flag=True,
+    help="With --evals: let rows that match no eval pass the gate (they are still counted "
+    "and named in the summary).",
+)
+@click.option(
     "--store",
     is_flag=True,
     help="Store the run and its results in the database (see --db), for the studio and "
@@ -210,7 +218,7 @@ def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option("--html", default=None, metavar="FILE", help=HTML_HELP)
 @markdown_option
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_flag("Print the summary as JSON.")
 @scorer_options
 @engine_options
 def run(
@@ -233,6 +241,7 @@ def run(
     max_regressions: int | None,
     tolerance: float,
     evals_file: str | None,
+    allow_unmatched: bool,
     store: bool,
     run_name: str | None,
     db: str | None,
@@ -276,19 +285,15 @@ def run(
         simeval run dataset:golden@2 --engines engines.yaml --evals evals.yaml
         simeval run golden.jsonl --engine http://127.0.0.1:8000/v1 --model m --repeat 3
     """
-    if no_results and results_path:
-        raise UserError("give --results or --no-results, not both")
-    if max_regressions is not None and baseline is None:
-        raise UserError("--max-regressions needs --baseline")
-    if evals_file is not None and reference_cols:
-        raise UserError("give --evals or --reference-col, not both")
-    if evals_file is not None and (options or threshold is not None):
-        raise UserError(
-            "with --evals, each eval's own threshold and scorer options apply: "
-            "leave out --threshold and the scorer flags"
-        )
-    if run_name is not None and not store:
-        raise UserError("--run-name needs --store")
+    _refuse_conflicts(
+        results=no_results and bool(results_path),
+        regressions=max_regressions is not None and baseline is None,
+        evals_file=evals_file,
+        per_row=bool(reference_cols),
+        scorer_flags=bool(options) or threshold is not None,
+        allow_unmatched=allow_unmatched,
+        name_unstored=run_name is not None and not store,
+    )
     request = runs.RunRequest(
         file,
         columns=_columns(output_col, reference_cols, input_col, id_col),
@@ -309,7 +314,9 @@ def run(
         store=store,
         run_name=run_name,
         db=db,
-        gates=runs.GateLimits(min_pass_rate, min_mean_score, max_regressions),
+        gates=runs.GateLimits(
+            min_pass_rate, min_mean_score, max_regressions, allow_unmatched=allow_unmatched
+        ),
     )
     if wants_engines(engine_args):
         if html is not None or markdown is not None:
@@ -332,6 +339,34 @@ def run(
         _print_summary(summary)
         say_written(written)
     raise SystemExit(0 if summary.ok else 1)
+
+
+def _refuse_conflicts(
+    *,
+    results: bool,
+    regressions: bool,
+    evals_file: str | None,
+    per_row: bool,
+    scorer_flags: bool,
+    allow_unmatched: bool,
+    name_unstored: bool,
+) -> None:
+    """A one-line usage error for ``run``'s options that cannot go together."""
+    if results:
+        raise UserError("give --results or --no-results, not both")
+    if regressions:
+        raise UserError("--max-regressions needs --baseline")
+    if evals_file is not None and per_row:
+        raise UserError("give --evals or --reference-col, not both")
+    if evals_file is not None and scorer_flags:
+        raise UserError(
+            "with --evals, each eval's own threshold and scorer options apply: "
+            "leave out --threshold and the scorer flags"
+        )
+    if allow_unmatched and evals_file is None:
+        raise UserError("--allow-unmatched needs --evals: only an eval file leaves rows unmatched")
+    if name_unstored:
+        raise UserError("--run-name needs --store")
 
 
 def _pct(value: float | None) -> str:
@@ -368,7 +403,7 @@ def _print_summary(s: runs.RunSummary) -> None:
             f"{e.threshold:.2f}"
         )
     if s.unmatched_rows:
-        _say(f"[yellow]{s.unmatched_rows:,} rows matched no eval[/yellow]")
+        _print_unmatched(s)
     if s.skipped:
         _say(f"[yellow]skipped {s.skipped:,} bad rows:[/yellow]")
         for where, error in s.skipped_rows[:20]:
@@ -379,8 +414,7 @@ def _print_summary(s: runs.RunSummary) -> None:
                 if len(s.skipped_rows) > 20
                 else f"  ... and {s.skipped - 20:,} more"
             )
-    if s.worst:
-        _print_worst(s)
+    print_worst(s)
     if s.most_missing:
         _say(
             "most often missing in failing rows: "
@@ -404,30 +438,19 @@ def _print_summary(s: runs.RunSummary) -> None:
         )
 
 
-def _print_worst(s: runs.RunSummary) -> None:
-    several = bool(s.evals)
-    table = Table(title="worst cases", title_justify="left", show_edge=False)
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    if several:
-        table.add_column("eval")
-    table.add_column("where", no_wrap=True)
-    table.add_column("case")
-    table.add_column("missing terms")
-    prefix = s.file + " "  # every row is from FILE, named on the first line
-    for w in s.worst:
-        case = w.id or w.input or w.output or ""
-        case = " ".join(case.split())
-        cells = [
-            f"{w.score:.4f}",
-            "[green]pass[/]" if w.passed else "[red]FAIL[/]",
-            *([escape(w.eval or "")] if several else []),
-            escape(w.where.removeprefix(prefix)),
-            escape(case[:60] + ("..." if len(case) > 60 else "")),
-            escape(", ".join(w.missing_terms) or "-"),
-        ]
-        table.add_row(*cells)
-    console.print(table)
+def _print_unmatched(s: runs.RunSummary) -> None:
+    _say(f"[yellow]{s.unmatched_rows:,} rows matched no eval:[/yellow]")
+    named = (s.unmatched or [])[:20]
+    for u in named:
+        case = " ".join((u.id or u.input or "").split())
+        case = case[:60] + ("..." if len(case) > 60 else "")
+        _say(f"  {escape(u.where)}" + (f": {escape(case)}" if case else ""))
+    total, listed = s.unmatched_rows or 0, len(s.unmatched or ())
+    if total > len(named):
+        where = ""
+        if listed > len(named):
+            where = " (all in --json)" if listed == total else f" (the first {listed} in --json)"
+        _say(f"  ... and {total - len(named):,} more{where}")
 
 
 def _print_baseline(b: runs.BaselineReport) -> None:
@@ -480,7 +503,7 @@ def _print_baseline(b: runs.BaselineReport) -> None:
     "--apply", is_flag=True, help="Write the suggested threshold to the eval named by --eval."
 )
 @db_option(purpose="for --eval")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_flag("Print the report as JSON.")
 @scorer_options
 def calibrate(
     file: str | None,

@@ -36,6 +36,7 @@ RESULT_FIELDS = (
 )
 EVAL_FIELDS = ("eval", "eval_version")
 CHUNK_ROWS = 1000
+MAX_NAMED = 100  # rows a summary names (bad rows, rows that matched no eval); the rest counted
 
 
 def detect_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
@@ -104,6 +105,9 @@ class RunConfig:
     evals: tuple[EvalDef, ...] = ()
     on_error: str = "fail"
     junit: bool = False
+    # a column of milliseconds each row took before the run (an engine's answer: latency_ms),
+    # counted in its JUnit case's time
+    latency: str | None = None
     keys: bool = False
     store: bool = False
     collect: str | None = None
@@ -148,6 +152,9 @@ class WorstCase:
     eval: str | None
     matched_index: int
     missing_terms: list[str]
+    # why a failing case scored as it did beyond its missing terms (a required term missing,
+    # a negation, a veto, no shared term: ``Explanation.reason``); None when nothing did
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,7 +168,21 @@ class WorstCase:
             "eval": self.eval,
             "matched_index": self.matched_index,
             "missing_terms": self.missing_terms,
+            "reason": self.reason,
         }
+
+
+@dataclass
+class UnmatchedRow:
+    """A row that matched no eval of an eval-file run: where it is, its id and input (cut
+    to 300 characters)."""
+
+    where: str
+    id: str | None
+    input: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "id": self.id, "input": self.input}
 
 
 @dataclass
@@ -183,6 +204,7 @@ class ChunkOut:
     missing: list[str] = field(default_factory=list)
     per_eval: dict[str, list[float]] = field(default_factory=dict)
     unmatched: int = 0
+    unmatched_rows: list[UnmatchedRow] = field(default_factory=list)  # at most MAX_NAMED
     cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
     # rows to store, in ``simeval.service.runs.STORE_COLUMNS`` order
     store_rows: list[tuple[Any, ...]] = field(default_factory=list)

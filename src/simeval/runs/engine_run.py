@@ -269,6 +269,8 @@ def run_engines(request: EngineRunRequest, bars: Bars | None = None) -> EngineRu
                 worst=run.worst,
                 gates=run.gates,
                 label=display,
+                latency="latency_ms",
+                answering_s=stats.elapsed_s,
                 extra={"engine": spec.describe(), "answering": stats.to_dict(), "group": group},
             )
             with bars(f"scoring {spec.name}") as progress:

@@ -38,6 +38,7 @@ from simeval.runs.config import (
     DEFAULT_COLUMNS,
     EVAL_FIELDS,
     FORMATS,
+    MAX_NAMED,
     RESULT_FIELDS,
     Chunk,
     ChunkOut,
@@ -45,6 +46,7 @@ from simeval.runs.config import (
     EvalDef,
     RowError,
     RunConfig,
+    UnmatchedRow,
     WorstCase,
     default_results_path,
     detect_format,
@@ -101,6 +103,11 @@ class RunOptions:
     label: str | None = None
     # kept in the stored summary too (an engine run's engine and numbers)
     extra: dict[str, Any] | None = None
+    # an engine run's answers: the column of each row's engine time in milliseconds and the
+    # seconds the answering took, both counted in JUnit's times (the wall time of a case and
+    # of the suite)
+    latency: str | None = None
+    answering_s: float = 0.0
 
 
 def run_file(path: str, opts: RunOptions, progress: Progress | None = None) -> RunSummary:
@@ -141,7 +148,8 @@ def run_file(path: str, opts: RunOptions, progress: Progress | None = None) -> R
         if opts.gates is not None:
             summary.gates = check_gates(summary, opts.gates)
         storing.finish(summary)
-        files.commit(summary, elapsed)
+        # JUnit's suite time is the wall time: the answering, the scoring, the storing
+        files.commit(summary, time.perf_counter() - started + opts.answering_s)
     except BaseException:
         files.discard()
         storing.abort()
@@ -193,6 +201,7 @@ def _config(
         evals=tuple(opts.evals),
         on_error=opts.on_error,
         junit=opts.junit is not None,
+        latency=opts.latency,
         keys=opts.baseline is not None,
         store=opts.store is not None,
         collect=opts.collect,
@@ -353,6 +362,7 @@ class _Tally:
         self.rows = self.results = self.passed = self.unmatched = self.n_errors = 0
         self.score_sum = 0.0
         self.errors: list[tuple[str, str]] = []
+        self.unmatched_rows: list[UnmatchedRow] = []
         self.worst: list[tuple[float, int, WorstCase]] = []
         self.missing: Counter[str] = Counter()
         self.per_eval: dict[str, list[float]] = {e.name: [0, 0, 0.0] for e in cfg.evals}
@@ -369,7 +379,9 @@ class _Tally:
         self.score_sum += out.score_sum
         self.unmatched += out.unmatched
         self.n_errors += len(out.errors)
-        self.errors.extend(out.errors[: max(0, 100 - len(self.errors))])
+        self.errors.extend(out.errors[: max(0, MAX_NAMED - len(self.errors))])
+        room = MAX_NAMED - len(self.unmatched_rows)
+        self.unmatched_rows.extend(out.unmatched_rows[: max(0, room)])
         self.missing.update(out.missing)
         for name, (n, p, s) in out.per_eval.items():
             acc = self.per_eval[name]
@@ -410,6 +422,7 @@ class _Tally:
         )
         if cfg.evals:
             summary.unmatched_rows = self.unmatched
+            summary.unmatched = self.unmatched_rows
             summary.evals = {e.name: self._eval_stats(e) for e in cfg.evals}
         if self.comparison is not None:
             summary.baseline = self.comparison.report(fingerprints)

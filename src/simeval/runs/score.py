@@ -19,10 +19,21 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Sequence
+from time import perf_counter
 from typing import Any
 
 from simeval.runs.baseline import case_key, case_name
-from simeval.runs.config import Chunk, ChunkOut, Columns, EvalDef, RowError, RunConfig, WorstCase
+from simeval.runs.config import (
+    MAX_NAMED,
+    Chunk,
+    ChunkOut,
+    Columns,
+    EvalDef,
+    RowError,
+    RunConfig,
+    UnmatchedRow,
+    WorstCase,
+)
 from simeval.runs.encode import (
     ROW_ASCII,
     ROW_TEXT,
@@ -38,7 +49,7 @@ from simeval.runs.encode import (
 from simeval.runs.plain import keep_worst, plain_jsonl
 from simeval.runs.read import BadRow, decode, id_cell, reference_cells, text_cell
 from simeval.runs.state import ChunkState, RunReference, chunk_state
-from simeval.scoring.explain import missing_terms
+from simeval.scoring.explain import failure_reason, missing_terms
 from simeval.scoring.scorer import Scorer
 
 Worst = list[tuple[float, int, tuple[Any, ...]]]  # a max-heap on (score, order): see _finish
@@ -191,10 +202,16 @@ class _Emit:
             own = {f: cell_text(row.get(f)) if f in row else None for f in self.out_fields}
             self.table_rows.append({**own, **result_d})
 
-    def case(self, where: str, name: str, result: tuple[Any, ...], output: str) -> None:
-        """A JUnit test case of a result (a failure with the score and missing terms)."""
+    def case(
+        self, where: str, name: str, result: tuple[Any, ...], output: str, seconds: float
+    ) -> None:
+        """A JUnit test case of a result (a failure with the score and missing terms) that
+        took ``seconds``."""
         score, passed, threshold, _, reference, missing, _, eval_name = result
-        case = f"<testcase classname={self.classnames[eval_name]} name={xml_attr(name)}>"
+        case = (
+            f"<testcase classname={self.classnames[eval_name]} name={xml_attr(name)} "
+            f'time="{seconds:.6f}">'
+        )
         if not passed:
             msg = f"score {score:.4f} < threshold {threshold:.2f}"
             detail = (
@@ -208,10 +225,12 @@ class _Emit:
             )
         self.junit.append(case + "</testcase>\n")
 
-    def bad_row(self, where: str, bad: BadRow) -> None:
-        """A JUnit test case in error for a bad row that was skipped."""
+    def bad_row(self, where: str, bad: BadRow, seconds: float) -> None:
+        """A JUnit test case in error for a bad row that was skipped (after ``seconds``: an
+        engine's call that failed)."""
         self.junit.append(
-            f"<testcase classname={self.classnames[None]} name={xml_attr(where)}>"
+            f"<testcase classname={self.classnames[None]} name={xml_attr(where)} "
+            f'time="{seconds:.6f}">'
             f"<error message={xml_attr(str(bad))}/></testcase>\n"
         )
 
@@ -231,6 +250,14 @@ def _cells(row: dict[str, Any], cols: Columns, collect: str | None) -> tuple[Any
             raise BadRow(f"missing label column {collect!r}")
         collected = row[collect]
     return output, text_in, case_id, collected
+
+
+def _latency_s(row: Any, column: str | None) -> float:
+    """A row's engine time in seconds (its ``column`` of milliseconds), 0 when none."""
+    if column is None or not isinstance(row, dict):
+        return 0.0
+    ms = row.get(column)
+    return ms / 1000 if isinstance(ms, int | float) and ms > 0 else 0.0
 
 
 def _count(per_eval: dict[str, list[float]], name: str, passed: bool, score: float) -> None:
@@ -264,20 +291,9 @@ def _general(
 ) -> tuple[int, int, float, list[str], Worst]:
     """The chunk's rows by the general loop (any format, eval files, bad rows, JUnit, the
     keys of a baseline): results, passed, score sum, missing terms named, the worst."""
-    cols, evals, scorer, top, collect = (
-        cfg.columns,
-        cfg.evals,
-        state.scorer,
-        cfg.top_missing,
-        cfg.collect,
-    )
-    worst_n, skip, want_junit, want_keys, want_store = (
-        cfg.worst,
-        cfg.on_error == "skip",
-        cfg.junit,
-        cfg.keys,
-        cfg.store,
-    )
+    cols, evals, scorer = cfg.columns, cfg.evals, state.scorer
+    top, collect, worst_n = cfg.top_missing, cfg.collect, cfg.worst
+    skip, want_junit, want_keys, want_store = cfg.on_error == "skip", cfg.junit, cfg.keys, cfg.store
     jsonl_out, csv_out, parquet_out = emit.jsonl_out, emit.csv_row is not None, emit.parquet_out
     worst: Worst = []
     missing_words: list[str] = []  # tallied once per chunk, in the same order
@@ -286,8 +302,11 @@ def _general(
     rs: list[RunReference] = []
     results = passed_n = seq = 0
     score_sum = 0.0
+    started = 0.0
     for index, (where, ordinal, row) in enumerate(decode(cfg, chunk)):
         out.rows += 1
+        if want_junit:
+            started = perf_counter()
         try:
             if isinstance(row, BadRow):
                 raise row
@@ -296,6 +315,8 @@ def _general(
                 hits = state.hits(output, case_id, text_in)
                 if not hits:
                     out.unmatched += 1
+                    if len(out.unmatched_rows) < MAX_NAMED:
+                        out.unmatched_rows.append(UnmatchedRow(where, case_id, cut(text_in)))
                     continue
                 refs: Sequence[str] = ()
             else:
@@ -305,7 +326,8 @@ def _general(
                 raise RowError(where, str(bad)) from None
             out.errors.append((where, str(bad)))
             if want_junit:
-                emit.bad_row(where, bad)
+                took = perf_counter() - started + _latency_s(row, cfg.latency)
+                emit.bad_row(where, bad, took)
             continue
         vec = asked = b""  # asked: the terms of the row's input (the question) count less
         if not evals:
@@ -358,7 +380,10 @@ def _general(
             if want_junit or want_keys:
                 name = case_name(case_id, text_in, where)
                 if want_junit:
-                    emit.case(where, name, result, output)
+                    # the row's wall time: its engine call and its scoring (evals of one
+                    # row share both)
+                    took = perf_counter() - started + _latency_s(row, cfg.latency)
+                    emit.case(where, name, result, output, took)
                 if want_keys:
                     key = case_key(case_id, text_in, ordinal, eval_name)
                     out.cases.append((key, score, passed, name, missing))
@@ -383,8 +408,9 @@ def _finish(cfg: RunConfig, chunk: Chunk, emit: _Emit, worst: Worst, out: ChunkO
         at, missing, reference, sc = entry[8:]
         if passed:  # a passing row among the worst: its terms were not computed yet
             missing = missing_terms(sc, output, reference, cfg.top_missing, text_in)
+        reason = None if passed else failure_reason(sc, output, reference, text_in)
         case = WorstCase(where, case_id, cut(text_in), cut(output), score, passed, threshold,
-                         eval_name, at, missing)  # fmt: skip
+                         eval_name, at, missing, reason)  # fmt: skip
         out.worst.append(case)
     if emit.lines:
         emit.lines.append("")

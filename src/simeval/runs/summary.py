@@ -15,7 +15,7 @@ from typing import Any
 
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.runs.baseline import BaselineReport, CaseChange
-from simeval.runs.config import WorstCase
+from simeval.runs.config import UnmatchedRow, WorstCase
 
 
 @dataclass
@@ -47,6 +47,9 @@ class GateLimits:
     min_pass_rate: float | None = None
     min_mean_score: float | None = None
     max_regressions: int | None = None
+    # an eval-file run fails when a row matched no eval (a row no eval checks is a case the
+    # suite silently stopped testing), unless this is set
+    allow_unmatched: bool = False
 
 
 NO_GATES = GateLimits()
@@ -71,7 +74,8 @@ class RunSummary:
     (when they apply) the evals' numbers, the baseline comparison, the gates, the stored run.
 
     Fields that do not apply to a run are None and left out of ``to_dict``: ``unmatched_rows``
-    and ``evals`` (eval-file runs), ``threshold``, ``fingerprint`` and ``options`` (runs with
+    (how many rows matched no eval), ``unmatched`` (the first 100 of them, named) and
+    ``evals`` (eval-file runs), ``threshold``, ``fingerprint`` and ``options`` (runs with
     reference columns), ``baseline``, ``collected`` (a column's values with their scores, for
     calibration), ``run_name`` and ``run_id`` (stored runs), ``gates`` (when checked).
     """
@@ -88,6 +92,7 @@ class RunSummary:
     most_missing: list[tuple[str, int]]
     fingerprints: list[str]
     unmatched_rows: int | None = None
+    unmatched: list[UnmatchedRow] | None = None
     evals: dict[str, EvalStats] | None = None
     baseline: BaselineReport | None = None
     collected: list[tuple[str, Any, float]] | None = None
@@ -168,6 +173,7 @@ class RunSummary:
         }
         if self.evals is not None:
             out["unmatched_rows"] = self.unmatched_rows
+            out["unmatched"] = [u.to_dict() for u in self.unmatched or ()]
             out["evals"] = {name: e.to_dict() for name, e in self.evals.items()}
         if self.baseline is not None:
             out["baseline"] = self.baseline.to_dict()
@@ -242,4 +248,7 @@ def check_gates(summary: RunSummary, limits: GateLimits) -> list[Gate]:
         regressed = summary.baseline.regressed
         limit = limits.max_regressions
         gates.append(Gate("max-regressions", limit, regressed, regressed <= limit))
+    if summary.unmatched_rows is not None and not limits.allow_unmatched:
+        unmatched = summary.unmatched_rows
+        gates.append(Gate("unmatched-rows", 0, unmatched, unmatched == 0))
     return gates

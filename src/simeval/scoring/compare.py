@@ -3,11 +3,13 @@
 The statistics, stated so they can be checked by hand (``tests/scoring/test_compare.py`` does):
 
 - Each side is a list of cases per eval: a score in [0, 1], a pass/fail verdict, and a pairing
-  key (the case id, else the input). Cases whose key appears on both sides are *paired*;
-  repeated keys pair up in order (the 2nd "hi" of A with the 2nd "hi" of B).
+  key (the case id, else the input). Cases whose key appears on both sides are *paired*, by
+  key plus occurrence: a key repeated on a side pairs in order (the 2nd "hi" of A with the
+  2nd "hi" of B; ``repeated_pairs`` counts the pairs past a key's first, ``PAIRING`` says it).
 - The difference is B − A, of the mean score and of the pass rate. When at least half of the
   smaller side's cases are paired, the test is paired: the differences ``d = b − a`` of the
-  paired cases are resampled. Otherwise each side is resampled on its own.
+  paired cases are resampled, and B − A is that of the paired subset (``pairs`` cases).
+  Otherwise each side is resampled on its own and B − A is that of the whole sides.
 - Bootstrap, up to ``EXACT_CASES`` cases (paired: the pairs; unpaired: each side):
   ``rng = numpy.random.default_rng(seed)``; paired: the case indices
   ``rng.integers(0, n, size=(R, n))`` and the statistic is the row mean of the resampled
@@ -34,8 +36,10 @@ The statistics, stated so they can be checked by hand (``tests/scoring/test_comp
   largest drops ("regressed"); and the other way round ("improved"); among equals, in A's order.
 - Verdict: "B worse" when the score interval or the pass-rate interval lies wholly below 0, or
   McNemar has p < 0.05 with more pass→fail flips; "B better" the other way round; "mixed" when
-  signs disagree; otherwise "no clear difference". Fewer than 2 cases on a side: "not enough
-  data".
+  signs disagree; otherwise "no clear difference". When the two pass rates are equal (as many
+  pass→fail as fail→pass flips) a score interval alone is no regression: "lower scores, same
+  pass rate" (or "higher scores, same pass rate"), never "B worse". Fewer than 2 cases on a
+  side: "not enough data".
 
 A side's cases are given as ``Case`` lists (small sides, hand-made ones) or column by column
 as ``Cases`` (numpy arrays: what the service reads from a large store, without an object per
@@ -58,6 +62,12 @@ EXACT_CASES = 10_000  # cases (pairs, or a side's) resampled by index; more: by 
 BINS = 128  # bins of a column with more distinct values, above EXACT_CASES
 MCNEMAR_EXACT = 2000  # discordant pairs summed as exact integers; more: in logarithms
 _CHUNK = 4_000_000  # index entries drawn at once by the exact bootstrap (32 MB)
+PAIRING = (
+    "paired by case id (else input) plus occurrence: a key repeated on a side pairs in order, "
+    "its 1st case in A with its 1st in B, its 2nd with its 2nd"
+)
+LOWER_SAME_PASS = "lower scores, same pass rate"
+HIGHER_SAME_PASS = "higher scores, same pass rate"
 
 
 @dataclass
@@ -305,12 +315,17 @@ def _verdict(
     mcnemar: float | None,
     to_fail: int,
     to_pass: int,
+    same_pass_rate: bool = False,
 ) -> str:
     worse = score_ci[1] < 0 or pass_ci[1] < 0
     better = score_ci[0] > 0 or pass_ci[0] > 0
     if mcnemar is not None and mcnemar < ALPHA:
         worse = worse or to_fail > to_pass
         better = better or to_pass > to_fail
+    if same_pass_rate and worse != better:
+        # only the scores moved: every case passes or fails as it did in number, so a gate
+        # on "B worse" does not fail on it
+        return LOWER_SAME_PASS if worse else HIGHER_SAME_PASS
     if worse and better:
         return "mixed"
     if worse:
@@ -420,7 +435,9 @@ def compare_eval(
     to_fail, to_pass = int(fail_flip.sum()), int(pass_flip.sum())
     npairs = int(ia.shape[0])
     paired = npairs >= 2 and 2 * npairs >= min(len(ca), len(cb))
+    repeated = int((_occurrences(ca.keys)[ia] > 0).sum())
     out.update(paired=paired, pairs=npairs, flips_to_fail=to_fail, flips_to_pass=to_pass)
+    out["repeated_pairs"] = repeated
     rng = np.random.default_rng(seed)
     if paired:
         d = np.column_stack((sb - sa, pb.astype(np.float64) - pa.astype(np.float64)))
@@ -453,7 +470,7 @@ def compare_eval(
         pass_rate_diff=float(diff[1]),
         pass_rate_ci=list(pass_ci),
         mcnemar_p=mc,
-        verdict=_verdict(score_ci, pass_ci, mc, to_fail, to_pass),
+        verdict=_verdict(score_ci, pass_ci, mc, to_fail, to_pass, abs(diff[1]) < 1e-12),
     )
     delta = sb - sa
 
@@ -497,10 +514,14 @@ def sides_report(
     verdicts = {e["verdict"] for e in evals}
     if "B worse" in verdicts:
         overall = "B worse"
-    elif "B better" in verdicts and "mixed" not in verdicts:
+    elif "B better" in verdicts and not verdicts & {"mixed", LOWER_SAME_PASS}:
         overall = "B better"
-    elif "mixed" in verdicts:
-        overall = "mixed"
+    elif verdicts & {"mixed", "B better"} or {LOWER_SAME_PASS, HIGHER_SAME_PASS} <= verdicts:
+        overall = "mixed"  # (B better on one eval, lower scores on another)
+    elif LOWER_SAME_PASS in verdicts:
+        overall = LOWER_SAME_PASS
+    elif HIGHER_SAME_PASS in verdicts:
+        overall = HIGHER_SAME_PASS
     elif evals and verdicts <= {"not enough data"}:
         overall = "not enough data"
     else:
@@ -512,5 +533,6 @@ def sides_report(
         "resamples": resamples,
         "verdict": overall,
         "worse": any(e["verdict"] == "B worse" for e in evals),
+        "pairing": PAIRING,
         "evals": evals,
     }

@@ -239,6 +239,18 @@ def missing_terms(
     return engine.missing(have, reference, ref.vec, top)
 
 
+def failure_reason(
+    scorer: _Scorer, output: str, reference: str, input: str | None = None
+) -> str | None:
+    """Why ``output`` fails against ``reference`` beyond the terms it lacks, in a few words:
+    the required terms it lacks, else ``explain``'s reason (empty output, no shared term, a
+    negation, a veto); None when its score is only low."""
+    exp = explain(scorer, output, reference, top=1, input=input)
+    if exp.missing_required:
+        return "required term missing: " + ", ".join(exp.missing_required)
+    return exp.reason
+
+
 _EXPLAINERS: dict[str, Explainer] = {}
 
 
@@ -277,7 +289,14 @@ def reference_explanation(
     wr, sr = _weights(scorer, ref)
     if not output.strip():
         exp.reason = "output is empty"
-        exp.missing = _top({t: w * w for t, w in wr.items()}, top, sr, asked)
+        # every reference term is missing: each with its share of the reference's weight, as
+        # for any output (the question's terms count at input_weight); they sum to 1
+        for t in wr:
+            if t in asked:
+                wr[t] *= scorer.input_weight
+        nr = math.sqrt(sum(w * w for w in wr.values())) or 1.0
+        exp.missing = _top({t: (w / nr) ** 2 for t, w in wr.items()}, top, sr, asked)
+        exp.demoted = sorted({sr[t] for t in wr if t in asked})
         return exp
     wo, so = _weights(scorer, output)
     if scorer.pair:

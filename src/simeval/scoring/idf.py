@@ -98,21 +98,43 @@ def _cache_path(analyzer: Analyzer | None) -> Path:
     return cache_dir() / f"background-{name}-{key}.json"
 
 
+# The tables of the default scorer (and the CJK one), derived when the package is built and
+# shipped in it (``make tables`` writes them): a first run reads them instead of deriving
+# them (~3 s and 180 MB). Named as the cache files are, keys and all, so a shipped table is
+# used only where it is the one the installed analyzer, wordfreq and PyStemmer would derive.
+SHIPPED_TABLES = Path(__file__).with_name("tables")
+
+
+def _read_table(path: Path) -> tuple[dict[str, float], float] | None:
+    """A table file (JSON, or gzipped JSON for a ``.gz`` name); None when it cannot be read."""
+    try:
+        if path.suffix == ".gz":
+            import gzip
+
+            data = json.loads(gzip.decompress(path.read_bytes()))
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        freq, floor = data["freq"], data["floor"]
+    except (OSError, ValueError, KeyError, TypeError, EOFError):
+        return None
+    if isinstance(freq, dict) and isinstance(floor, float) and freq:
+        return freq, floor
+    return None
+
+
 @functools.lru_cache(maxsize=16)
 def _background_frequencies(analyzer: Analyzer | None) -> tuple[dict[str, float], float]:
-    """The term frequencies of the background table, derived from wordfreq's list once (about
-    a second) and then read back from a cache file keyed by everything that shapes them (the
-    analyzer's settings and source, the wordfreq and PyStemmer versions). JSON keeps floats
-    exact, so a cached table gives bit-identical scores. A cache that cannot be read or
-    written is ignored: the table is derived again. ``None``: the CJK character table."""
+    """The term frequencies of the background table: shipped in the package for the default
+    scorer, else derived from wordfreq's list once (a few seconds) and then read back from a
+    cache file keyed by everything that shapes them (the analyzer's settings and source, the
+    wordfreq and PyStemmer versions). JSON keeps floats exact, so a shipped or cached table
+    gives bit-identical scores. A cache that cannot be read or written is ignored: the table
+    is derived again. ``None``: the CJK character table."""
     path = _cache_path(analyzer)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        freq, floor = data["freq"], data["floor"]
-        if isinstance(freq, dict) and isinstance(floor, float) and freq:
-            return freq, floor
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    for known in (SHIPPED_TABLES / f"{path.name}.gz", path):
+        table = _read_table(known)
+        if table is not None:
+            return table
     freq, floor = _derive_cjk_frequencies() if analyzer is None else _derive_frequencies(analyzer)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +144,33 @@ def _background_frequencies(analyzer: Analyzer | None) -> tuple[dict[str, float]
     except OSError:
         pass  # a read-only home or full disk: scoring works, only slower to start
     return freq, floor
+
+
+def ship_background_tables(folder: Path = SHIPPED_TABLES) -> list[Path]:
+    """Derive the default scorer's background table and the CJK one into ``folder`` (gzipped,
+    named by their cache keys), removing the tables of other keys; returns the files written.
+    ``make tables`` runs it: again whenever ``analyzer.py``, wordfreq or PyStemmer change
+    (``tests/scoring/test_shipped_tables.py`` fails until then)."""
+    import gzip
+
+    from simeval.scoring.options import DEFAULTS
+
+    language, stemming, prefix = DEFAULTS["language"], DEFAULTS["stemming"], DEFAULTS["prefix"]
+    default = Analyzer(language, stemming, prefix, tokenizer=DEFAULTS["tokenizer"])
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("background-*.json.gz"):
+        old.unlink()
+    written = []
+    for analyzer in (default, None):
+        freq, floor = (
+            _derive_cjk_frequencies() if analyzer is None else _derive_frequencies(analyzer)
+        )
+        out = folder / f"{_cache_path(analyzer).name}.gz"
+        body = json.dumps({"floor": floor, "freq": freq}, sort_keys=True).encode("utf-8")
+        # mtime 0: the same table gives the same bytes (no change for git to see)
+        out.write_bytes(gzip.compress(body, compresslevel=9, mtime=0))
+        written.append(out)
+    return written
 
 
 class BackgroundIdf:

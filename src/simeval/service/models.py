@@ -414,7 +414,15 @@ class ImportReport(_Report):
     not_activated: dict[str, str] = Field(default_factory=dict)
 
 
-Verdict = Literal["B worse", "B better", "mixed", "no clear difference", "not enough data"]
+Verdict = Literal[
+    "B worse",
+    "B better",
+    "mixed",
+    "lower scores, same pass rate",
+    "higher scores, same pass rate",
+    "no clear difference",
+    "not enough data",
+]
 
 
 class SideStats(_Report):
@@ -450,8 +458,9 @@ class RegressedCase(_Report):
 
 class EvalComparison(_Report):
     """One eval compared (``scoring.compare.compare_eval``): B − A of the mean score and the
-    pass rate with 95% bootstrap intervals, McNemar on the paired flips, the verdict and the
-    most regressed cases. The differences are None with fewer than 2 cases on a side."""
+    pass rate (of the paired subset when ``paired``) with 95% bootstrap intervals, McNemar on
+    the paired flips, the verdict and the most regressed cases. The differences are None with
+    fewer than 2 cases on a side."""
 
     eval: str
     a: SideStats
@@ -460,6 +469,11 @@ class EvalComparison(_Report):
     pairs: int
     flips_to_fail: int
     flips_to_pass: int
+    repeated_pairs: int = Field(
+        0,
+        description="Pairs past a key's first on a side (key plus occurrence: a repeated key "
+        "pairs in order)",
+    )
     score_diff: float | None
     score_ci: list[float] | None
     pass_rate_diff: float | None
@@ -484,6 +498,7 @@ class CompareReport(_Report):
     resamples: int
     verdict: Verdict
     worse: bool
+    pairing: str = Field("", description="How the cases of the two sides are paired")
     evals: list[EvalComparison]
     limit: int = Field(
         description="Results compared per side at most (every eval together); a larger "
