@@ -114,6 +114,10 @@ class Facts:
     # a pair by
     named: bool = False
     valued: bool = False
+    # what ``veto`` reads first, so that most pairs are cleared without a loop: the terms only
+    # ever negated (``negated - plain``) and the terms of the names
+    negated_only: frozenset[str] = frozenset()
+    name_terms: frozenset[str] = frozenset()
 
 
 _KINDS = ("number", "weekday", "month")
@@ -244,6 +248,8 @@ def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) 
         tuple(sequence),
         any(s[3] == "name" for s in slots),
         any(values.values()),
+        frozenset(negated - plain),
+        frozenset(s[1] for s in slots if s[3] == "name"),
     )
 
 
@@ -286,7 +292,7 @@ def _negation(one: Facts, other: Facts) -> str | None:
     # "a loop ... no loops" says "a loop"
     if not one.negators or other.negators:
         return None
-    if (one.negated - one.plain) & other.plain:
+    if one.negated_only & other.plain:
         return one.negators[0]
     return None
 
@@ -338,17 +344,24 @@ def veto(out: Facts, ref: Facts) -> str | None:
     word = _negation(ref, out)
     if word is not None:
         return f'contradiction: "{word}" only in the reference'
-    for kind in _KINDS:
-        a, b = out.values[kind], ref.values[kind]
-        pair = (min(a), min(b)) if a and b and not a & b else _in_place(out, ref, kind)
-        if pair is None:
-            flipped = _in_place(ref, out, kind)
-            pair = (flipped[1], flipped[0]) if flipped is not None else None
+    if out.valued and ref.valued:
+        for kind in _KINDS:
+            a, b = out.values[kind], ref.values[kind]
+            # each side must name a value of the kind the other does not: a replaced one
+            # (the pair of values, or ``_in_place`` either way, which finds none otherwise)
+            if not (a - b and b - a):
+                continue
+            pair = (min(a), min(b)) if not a & b else _in_place(out, ref, kind)
+            if pair is None:
+                flipped = _in_place(ref, out, kind)
+                pair = (flipped[1], flipped[0]) if flipped is not None else None
+            if pair is not None:
+                return f"{kind}: {pair[0]} vs {pair[1]}"
+    # a name: the output holds the whole reference but one of its names
+    if ref.named and len(ref.terms - out.terms) == 1 and (ref.terms - out.terms) <= ref.name_terms:
+        pair = _in_place(out, ref, "name")
         if pair is not None:
-            return f"{kind}: {pair[0]} vs {pair[1]}"
-    pair = _in_place(out, ref, "name")
-    if pair is not None:
-        return f"name: {pair[0]} vs {pair[1]}"
+            return f"name: {pair[0]} vs {pair[1]}"
     return None
 
 
