@@ -321,3 +321,19 @@ def test_bad_input_on_the_hot_path() -> None:
         sc.score("Paris", 3)  # type: ignore[arg-type]
     assert sc.score("the of", "the of") == 1.0  # identical texts without terms
     assert sc.score("   ", "Paris") == 0.0
+
+
+# one word cache per option set, kept across examples as a scorer keeps it across texts
+_WORD_CACHE: dict[str, dict[str, tuple[tuple[str, str | None], ...]]] = {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(pair=pairs(), opts=st.sampled_from(CONFIGS))
+def test_facts_read_through_the_word_cache_are_the_same(pair: tuple[str, str], opts) -> None:
+    sc = Scorer(**opts)
+    cache = _WORD_CACHE.setdefault(repr(sorted(opts.items())), {})
+    for text in pair:
+        for _ in range(2):  # the words' first reading and their cached one
+            assert vetoes.facts(text, sc.analyzer, sc.numbers, cache) == vetoes.facts(
+                text, sc.analyzer, sc.numbers
+            )

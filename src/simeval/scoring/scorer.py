@@ -187,6 +187,7 @@ class Scorer:
         # vetoes press a score below a band: on a calibrated scale only (the raw cosine stays raw)
         self.vetoing: bool = o["contradiction"] and self.curve_model is not None
         self._facts: dict[str, vetoes.Facts] = {}
+        self._fact_words: dict[str, tuple[tuple[str, str | None], ...]] = {}  # facts' words
         self._asked: dict[str, bytes] = {}  # input_terms by question text
         self._vectors: dict[str, bytes] = {}  # vector by text
         # a question's (input_terms, asks, its curve) by text: what ``score`` needs of it
@@ -381,7 +382,9 @@ class Scorer:
         if found is None:
             if len(self._facts) > _FACTS_LIMIT:
                 self._facts.clear()
-            found = self._facts[text] = vetoes.facts(self.read(text), self.analyzer, self.numbers)
+            found = self._facts[text] = vetoes.facts(
+                self.read(text), self.analyzer, self.numbers, self._fact_words
+            )
         return found
 
     def veto(self, output: str, reference: str) -> str | None:

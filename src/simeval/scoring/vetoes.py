@@ -153,10 +153,16 @@ def _refuses(text: str) -> bool:
     return found is not None and _GOES_ON.search(text, found.end()) is None
 
 
-def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) -> Facts:
+def facts(
+    text: str,
+    analyzer: Analyzer,
+    numbers: dict[str, str] | None = None,
+    word_cache: dict[str, tuple[tuple[str, str | None], ...]] | None = None,
+) -> Facts:
     """The facts of ``text`` as ``analyzer`` reads its terms (see the module doc), a token in
     ``numbers`` counted as the term of its digits (``written.NUMBER_WORDS``, as the scorer
-    counts it). Case marks
+    counts it). ``word_cache``: a cache of each word's tokens and terms under these options, kept
+    by the caller between texts (a word recurs far more often than a text). Case marks
     names only (a capitalised word within a sentence, in a text that has lowercase words too);
     the checks read the names of the reference alone, so the case of an output never changes
     a score."""
@@ -195,8 +201,14 @@ def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) 
             values[kind].add(value)
         elif named:
             kind = "name"
-        for token in analyzer.tokens(raw):
-            term = analyzer.term(numbers.get(token, token) if numbers else token)
+        read = word_cache.get(raw) if word_cache is not None else None
+        if read is None:
+            read = _read_word(raw, analyzer, numbers)
+            if word_cache is not None:
+                if len(word_cache) > _WORDS_LIMIT:
+                    word_cache.clear()
+                word_cache[raw] = read
+        for token, term in read:
             if term is not None:
                 sequence.append(term)
             if token in negator_words and not _numbered(token, words, i):
@@ -250,6 +262,19 @@ def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) 
         any(values.values()),
         frozenset(negated - plain),
         frozenset(s[1] for s in slots if s[3] == "name"),
+    )
+
+
+_WORDS_LIMIT = 200_000  # cached words (``facts``' ``word_cache``) before the cache starts over
+
+
+def _read_word(
+    raw: str, analyzer: Analyzer, numbers: dict[str, str] | None
+) -> tuple[tuple[str, str | None], ...]:
+    # a word's tokens, each with the term it counts as (None: a stop word)
+    return tuple(
+        (token, analyzer.term(numbers.get(token, token) if numbers else token))
+        for token in analyzer.tokens(raw)
     )
 
 
