@@ -32,7 +32,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simeval.scoring.analyzer import Analyzer, stop_word_set
 from simeval.scoring.written import NUMBER_WORDS
@@ -118,6 +118,11 @@ class Facts:
     # ever negated (``negated - plain``) and the terms of the names
     negated_only: frozenset[str] = frozenset()
     name_terms: frozenset[str] = frozenset()
+    # the slots of each kind ("number", "weekday", "month", "name"), in order: what the place
+    # checks walk, instead of every slot of a long text
+    kind_slots: dict[
+        str, tuple[tuple[str | None, str, str | None, str | None, str | None, str], ...]
+    ] = field(default_factory=dict)
 
 
 _KINDS = ("number", "weekday", "month")
@@ -262,6 +267,7 @@ def facts(
         any(values.values()),
         frozenset(negated - plain),
         frozenset(s[1] for s in slots if s[3] == "name"),
+        {k: tuple(s for s in slots if s[3] == k) for k in (*_KINDS, "name")},
     )
 
 
@@ -333,8 +339,8 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
         return None
     candidates: list[tuple[str | None, str, str | None, str | None, str | None, str]] | None
     candidates = None  # the output's slots a reference word of ``kind`` may be replaced at
-    for before, term, after, k, value, word in ref.slots:
-        if k != kind or (before is None and after is None):
+    for before, term, after, _k, value, word in ref.kind_slots.get(kind, ()):
+        if before is None and after is None:
             continue
         if kind == "name":
             if ref.terms - out.terms != {term}:
@@ -342,12 +348,15 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
         elif value in out.values[kind]:
             continue
         if candidates is None:
-            candidates = [
-                s
-                for s in out.slots
-                if s[1] not in ref.terms
-                and (kind == "name" or (s[3] == kind and s[4] not in ref.values[kind]))
-            ]
+            if kind == "name":
+                candidates = [s for s in out.slots if s[1] not in ref.terms]
+            else:
+                values = ref.values[kind]
+                candidates = [
+                    s
+                    for s in out.kind_slots.get(kind, ())
+                    if s[1] not in ref.terms and s[4] not in values
+                ]
         for b2, _t2, a2, _k2, v2, w2 in candidates:
             if (before is None or before == b2) and (after is None or after == a2):
                 return (v2 or w2), (value or word)
@@ -383,11 +392,23 @@ def veto(out: Facts, ref: Facts) -> str | None:
             if pair is not None:
                 return f"{kind}: {pair[0]} vs {pair[1]}"
     # a name: the output holds the whole reference but one of its names
-    if ref.named and len(ref.terms - out.terms) == 1 and (ref.terms - out.terms) <= ref.name_terms:
+    if ref.named and _one_missing(ref.terms, out.terms) in ref.name_terms:
         pair = _in_place(out, ref, "name")
         if pair is not None:
             return f"name: {pair[0]} vs {pair[1]}"
     return None
+
+
+def _one_missing(terms: frozenset[str], have: frozenset[str]) -> str | None:
+    # the one term of ``terms`` that ``have`` lacks; None when it lacks none or several (a walk
+    # that stops at the second: two long texts that differ by many terms cost little)
+    missing = None
+    for term in terms:
+        if term not in have:
+            if missing is not None:
+                return None
+            missing = term
+    return missing
 
 
 def pressed(score: float) -> float:
