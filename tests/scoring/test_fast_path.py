@@ -231,6 +231,10 @@ def test_veto_shortcuts_change_no_verdict(pair: tuple[str, str]) -> None:
     out, ref = (sc.facts(t) for t in pair)
     assert vetoes.veto(out, ref) == veto_in_full(out, ref)
     assert vetoes.veto(ref, out) == veto_in_full(ref, out)
+    # the bits the scorer reads before it calls ``veto``: nothing to read, no veto
+    for one, other in ((out, ref), (ref, out)):
+        if vetoes.reads_nothing(one.reads, other.reads):
+            assert veto_in_full(one, other) is None
 
 
 def test_the_generated_pairs_reach_every_veto() -> None:

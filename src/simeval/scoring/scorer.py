@@ -87,6 +87,10 @@ _FACTS_LIMIT = 100_000  # cached texts' facts (the vetoes') per scorer before it
 # the vectors of texts seen, by text (references recur: an eval's, a data set's, a tester's),
 # up to this many bytes of text and vector per scorer before the cache starts over
 _VECTORS_LIMIT = 32 << 20
+# ``vetoes.reads_nothing``'s bits: on either side, in the reference, on both sides
+_READ_EITHER = vetoes.READS_REFUSAL | vetoes.READS_NEGATOR
+_READ_REF = vetoes.READS_NAME
+_READ_BOTH = vetoes.READS_VALUE
 WRITTEN_VERSION = 1  # simeval.scoring.written (part of the fingerprint with ``answer`` on)
 VETO_VERSION = 1  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
 
@@ -646,8 +650,18 @@ class Scorer:
                     self.negation,
                     curve,
                 )
-                if s > vetoes.FLOOR and (self.vetoing or asked):
-                    s = self.checked(s, output, reference, va, vb, terms, asked)
+                if s > vetoes.FLOOR:  # ``checked``, inline: a call costs what the checks do
+                    if asked and len(vb) <= self._together_size:
+                        s = self.together(s, output, reference, va, vb, terms)
+                    if self.vetoing and s > vetoes.FLOOR:
+                        facts = self._facts
+                        out_facts = facts.get(output) or self.facts(output)
+                        ref_facts = facts.get(reference) or self.facts(reference)
+                        # ``vetoes.reads_nothing``, inline: most pairs stop here
+                        o, r = out_facts.reads, ref_facts.reads
+                        reads = (o | r) & _READ_EITHER or r & _READ_REF or o & r & _READ_BOTH
+                        if reads and vetoes.veto(out_facts, ref_facts) is not None:
+                            return vetoes.pressed(s)
                 return s
         check_text(output, "output")
         if type(reference) is str and reference.strip() and output.strip():

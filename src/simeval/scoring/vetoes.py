@@ -123,9 +123,15 @@ class Facts:
     kind_slots: dict[
         str, tuple[tuple[str | None, str, str | None, str | None, str | None, str], ...]
     ] = field(default_factory=dict)
+    # what ``veto`` can read of the text, as bits (``READS_*``): a pair whose bits
+    # ``reads_nothing`` clears gets no veto, without a call
+    reads: int = 0
 
 
 _KINDS = ("number", "weekday", "month")
+# Facts.reads: a refusal or a negator on either side, a name in the reference or values on
+# both sides is what any check reads (``veto``'s first lines)
+READS_REFUSAL, READS_NEGATOR, READS_NAME, READS_VALUE = 1, 2, 4, 8
 
 
 def _number(token: str) -> str:
@@ -254,6 +260,9 @@ def facts(
                 item[3],
             )
         )
+    refusal = _refuses(low_text)
+    named = any(s[3] == "name" for s in slots)
+    valued = any(values.values())
     return Facts(
         frozenset(terms),
         frozenset(negated),
@@ -261,13 +270,17 @@ def facts(
         tuple(negs),
         {k: frozenset(v) for k, v in values.items()},
         tuple(slots),
-        _refuses(low_text),
+        refusal,
         tuple(sequence),
-        any(s[3] == "name" for s in slots),
-        any(values.values()),
+        named,
+        valued,
         frozenset(negated - plain),
         frozenset(s[1] for s in slots if s[3] == "name"),
         {k: tuple(s for s in slots if s[3] == k) for k in (*_KINDS, "name")},
+        (READS_REFUSAL if refusal else 0)
+        | (READS_NEGATOR if negs else 0)
+        | (READS_NAME if named else 0)
+        | (READS_VALUE if valued else 0),
     )
 
 
@@ -361,6 +374,14 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
             if (before is None or before == b2) and (after is None or after == a2):
                 return (v2 or w2), (value or word)
     return None
+
+
+def reads_nothing(out: int, ref: int) -> bool:
+    """Whether no check reads anything of a pair, from its texts' ``Facts.reads``: then
+    ``veto`` is None (a test holds the two together)."""
+    return not (
+        (out | ref) & (READS_REFUSAL | READS_NEGATOR) or ref & READS_NAME or out & ref & READS_VALUE
+    )
 
 
 def veto(out: Facts, ref: Facts) -> str | None:
