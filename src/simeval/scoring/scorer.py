@@ -87,10 +87,11 @@ _FACTS_LIMIT = 100_000  # cached texts' facts (the vetoes') per scorer before it
 # the vectors of texts seen, by text (references recur: an eval's, a data set's, a tester's),
 # up to this many bytes of text and vector per scorer before the cache starts over
 _VECTORS_LIMIT = 32 << 20
-# ``vetoes.reads_nothing``'s bits: on either side, in the reference, on both sides
-_READ_EITHER = vetoes.READS_REFUSAL | vetoes.READS_NEGATOR
+# ``vetoes.reads_nothing``'s bits: on one side only, in the reference, on both sides
+_READ_ONE = vetoes.READS_REFUSAL | vetoes.READS_NEGATOR
 _READ_REF = vetoes.READS_NAME
 _READ_BOTH = vetoes.READS_VALUE
+_FLOOR = vetoes.FLOOR
 WRITTEN_VERSION = 1  # simeval.scoring.written (part of the fingerprint with ``answer`` on)
 VETO_VERSION = 1  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
 
@@ -636,7 +637,8 @@ class Scorer:
                 if input is None:
                     terms, asked, curve = b"", False, self.curve
                 elif type(input) is str:
-                    terms, asked, curve = self.question(input)
+                    got = self._questions.get(input) or self.question(input)
+                    terms, asked, curve = got
                 else:
                     terms, asked = self.input_terms(input), self.asks(input)
                     curve = self.curve_for(asked)
@@ -650,16 +652,16 @@ class Scorer:
                     self.negation,
                     curve,
                 )
-                if s > vetoes.FLOOR:  # ``checked``, inline: a call costs what the checks do
+                if s > _FLOOR:  # ``checked``, inline: a call costs what the checks do
                     if asked and len(vb) <= self._together_size:
                         s = self.together(s, output, reference, va, vb, terms)
-                    if self.vetoing and s > vetoes.FLOOR:
+                    if self.vetoing and s > _FLOOR:
                         facts = self._facts
                         out_facts = facts.get(output) or self.facts(output)
                         ref_facts = facts.get(reference) or self.facts(reference)
                         # ``vetoes.reads_nothing``, inline: most pairs stop here
                         o, r = out_facts.reads, ref_facts.reads
-                        reads = (o | r) & _READ_EITHER or r & _READ_REF or o & r & _READ_BOTH
+                        reads = (o ^ r) & _READ_ONE or r & _READ_REF or o & r & _READ_BOTH
                         if reads and vetoes.veto(out_facts, ref_facts) is not None:
                             return vetoes.pressed(s)
                 return s

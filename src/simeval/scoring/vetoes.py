@@ -129,8 +129,8 @@ class Facts:
 
 
 _KINDS = ("number", "weekday", "month")
-# Facts.reads: a refusal or a negator on either side, a name in the reference or values on
-# both sides is what any check reads (``veto``'s first lines)
+# Facts.reads: a refusal or a negator on one side only, a name in the reference or values on
+# both sides is what any check reads
 READS_REFUSAL, READS_NEGATOR, READS_NAME, READS_VALUE = 1, 2, 4, 8
 
 
@@ -379,8 +379,9 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
 def reads_nothing(out: int, ref: int) -> bool:
     """Whether no check reads anything of a pair, from its texts' ``Facts.reads``: then
     ``veto`` is None (a test holds the two together)."""
+    # a refusal or a negation vetoes only when one side has it
     return not (
-        (out | ref) & (READS_REFUSAL | READS_NEGATOR) or ref & READS_NAME or out & ref & READS_VALUE
+        (out ^ ref) & (READS_REFUSAL | READS_NEGATOR) or ref & READS_NAME or out & ref & READS_VALUE
     )
 
 
