@@ -167,28 +167,80 @@ static void release(Py_buffer *b) {
     if (b->obj != NULL) PyBuffer_Release(b);
 }
 
+/* An argument read as bytes: a bytes object directly (the usual case, and no buffer to
+ * release), None as nothing when `none_ok`, anything else through the buffer protocol. */
+static int arg_buffer(PyObject *obj, Py_buffer *view, int none_ok, const char *what) {
+    if (PyBytes_Check(obj)) {
+        view->obj = NULL; /* nothing to release */
+        view->buf = PyBytes_AS_STRING(obj);
+        view->len = PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    if (obj == Py_None && none_ok) {
+        view->obj = NULL;
+        view->buf = NULL;
+        view->len = 0;
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
+        PyErr_Format(PyExc_TypeError, "cosine() argument '%s' must be a bytes-like object%s",
+                     what, none_ok ? " or None" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* As hash_set, for a view from arg_buffer. */
+static int hash_set_of(const Py_buffer *buf, HashSet *out) {
+    if (buf->len % 8) {
+        PyErr_SetString(PyExc_ValueError, "a hash set is packed uint64 values");
+        return -1;
+    }
+    out->h = (const uint64_t *)buf->buf;
+    out->n = (size_t)buf->len / 8;
+    return 0;
+}
+
 /* cosine(a, b, pair, demote=None, input_weight=1.0, negators=None, negation=1.0,
- * curve=None) -> float */
-static PyObject *cosine(PyObject *self, PyObject *args) {
-    Py_buffer a, b, dem = {0}, neg = {0}, cur = {0};
+ * curve=None) -> float. Called once per pair by Scorer.score: its arguments are read without
+ * PyArg_ParseTuple, whose format parsing and buffer requests cost more than a short pair's
+ * cosine. */
+static PyObject *cosine(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const char *names[] = {"a", "b", "demote", "negators", "curve"};
+    if (nargs < 3 || nargs > 8) {
+        PyErr_Format(PyExc_TypeError, "cosine() takes from 3 to 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_buffer v[5] = {{0}}; /* a, b, demote, negators, curve */
+    PyObject *src[5] = {args[0], args[1], nargs > 3 ? args[3] : Py_None,
+                        nargs > 5 ? args[5] : Py_None, nargs > 7 ? args[7] : Py_None};
     CosOpts o = {0, {NULL, 0}, 1.0, {NULL, 0}, 1.0};
     Bands bands;
-    if (!PyArg_ParseTuple(args, "y*y*" COS_FORMAT, &a, &b, &o.pair, &dem, &o.input_weight, &neg,
-                          &o.negation, &cur))
-        return NULL;
     PyObject *out = NULL;
-    if (hash_set(&dem, &o.demote) == 0 && hash_set(&neg, &o.negators) == 0 &&
-        curve_of(&cur, &bands) == 0) {
-        size_t na = (size_t)a.len / sizeof(Term), nb = (size_t)b.len / sizeof(Term);
-        Cover cv;
-        double s = score_packed((const Term *)a.buf, na, (const Term *)b.buf, nb, &o, -1, &cv);
-        out = PyFloat_FromDouble(final_score(s, &cv, na, nb, &bands));
+    int got = 0;
+    for (; got < 5; got++)
+        if (arg_buffer(src[got], &v[got], got >= 2, names[got]) < 0) goto done;
+    o.pair = PyObject_IsTrue(args[2]);
+    if (o.pair < 0) goto done;
+    if (nargs > 4) {
+        o.input_weight = PyFloat_AsDouble(args[4]);
+        if (o.input_weight == -1.0 && PyErr_Occurred()) goto done;
     }
-    PyBuffer_Release(&a);
-    PyBuffer_Release(&b);
-    release(&dem);
-    release(&neg);
-    release(&cur);
+    if (nargs > 6) {
+        o.negation = PyFloat_AsDouble(args[6]);
+        if (o.negation == -1.0 && PyErr_Occurred()) goto done;
+    }
+    if (hash_set_of(&v[2], &o.demote) < 0 || hash_set_of(&v[3], &o.negators) < 0) goto done;
+    if (bands_from(v[4].buf, (size_t)v[4].len, &bands) < 0) {
+        PyErr_SetString(PyExc_ValueError, "a bands curve is 9 or 17 packed float64");
+        goto done;
+    }
+    size_t na = (size_t)v[0].len / sizeof(Term), nb = (size_t)v[1].len / sizeof(Term);
+    Cover cv;
+    double s = score_packed((const Term *)v[0].buf, na, (const Term *)v[1].buf, nb, &o, -1, &cv);
+    out = PyFloat_FromDouble(final_score(s, &cv, na, nb, &bands));
+done:
+    for (int i = 0; i < got; i++) release(&v[i]);
     return out;
 }
 
@@ -1163,7 +1215,8 @@ static PyObject *py_unglue(PyObject *self, PyObject *text) {
 
 static PyMethodDef methods[] = {
     {"vectorize", vectorize, METH_VARARGS, "Pack a token list into a sorted term vector."},
-    {"cosine", cosine, METH_VARARGS, "Score of two packed term vectors."},
+    {"cosine", (PyCFunction)(void (*)(void))cosine, METH_FASTCALL,
+     "Score of two packed term vectors."},
     {"best", best, METH_VARARGS, "Best score of one packed vector against many."},
     {"bands", py_bands, METH_VARARGS, "The bands score of a cosine for a pair's term counts."},
     {"has_any", py_has_any, METH_VARARGS, "Whether a packed vector has one of the hashes."},

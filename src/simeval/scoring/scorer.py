@@ -84,6 +84,14 @@ from simeval.scoring.options import check_threshold as check_threshold
 ALGORITHM_VERSION = 1
 _TABLE_LIMIT = 1_000_000  # cached tokens per scorer before the cache starts over (~100 MB)
 _FACTS_LIMIT = 100_000  # cached texts' facts (the vetoes') per scorer before it starts over
+# the vectors of texts seen, by text (references recur: an eval's, a data set's, a tester's),
+# up to this many bytes of text and vector per scorer before the cache starts over
+_VECTORS_LIMIT = 32 << 20
+# ``vetoes.reads_nothing``'s bits: on one side only, in the reference, on both sides
+_READ_ONE = vetoes.READS_REFUSAL | vetoes.READS_NEGATOR
+_READ_REF = vetoes.READS_NAME
+_READ_BOTH = vetoes.READS_VALUE
+_FLOOR = vetoes.FLOOR
 WRITTEN_VERSION = 2  # simeval.scoring.written (part of the fingerprint with ``answer`` on)
 VETO_VERSION = 2  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
 
@@ -168,6 +176,13 @@ class Scorer:
         self.answer_curve: bytes = (
             self.curve_model.answer_packed() if self.answering and self.curve_model else self.curve
         )
+        # the longest reference vector (bytes) ``together`` reads: longer ones it leaves alone
+        answer_model = self.curve_model.answer if self.curve_model else None
+        self._together_size = (
+            answer_model.max_terms * RECORD_SIZE
+            if answer_model is not None and self.analyzer.ngram == 1
+            else -1
+        )
         # answers read as models write them (``simeval.scoring.written``): glued words apart,
         # English number words as their digits
         self.unglue: bool = self.answering
@@ -177,7 +192,12 @@ class Scorer:
         # vetoes press a score below a band: on a calibrated scale only (the raw cosine stays raw)
         self.vetoing: bool = o["contradiction"] and self.curve_model is not None
         self._facts: dict[str, vetoes.Facts] = {}
+        self._fact_words: dict[str, tuple[tuple[str, str | None], ...]] = {}  # facts' words
         self._asked: dict[str, bytes] = {}  # input_terms by question text
+        self._vectors: dict[str, bytes] = {}  # vector by text
+        # a question's (input_terms, asks, its curve) by text: what ``score`` needs of it
+        self._questions: dict[str, tuple[bytes, bool, bytes]] = {}
+        self._vectors_size = 0
         if isinstance(o["idf"], IdfTable):
             if o["idf"].analyzer != self.analyzer.config():
                 raise InvalidOption(
@@ -285,6 +305,19 @@ class Scorer:
     def vector(self, text: str) -> bytes:
         """The packed term vector of a text (see ``_vector``): records of (uint64 term
         hash, float64 tf weight, float64 idf) in native byte order, sorted by hash."""
+        vec = self._vectors.get(text)
+        if vec is None:
+            vec = self._vector(text)
+            size = len(text) + len(vec) + 100
+            if self._vectors_size + size > _VECTORS_LIMIT:
+                self._vectors.clear()
+                self._vectors_size = 0
+            if size <= _VECTORS_LIMIT:
+                self._vectors[text] = vec
+                self._vectors_size += size
+        return vec
+
+    def _vector(self, text: str) -> bytes:
         text = self.read(text)
         if self._vz is not None:
             return self._vz.vector(text, self.sublinear)
@@ -310,6 +343,18 @@ class Scorer:
             self._asked.clear()
         self._asked[input] = terms
         return terms
+
+    def question(self, input: str) -> tuple[bytes, bool, bytes]:
+        """What a pair's score needs of its question (already checked as text):
+        ``input_terms``, ``asks`` and the curve the pair goes through (cached by text)."""
+        got = self._questions.get(input)
+        if got is None:
+            asked = self.asks(input)
+            got = (self.input_terms(input), asked, self.curve_for(asked))
+            if len(self._questions) > _FACTS_LIMIT:
+                self._questions.clear()
+            self._questions[input] = got
+        return got
 
     def has_negator(self, vec: bytes) -> bool:
         """Whether a packed vector has a negator term (a hash in ``negator_hashes``)."""
@@ -343,7 +388,9 @@ class Scorer:
         if found is None:
             if len(self._facts) > _FACTS_LIMIT:
                 self._facts.clear()
-            found = self._facts[text] = vetoes.facts(self.read(text), self.analyzer, self.numbers)
+            found = self._facts[text] = vetoes.facts(
+                self.read(text), self.analyzer, self.numbers, self._fact_words
+            )
         return found
 
     def veto(self, output: str, reference: str, input_terms: bytes = b"") -> str | None:
@@ -352,8 +399,12 @@ class Scorer:
         that itself negates has no negation veto, as the answer may repeat its "not"."""
         if not self.vetoing:
             return None
-        negates = bool(input_terms) and not self._negator_set.isdisjoint(array("Q", input_terms))
-        return vetoes.veto(self.facts(output), self.facts(reference), not negates)
+        return vetoes.veto(self.facts(output), self.facts(reference), not self.negates(input_terms))
+
+    def negates(self, input_terms: bytes) -> bool:
+        """Whether a question (its ``input_terms``) itself negates: then an answer repeating
+        its "not" is no contradiction, and no negation veto applies."""
+        return bool(input_terms) and not self._negator_set.isdisjoint(array("Q", input_terms))
 
     def veto_applied(self, output: str, reference: str, input: str | None = None) -> str | None:
         """The veto that pressed the score of this pair (one reference), None when none did:
@@ -387,11 +438,14 @@ class Scorer:
         (``together``); a veto presses the score below the "Moderate" band."""
         if score <= vetoes.FLOOR:
             return score
-        if asked and self.answering:
+        if asked and self.answering and len(rvec) <= self._together_size:
             score = self.together(score, output, reference, vec, rvec, terms)
-        vetoed = self.vetoing and score > vetoes.FLOOR
-        if vetoed and self.veto(output, reference, terms) is not None:
-            return vetoes.pressed(score)
+        if self.vetoing and score > vetoes.FLOOR:
+            facts = self._facts
+            out_facts = facts.get(output) or self.facts(output)
+            ref_facts = facts.get(reference) or self.facts(reference)
+            if vetoes.veto(out_facts, ref_facts, not self.negates(terms)) is not None:
+                return vetoes.pressed(score)
         return score
 
     def together(
@@ -577,6 +631,48 @@ class Scorer:
     ) -> float:
         """The similarity of ``output`` to ``reference`` (or the best of several), in [0, 1];
         ``input``: the question the output answers (its terms count at ``input_weight``)."""
+        if type(output) is str and type(reference) is str:
+            # the usual case, in as few calls as it takes: two texts with terms
+            vectors = self._vectors
+            va = vectors.get(output)
+            if va is None:
+                va = self.vector(output)
+            vb = vectors.get(reference)
+            if vb is None:
+                vb = self.vector(reference)
+            if va and vb:
+                if input is None:
+                    terms, asked, curve = b"", False, self.curve
+                elif type(input) is str:
+                    got = self._questions.get(input) or self.question(input)
+                    terms, asked, curve = got
+                else:
+                    terms, asked = self.input_terms(input), self.asks(input)
+                    curve = self.curve_for(asked)
+                s: float = cosine(
+                    va,
+                    vb,
+                    self.pair,
+                    terms,
+                    self.input_weight,
+                    self.negators,
+                    self.negation,
+                    curve,
+                )
+                if s > _FLOOR:  # ``checked``, inline: a call costs what the checks do
+                    if asked and len(vb) <= self._together_size:
+                        s = self.together(s, output, reference, va, vb, terms)
+                    if self.vetoing and s > _FLOOR:
+                        facts = self._facts
+                        out_facts = facts.get(output) or self.facts(output)
+                        ref_facts = facts.get(reference) or self.facts(reference)
+                        # ``vetoes.reads_nothing``, inline: most pairs stop here
+                        o, r = out_facts.reads, ref_facts.reads
+                        reads = (o ^ r) & _READ_ONE or r & _READ_REF or o & r & _READ_BOTH
+                        negation = not (terms and self.negates(terms))
+                        if reads and vetoes.veto(out_facts, ref_facts, negation) is not None:
+                            return vetoes.pressed(s)
+                return s
         check_text(output, "output")
         if type(reference) is str and reference.strip() and output.strip():
             va, vb = self.vector(output), self.vector(reference)

@@ -32,7 +32,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simeval.scoring.analyzer import Analyzer, stop_word_set
 from simeval.scoring.written import NUMBER_WORDS
@@ -114,9 +114,24 @@ class Facts:
     # a pair by
     named: bool = False
     valued: bool = False
+    # what ``veto`` reads first, so that most pairs are cleared without a loop: the terms only
+    # ever negated (``negated - plain``) and the terms of the names
+    negated_only: frozenset[str] = frozenset()
+    name_terms: frozenset[str] = frozenset()
+    # the slots of each kind ("number", "weekday", "month", "name"), in order: what the place
+    # checks walk, instead of every slot of a long text
+    kind_slots: dict[
+        str, tuple[tuple[str | None, str, str | None, str | None, str | None, str], ...]
+    ] = field(default_factory=dict)
+    # what ``veto`` can read of the text, as bits (``READS_*``): a pair whose bits
+    # ``reads_nothing`` clears gets no veto, without a call
+    reads: int = 0
 
 
 _KINDS = ("number", "weekday", "month")
+# Facts.reads: a refusal or a negator on one side only, a name in the reference or values on
+# both sides is what any check reads
+READS_REFUSAL, READS_NEGATOR, READS_NAME, READS_VALUE = 1, 2, 4, 8
 
 
 def _number(token: str) -> str:
@@ -149,10 +164,16 @@ def _refuses(text: str) -> bool:
     return found is not None and _GOES_ON.search(text, found.end()) is None
 
 
-def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) -> Facts:
+def facts(
+    text: str,
+    analyzer: Analyzer,
+    numbers: dict[str, str] | None = None,
+    word_cache: dict[str, tuple[tuple[str, str | None], ...]] | None = None,
+) -> Facts:
     """The facts of ``text`` as ``analyzer`` reads its terms (see the module doc), a token in
     ``numbers`` counted as the term of its digits (``written.NUMBER_WORDS``, as the scorer
-    counts it). Case marks
+    counts it). ``word_cache``: a cache of each word's tokens and terms under these options, kept
+    by the caller between texts (a word recurs far more often than a text). Case marks
     names only (a capitalised word within a sentence, in a text that has lowercase words too);
     the checks read the names of the reference alone, so the case of an output never changes
     a score."""
@@ -191,8 +212,14 @@ def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) 
             values[kind].add(value)
         elif named:
             kind = "name"
-        for token in analyzer.tokens(raw):
-            term = analyzer.term(numbers.get(token, token) if numbers else token)
+        read = word_cache.get(raw) if word_cache is not None else None
+        if read is None:
+            read = _read_word(raw, analyzer, numbers)
+            if word_cache is not None:
+                if len(word_cache) > _WORDS_LIMIT:
+                    word_cache.clear()
+                word_cache[raw] = read
+        for token, term in read:
             if term is not None:
                 sequence.append(term)
             if token in negator_words and not _numbered(token, words, i):
@@ -233,6 +260,9 @@ def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) 
                 item[3],
             )
         )
+    refusal = _refuses(low_text)
+    named = any(s[3] == "name" for s in slots)
+    valued = any(values.values())
     return Facts(
         frozenset(terms),
         frozenset(negated),
@@ -240,10 +270,30 @@ def facts(text: str, analyzer: Analyzer, numbers: dict[str, str] | None = None) 
         tuple(negs),
         {k: frozenset(v) for k, v in values.items()},
         tuple(slots),
-        _refuses(low_text),
+        refusal,
         tuple(sequence),
-        any(s[3] == "name" for s in slots),
-        any(values.values()),
+        named,
+        valued,
+        frozenset(negated - plain),
+        frozenset(s[1] for s in slots if s[3] == "name"),
+        {k: tuple(s for s in slots if s[3] == k) for k in (*_KINDS, "name")},
+        (READS_REFUSAL if refusal else 0)
+        | (READS_NEGATOR if negs else 0)
+        | (READS_NAME if named else 0)
+        | (READS_VALUE if valued else 0),
+    )
+
+
+_WORDS_LIMIT = 200_000  # cached words (``facts``' ``word_cache``) before the cache starts over
+
+
+def _read_word(
+    raw: str, analyzer: Analyzer, numbers: dict[str, str] | None
+) -> tuple[tuple[str, str | None], ...]:
+    # a word's tokens, each with the term it counts as (None: a stop word)
+    return tuple(
+        (token, analyzer.term(numbers.get(token, token) if numbers else token))
+        for token in analyzer.tokens(raw)
     )
 
 
@@ -286,7 +336,7 @@ def _negation(one: Facts, other: Facts) -> str | None:
     # "a loop ... no loops" says "a loop"
     if not one.negators or other.negators:
         return None
-    if (one.negated - one.plain) & other.plain:
+    if one.negated_only & other.plain:
         return one.negators[0]
     return None
 
@@ -302,8 +352,8 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
         return None
     candidates: list[tuple[str | None, str, str | None, str | None, str | None, str]] | None
     candidates = None  # the output's slots a reference word of ``kind`` may be replaced at
-    for before, term, after, k, value, word in ref.slots:
-        if k != kind or (before is None and after is None):
+    for before, term, after, _k, value, word in ref.kind_slots.get(kind, ()):
+        if before is None and after is None:
             continue
         if kind == "name":
             if ref.terms - out.terms != {term}:
@@ -311,16 +361,28 @@ def _in_place(out: Facts, ref: Facts, kind: str) -> tuple[str, str] | None:
         elif value in out.values[kind]:
             continue
         if candidates is None:
-            candidates = [
-                s
-                for s in out.slots
-                if s[1] not in ref.terms
-                and (kind == "name" or (s[3] == kind and s[4] not in ref.values[kind]))
-            ]
+            if kind == "name":
+                candidates = [s for s in out.slots if s[1] not in ref.terms]
+            else:
+                values = ref.values[kind]
+                candidates = [
+                    s
+                    for s in out.kind_slots.get(kind, ())
+                    if s[1] not in ref.terms and s[4] not in values
+                ]
         for b2, _t2, a2, _k2, v2, w2 in candidates:
             if (before is None or before == b2) and (after is None or after == a2):
                 return (v2 or w2), (value or word)
     return None
+
+
+def reads_nothing(out: int, ref: int) -> bool:
+    """Whether no check reads anything of a pair, from its texts' ``Facts.reads``: then
+    ``veto`` is None (a test holds the two together)."""
+    # a refusal or a negation vetoes only when one side has it
+    return not (
+        (out ^ ref) & (READS_REFUSAL | READS_NEGATOR) or ref & READS_NAME or out & ref & READS_VALUE
+    )
 
 
 def veto(out: Facts, ref: Facts, negation: bool = True) -> str | None:
@@ -340,18 +402,37 @@ def veto(out: Facts, ref: Facts, negation: bool = True) -> str | None:
         word = _negation(ref, out)
         if word is not None:
             return f'contradiction: "{word}" only in the reference'
-    for kind in _KINDS:
-        a, b = out.values[kind], ref.values[kind]
-        pair = (min(a), min(b)) if a and b and not a & b else _in_place(out, ref, kind)
-        if pair is None:
-            flipped = _in_place(ref, out, kind)
-            pair = (flipped[1], flipped[0]) if flipped is not None else None
+    if out.valued and ref.valued:
+        for kind in _KINDS:
+            a, b = out.values[kind], ref.values[kind]
+            # each side must name a value of the kind the other does not: a replaced one
+            # (the pair of values, or ``_in_place`` either way, which finds none otherwise)
+            if not (a - b and b - a):
+                continue
+            pair = (min(a), min(b)) if not a & b else _in_place(out, ref, kind)
+            if pair is None:
+                flipped = _in_place(ref, out, kind)
+                pair = (flipped[1], flipped[0]) if flipped is not None else None
+            if pair is not None:
+                return f"{kind}: {pair[0]} vs {pair[1]}"
+    # a name: the output holds the whole reference but one of its names
+    if ref.named and _one_missing(ref.terms, out.terms) in ref.name_terms:
+        pair = _in_place(out, ref, "name")
         if pair is not None:
-            return f"{kind}: {pair[0]} vs {pair[1]}"
-    pair = _in_place(out, ref, "name")
-    if pair is not None:
-        return f"name: {pair[0]} vs {pair[1]}"
+            return f"name: {pair[0]} vs {pair[1]}"
     return None
+
+
+def _one_missing(terms: frozenset[str], have: frozenset[str]) -> str | None:
+    # the one term of ``terms`` that ``have`` lacks; None when it lacks none or several (a walk
+    # that stops at the second: two long texts that differ by many terms cost little)
+    missing = None
+    for term in terms:
+        if term not in have:
+            if missing is not None:
+                return None
+            missing = term
+    return missing
 
 
 def pressed(score: float) -> float:
