@@ -12,9 +12,7 @@
    answer reading, no vetoes), with and without a question.
 
 Every figure is the median of interleaved rounds (the sides alternate their order), reported
-as a ratio against its named baseline measured in the same round, with the load average. In a
-warm round each side's figure is its fastest of three passes over the pairs, the same for
-every side.
+as a ratio against its named baseline measured in the same round, with the load average.
 
     .venv/bin/python benchmarks/bench_answer_speed.py               # 7 rounds
     .venv/bin/python benchmarks/bench_answer_speed.py --rounds 5 --json
@@ -58,16 +56,12 @@ def pairs_of(words: int, n: int, close: bool, seed: int) -> list[tuple[str, str]
     return [(close_copy(t, rng, vocab), t) for t in texts[:n]]
 
 
-def per_call(fn: Callable[[str, str], Any], pairs: list[tuple[str, str]], passes: int = 1) -> float:
-    """Seconds per call of ``fn`` over the pairs: the fastest of ``passes`` passes (on a
-    shared machine one pass of a few milliseconds is often cut by another process)."""
-    best = float("inf")
-    for _ in range(passes):
-        start = time.perf_counter()
-        for a, b in pairs:
-            fn(a, b)
-        best = min(best, (time.perf_counter() - start) / len(pairs))
-    return best
+def per_call(fn: Callable[[str, str], Any], pairs: list[tuple[str, str]]) -> float:
+    """Seconds per call of ``fn`` over the pairs (one pass)."""
+    start = time.perf_counter()
+    for a, b in pairs:
+        fn(a, b)
+    return (time.perf_counter() - start) / len(pairs)
 
 
 def pair_round(words: int, n: int, close: bool, cold: bool, seed: int) -> dict[str, float]:
@@ -88,8 +82,7 @@ def pair_round(words: int, n: int, close: bool, cold: bool, seed: int) -> dict[s
     order = list(sides)
     if seed % 2:
         order.reverse()
-    # warm: the fastest of three passes; cold: one (a second would find the texts seen)
-    return {name: per_call(sides[name], pairs, 1 if cold else 3) for name in order}
+    return {name: per_call(sides[name], pairs) for name in order}
 
 
 def capture_round(evals: int, seed: int) -> dict[str, float]:
