@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.servers import Proc
+from tests.servers import Proc, wait_captures
 
 from simeval.service import Service
 from simeval.web.server_process import running_server
@@ -122,18 +122,6 @@ def instrumented(
     return result
 
 
-def captures(url: str, count: int) -> list[dict[str, Any]]:
-    """The server's captures once there are ``count`` (a call joined from two halves is
-    stored just after the request that completed it): at most 20 s of polling."""
-    found: list[dict[str, Any]] = []
-    for _ in range(200):
-        found = httpx.get(url + "/api/captures", params={"limit": 50}).json()["captures"]
-        if len(found) >= count:
-            break
-        time.sleep(0.1)
-    return found
-
-
 def the_two(caps: dict[str, dict[str, Any]], found: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The captures of ``QUESTIONS``' two calls (``by_input``): France's, Japan's."""
     assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"], found
@@ -163,7 +151,7 @@ def test_each_call_captured_once(mode: str, upstream: str, tmp_path: Path) -> No
             assert result["exports"]["traces"] and result["exports"]["metrics"]
             ids = result["ids"]
         time.sleep(0.3)  # a second capture of either call would be stored by now
-        caps = by_input(captures(url, 2))
+        caps = by_input(wait_captures(url, 2))
     assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"]
     france, japan = caps["What is the capital of France?"], caps["And the capital of Japan?"]
     assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
@@ -197,7 +185,7 @@ def test_a_call_seen_by_the_proxy_and_an_instrumentation_is_stored_once(
             # the server took the spans (and records) of both calls, keyed as the proxy did
             assert result["exports"]["traces"] == ["SUCCESS"], result
         time.sleep(0.5)
-        found = captures(url, 6)
+        found = wait_captures(url, 6)
     assert len(found) == 6, [(c["input"], c["capture_key"]) for c in found]
     keys = [c["capture_key"] for c in found]
     assert len(set(keys)) == 6 and all(k.startswith("chatcmpl-") for k in keys)
@@ -217,7 +205,7 @@ def test_a_value_cut_by_the_sdk_length_limit_is_stored_unscored(
             "What is the capital of France?",
             env={"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "100"},
         )
-        (cap,) = captures(url, 1)
+        (cap,) = wait_captures(url, 1)
     assert result["exports"]["traces"] == ["SUCCESS"]
     assert cap["capture_key"] == result["ids"][0] and cap["metadata"]["model"] == "gpt-test"
     assert "gen_ai.output.messages is not whole JSON (100 characters)" in cap["metadata"]["cut"]
@@ -268,9 +256,9 @@ def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Pat
                 order,
             )
             assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
-        found = captures(url, 2)
+        found = wait_captures(url, 2)
         time.sleep(0.3)  # a second capture of either call would be stored by now
-        found = captures(url, 2)
+        found = wait_captures(url, 2)
         otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
     caps = by_input(found)
     france, japan = the_two(caps, found)
@@ -294,7 +282,7 @@ def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
         assert result["exports"]["traces"] and all(
             r == "SUCCESS" for r in result["exports"]["traces"]
         ), result
-        found = captures(url, 2)
+        found = wait_captures(url, 2)
         otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
     caps = by_input(found)
     france, japan = the_two(caps, found)
@@ -326,7 +314,7 @@ def test_a_call_through_the_proxy_keeps_its_spans_conversation(
         assert result["exports"]["traces"] == ["SUCCESS"], result
         found: list[dict[str, Any]] = []
         for _ in range(100):  # the span's part is added just after its request
-            found = captures(url, 2)
+            found = wait_captures(url, 2)
             if all(c["conversation_id"] for c in found):
                 break
             time.sleep(0.1)
