@@ -33,7 +33,7 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.scoring.evalset import EvalSet, EvalSpec
-from simeval.service.adopt import adopt_span
+from simeval.service.adopt import adopt_span, merge_proxied
 from simeval.service.base import ServiceBase
 from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
 from simeval.service.checks import get_row
@@ -204,6 +204,15 @@ def _prepare(evals: list[Eval]) -> _Active:
     )
 
 
+# what ``_score`` gives: the packed blob, (results, passes), scores by group, lacking members
+_Scored = tuple[
+    bytes | None,
+    tuple[int, int] | None,
+    list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
+    set[tuple[int, int]],
+]
+
+
 class CaptureMixin(ServiceBase):
     """Capture and the cache of prepared active evals it scores with."""
 
@@ -313,8 +322,9 @@ class CaptureMixin(ServiceBase):
         self, capture_id: int, conversation_id: str | None, span_meta: dict[str, Any]
     ) -> bool:
         """The proxy's capture of a call takes what its span adds (``adopt.adopt_span``):
-        the span's conversation id where it has none, the metadata keys it lacks. True when
-        the capture changed."""
+        the span's conversation id where it has none, the metadata keys it lacks, the span's
+        ids over those read from the request's ``traceparent``. True when the capture
+        changed."""
 
         def merge(s: Session) -> bool:
             flags = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
@@ -322,6 +332,56 @@ class CaptureMixin(ServiceBase):
             return adopt_span(s, keys, capture_id, conversation_id, span_meta)
 
         return self.store.run_write(merge)
+
+    def merge_proxied(
+        self, capture_id: int, proxied: CheckedCapture | KeyedCapture
+    ) -> CaptureOut | None:
+        """One call seen twice, its span stored first: the span's capture ``capture_id``
+        takes the proxy's copy ``proxied`` (checked by ``check_capture``: its exact texts,
+        its metadata merged over the span's; the span's conversation and ids kept) and, when
+        its texts change or it was stored unscored, is scored again by the active evals
+        (``adopt.merge_proxied``: the one write besides ``rescore`` that replaces stored
+        results). One write transaction: all of it or nothing. A capture that had no results
+        before and has now is announced to the capture listeners (its scores exported once);
+        one scored before is not (its results went out already). Returns the capture as
+        stored now, or None when there is no such capture or it is the proxy's already."""
+        text_in, output, conversation_id, metadata = proxied[:4]
+        before: list[bool] = []
+
+        def merge(s: Session) -> CaptureOut | None:
+            flags = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
+            auto = _json_flag(flags.get(AUTO_EVALUATE_KEY), True) is not False
+            revision = int(_json_flag(flags.get(REVISION_KEY), 0) or 0)
+            cached = self._active
+            if auto and (cached is None or cached[0] != revision):
+                raise _Unprepared(revision)  # prepared outside the write transaction
+            active = cached[1] if auto and cached is not None else None
+
+            def score(text_in: str, output: str) -> bytes | None:
+                return self._score(active, text_in, output)[0]
+
+            old = s.get(Capture, capture_id)
+            before[:] = [bool(old is not None and old.evaluated and old.scores)]
+            cap = merge_proxied(
+                s,
+                self._indexed_meta(flags),
+                capture_id,
+                (text_in, output, conversation_id, normal_meta(metadata)),
+                score if active is not None else None,
+            )
+            return None if cap is None else self._capture_out(s, cap)
+
+        for _ in range(10):
+            try:
+                out = self.store.run_write(merge)
+                break
+            except _Unprepared as missing:
+                self._prepared(missing.revision)
+        else:
+            raise RuntimeError("the active evals kept changing while merging; nothing stored")
+        if out is not None and not before[0] and out.evaluated and out.results:
+            self._announce([out])
+        return out
 
     def on_captured(self, listener: Callable[[list[CaptureOut]], None]) -> None:
         """Call ``listener`` with each batch of captures once committed (stored ones first
@@ -452,6 +512,52 @@ class CaptureMixin(ServiceBase):
         metadata = normal_meta(metadata)
         now = when or utc_now()
         auto = active is not None
+        blob, counts, scored, lacking = self._score(active, input, output)
+        capture_id = store_mod.insert_row(
+            cur,
+            self.store.engine.dialect,
+            store_mod.captures_table,
+            {
+                "input": input,
+                "output": output,
+                "conversation_id": conversation_id,
+                "metadata": metadata,
+                "captured_at": now,
+                "evaluated": auto,
+                "scores": blob,
+                "capture_key": key,
+            },
+        )
+
+        def results() -> list[dict[str, Any]]:
+            assert active is not None
+            return self._fresh_results(active, scored, capture_id, input, output, explain, lacking)
+
+        def results_json() -> bytes:
+            assert active is not None
+            return self._fresh_json(active, scored, capture_id, lacking)
+
+        out = CaptureOut.build(
+            results if auto else [],
+            results_json=results_json if auto and not explain else None,
+            counts=counts if auto else (0, 0),
+            id=capture_id,
+            input=input,
+            output=output,
+            conversation_id=conversation_id,
+            metadata=metadata,
+            captured_at=as_utc(now),
+            evaluated=auto,
+            capture_key=key,
+        )
+        return out
+
+    @staticmethod
+    def _score(active: _Active | None, input: str, output: str) -> _Scored:
+        """The packed results of ``output`` (for ``input``) by the active evals (None when
+        unscored), what a batch counts of them (results, passes), and what the answer's
+        results are made from: the scores by group, the (group, member) missing a required
+        term."""
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
         lacking: set[tuple[int, int]] = set()  # (group, member) missing a required term
         blob = None
@@ -501,44 +607,7 @@ class CaptureMixin(ServiceBase):
                 verdicts_all,
                 b"".join(fps),
             )
-        capture_id = store_mod.insert_row(
-            cur,
-            self.store.engine.dialect,
-            store_mod.captures_table,
-            {
-                "input": input,
-                "output": output,
-                "conversation_id": conversation_id,
-                "metadata": metadata,
-                "captured_at": now,
-                "evaluated": auto,
-                "scores": blob,
-                "capture_key": key,
-            },
-        )
-
-        def results() -> list[dict[str, Any]]:
-            assert active is not None
-            return self._fresh_results(active, scored, capture_id, input, output, explain, lacking)
-
-        def results_json() -> bytes:
-            assert active is not None
-            return self._fresh_json(active, scored, capture_id, lacking)
-
-        out = CaptureOut.build(
-            results if auto else [],
-            results_json=results_json if auto and not explain else None,
-            counts=counts if auto else (0, 0),
-            id=capture_id,
-            input=input,
-            output=output,
-            conversation_id=conversation_id,
-            metadata=metadata,
-            captured_at=as_utc(now),
-            evaluated=auto,
-            capture_key=key,
-        )
-        return out
+        return blob, counts, scored, lacking
 
     @staticmethod
     def _fresh_json(
