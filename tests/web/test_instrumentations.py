@@ -330,3 +330,34 @@ def test_a_call_through_the_proxy_keeps_its_spans_conversation(
     assert plain["metadata"]["response_id"] == plain["capture_key"]
     (talk,) = [t for t in talks["conversations"] if t["id"] == "conv-proxied"]
     assert talk["turns"] == 2, talk
+
+
+@pytest.mark.parametrize("order", ["spans-first", "logs-first"])
+def test_records_without_a_span_id_join_the_call_of_their_trace(
+    order: str, upstream: str, tmp_path: Path
+) -> None:
+    """openai-v2 (content in log records) with each record's span id cleared before export,
+    its trace id kept (a log processor does it: no pinned instrumentation sends this shape on
+    its own), both calls inside one parent span: each record joins the call of its trace
+    whose time it falls within, whichever arrives first; none is dropped."""
+    with running_server(_db(tmp_path)) as (url, _proc):
+        result = instrumented(
+            "openai-v2 default",
+            upstream,
+            url,
+            *QUESTIONS,
+            "--one-trace",
+            "--records-without-span",
+            "--order",
+            order,
+        )
+        assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
+        found = wait_captures(url, 2)
+        otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
+    france, japan = the_two(by_input(found), found)
+    assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
+    assert [france["capture_key"], japan["capture_key"]] == result["ids"]
+    assert france["metadata"]["trace_id"] == japan["metadata"]["trace_id"]
+    assert france["metadata"]["span_id"] != japan["metadata"]["span_id"]
+    assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
+    assert not otlp.get("dropped") and otlp["waiting"] == 0, otlp
