@@ -3,8 +3,8 @@ subprocess by tests/web/test_instrumentations.py (an instrumentation patches the
 module for the whole process, so each mode gets a process of its own).
 
 ``python tests/instrumented_calls.py MODE --upstream URL --otlp URL [--session ID]
-[--order spans-first|logs-first] [--one-trace] [--records-without-span] [--question Q ...]
-[--stream-question Q ...]``
+[--order spans-first|logs-first] [--one-trace] [--records-without-span]
+[--flush-after-captures N] [--question Q ...] [--stream-question Q ...]``
 
 - MODE ``openai-v2``: ``opentelemetry-instrumentation-openai-v2`` in whatever mode the
   environment sets (``OTEL_SEMCONV_STABILITY_OPT_IN``,
@@ -21,7 +21,9 @@ module for the whole process, so each mode gets a process of its own).
   call inside one parent span (one trace); ``--records-without-span``: a log record
   processor (the SDK's extension point, as a log bridge that loses the span would) clears
   each record's span id before it is exported, its trace id kept — a shape no pinned
-  instrumentation sends on its own.
+  instrumentation sends on its own. ``--flush-after-captures N``: the spans and records
+  are sent only once the server at ``--otlp`` holds N captures (at most 30 s of polling), so
+  a proxy's captures are stored before the spans of their calls arrive.
 - The official ``openai`` client against ``--upstream`` (an OpenAI-compatible server):
   one call per ``--question``, one streamed call (with usage) per ``--stream-question``.
 
@@ -48,6 +50,7 @@ def main() -> None:
     parser.add_argument("--order", choices=["spans-first", "logs-first"], default="spans-first")
     parser.add_argument("--one-trace", action="store_true")
     parser.add_argument("--records-without-span", action="store_true")
+    parser.add_argument("--flush-after-captures", type=int, default=0)
     parser.add_argument("--question", action="append", default=[])
     parser.add_argument("--stream-question", action="append", default=[])
     args = parser.parse_args()
@@ -185,6 +188,16 @@ def main() -> None:
         import logfire
 
         logfire.force_flush()  # its own provider: the spans sent before the process ends
+    if args.flush_after_captures:
+        import time
+
+        import httpx
+
+        for _ in range(300):
+            found = httpx.get(args.otlp + "/api/captures").json()["captures"]
+            if len(found) >= args.flush_after_captures:
+                break
+            time.sleep(0.1)
     providers = [tracer_provider, logger_provider]
     if args.order == "logs-first":
         providers.reverse()

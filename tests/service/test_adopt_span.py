@@ -94,6 +94,8 @@ def test_the_proxys_capture_takes_the_spans_conversation_and_ids(db: str) -> Non
         # the span's own ids replace those of the traceparent
         assert svc.adopt_span(out.id, "conv-1", {**SPAN, "source": "otel", "model": "x"})
         assert not svc.adopt_span(out.id, "conv-2", SPAN)  # nothing more to add
+        # another span of the same call (a second instrumentation): the first one's ids stay
+        assert not svc.adopt_span(out.id, None, {**SPAN, "span_id": "99" * 8})
         (cap,) = svc.list_captures()
         assert cap.conversation_id == "conv-1"
         assert cap.metadata == {"source": "proxy", "model": "m", **SPAN}

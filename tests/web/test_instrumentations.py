@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.otlp_receiver import Receiver
 from tests.servers import Proc, wait_captures
 
 from simeval.service import Service
@@ -361,3 +362,82 @@ def test_records_without_a_span_id_join_the_call_of_their_trace(
     assert france["metadata"]["span_id"] != japan["metadata"]["span_id"]
     assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
     assert not otlp.get("dropped") and otlp["waiting"] == 0, otlp
+
+
+def test_a_call_whose_span_came_first_takes_the_proxys_exact_text(
+    upstream: str, tmp_path: Path
+) -> None:
+    """The span is stored first, the proxy's copy of the same call second (the same response
+    id: the local upstream answers a request the same way, id included). Here the span's copy
+    was cut by the SDK's length limit (stored unscored); the one capture of each call then
+    holds the proxy's exact text, scored, its metadata merged, the first span's trace and
+    span ids, and the conversation a span of the call named (OpenInference's session)."""
+    with running_server(_db(tmp_path), "--upstream", upstream) as (url, _proc):
+        first = instrumented(
+            "openai-v2 span_only",
+            upstream,  # directly: only the spans reach the server
+            url,
+            *QUESTIONS,
+            env={"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "40"},
+        )
+        spans = {c["capture_key"]: c for c in wait_captures(url, 2)}
+        assert sorted(spans) == sorted(first["ids"]), spans
+        assert all("cut" in c["metadata"] and not c["evaluated"] for c in spans.values())
+        second = instrumented(
+            "openinference", url + "/v1", url, *QUESTIONS, "--session", "conv-merged"
+        )
+        assert second["ids"] == first["ids"]  # the same calls, as the proxy sees them
+        found: list[dict[str, Any]] = []
+        for _ in range(200):  # the proxy's copies are merged just after they are queued
+            found = wait_captures(url, 2)
+            if all(c["metadata"]["source"] == "proxy" and c["conversation_id"] for c in found):
+                break
+            time.sleep(0.1)
+    france, japan = the_two(by_input(found), found)
+    assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
+    for cap in (france, japan):
+        meta, span = cap["metadata"], spans[cap["capture_key"]]["metadata"]
+        assert cap["conversation_id"] == "conv-merged" and cap["evaluated"], cap
+        assert (meta["trace_id"], meta["span_id"]) == (span["trace_id"], span["span_id"])
+        assert meta["source"] == "proxy" and meta["endpoint"] == "/v1/chat/completions", meta
+        assert meta["span_name"] == span["span_name"] and "cut" not in meta, meta
+    assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
+
+
+def test_a_proxied_calls_scores_go_out_once_on_its_callers_span(
+    upstream: str, tmp_path: Path
+) -> None:
+    """OpenLLMetry sends the W3C ``traceparent`` of its GenAI span with the request: the
+    proxy's capture, stored before the span arrives, has the trace and span ids at once, so
+    its exported score is parented to that span; the span, adopted later, changes nothing of
+    it and no second event goes out."""
+    receiver = Receiver()
+    try:
+        with running_server(
+            _db(tmp_path), "--upstream", upstream, "--otlp-export", receiver.url
+        ) as (url, _proc):
+            result = instrumented(
+                "openllmetry", url + "/v1", url, *QUESTIONS, "--flush-after-captures", "2"
+            )
+            assert result["exports"]["traces"] == ["SUCCESS"], result
+            found: list[dict[str, Any]] = []
+            for _ in range(200):  # the spans' names are added just after their request
+                found = wait_captures(url, 2)
+                if all("span_name" in c["metadata"] for c in found):
+                    break
+                time.sleep(0.1)
+            records = receiver.wait_for(2)
+            time.sleep(1.0)  # a second event for either result would have been sent by now
+            health = httpx.get(url + "/api/health").json()
+    finally:
+        receiver.close()
+    assert len(found) == 2 and all(c["metadata"]["source"] == "proxy" for c in found), found
+    assert len(receiver.records) == 2, receiver.records
+    by_result = {r["attrs"]["evaluation.identifier"]: r for r in records}
+    for cap in found:
+        meta = cap["metadata"]
+        assert meta["span_name"] == "openai.chat", meta
+        event = by_result[cap["results"][0]["id"]]
+        assert (event["trace_id"], event["span_id"]) == (meta["trace_id"], meta["span_id"])
+        assert event["attrs"]["gen_ai.response.id"] == cap["capture_key"]
+    assert health["otlp_export"]["sent"] == 2, health

@@ -96,13 +96,15 @@ def adopt_span(
     """In the write transaction ``s``: the proxy's capture ``capture_id`` takes the span's
     ``conversation_id`` where it has none, and the keys of ``span_meta`` its metadata lacks
     (trace and span id, span name); the span's trace and span ids replace any the proxy
-    read from the request's ``traceparent`` (``SPAN_IDS``). Its texts and results stay.
+    read from the request's ``traceparent`` (``SPAN_IDS``), never those of another span
+    adopted before. Its texts and results stay.
     True when the capture changed."""
     cap = s.get(Capture, capture_id)
     if cap is None:
         return False
     meta = dict(cap.meta or {})
-    if span_meta.get("trace_id") and span_meta.get("span_id"):
+    if "span_name" not in meta and span_meta.get("trace_id") and span_meta.get("span_id"):
+        # ids with no span name: the proxy's, from the traceparent (a span's keep theirs)
         for key in SPAN_IDS:
             meta.pop(key, None)
     added = {k: v for k, v in span_meta.items() if k not in meta and v is not None}
