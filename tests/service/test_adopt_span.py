@@ -7,6 +7,8 @@ rollups (for a capture they counted already) follow. On SQLite and PostgreSQL
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +21,15 @@ from simeval.checks import check_capture
 from simeval.service import Service
 from simeval.service import adopt as adopt_mod
 from simeval.service.models import CaptureOut
-from simeval.store import TrendRollup, capture_meta_table, captures_table, unpack_results
+from simeval.service.rollup import roll_up
+from simeval.store import (
+    CAPTURE_LOCK,
+    TrendRollup,
+    capture_meta_table,
+    captures_table,
+    resolve_db_url,
+    unpack_results,
+)
 from simeval.store.meta_index import NOT_ROLLED_UP
 from simeval.store.meta_rollup import hour_start, watermark
 
@@ -200,3 +210,41 @@ def test_a_merge_that_fails_writes_nothing(db: str, monkeypatch: pytest.MonkeyPa
             assert (held_results(s), held_captures(s)) == held
         _assert_rollups_exact(svc)
     assert_exact(db)
+
+
+def test_a_capture_counted_while_its_merge_waits_is_merged_exactly(pg_url: str) -> None:
+    """PostgreSQL: the merge of a capture the rollups have not counted takes the capture lock
+    shared (captures go on); when a rollup counts the capture while the merge waits for that
+    lock, the merge is run again holding it exclusively, and the rollups stay exact."""
+    with _service(pg_url) as svc:
+        out = _span_capture(svc, "Paris, I think.", scored=True)
+        proxy = check_capture("Capital?", REF, None, PROXY_META, None)
+        engine = sa.create_engine(resolve_db_url(pg_url), poolclass=sa.pool.NullPool)
+        done: list[Any] = []
+        try:
+            with engine.connect() as conn:
+                rollup = conn.begin()
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})")
+                merging = threading.Thread(
+                    target=lambda: done.append(svc.merge_proxied(out.id, (*proxy, "chatcmpl-1")))
+                )
+                merging.start()
+                waiting = sa.text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                )
+                for _ in range(500):  # until the merge waits for the capture lock
+                    with engine.connect() as probe:
+                        if probe.execute(waiting).scalar():
+                            break
+                    time.sleep(0.02)
+                else:
+                    raise AssertionError("the merge never waited for the capture lock")
+                assert roll_up(conn) == out.id  # counted while the merge waits
+                rollup.commit()
+            merging.join(30)
+        finally:
+            engine.dispose()
+        assert done and done[0] is not None and done[0].output == REF
+        assert [r.passed for r in svc.get_capture(out.id).results] == [True]
+        _assert_rollups_exact(svc)
+    assert_exact(pg_url)

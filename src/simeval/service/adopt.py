@@ -12,8 +12,11 @@ Both rewrite one capture in the caller's write transaction (``rewrite``): its ``
 rows, its conversations' summaries, and — when the rollups counted it already (its id at or
 below their watermark) — ``trend_rollup``, ``meta_rollup`` and ``meta_capture_rollup`` follow,
 the capture taken out of them as it was and counted again as it is, so every count stays
-exact. On PostgreSQL the capture lock is held exclusively first, as the rollup takes it
-(``roll_up``): the watermark cannot move while the capture is rewritten.
+exact. On PostgreSQL the capture's row is locked first, then the capture lock taken: shared,
+as a capture takes it, when the rollups have not counted the capture (the watermark cannot
+move past it until the commit, and captures go on meanwhile), else exclusively, as the rollup
+takes it (``roll_up``: its sums are read, then written); a capture counted in between is
+``Recount``, to be run again.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from sqlalchemy import delete, insert, text
 from sqlalchemy.orm import Session
 
 from simeval.service.rollup import Sums, Tally, add_sums
-from simeval.store import CAPTURE_LOCK, Capture, capture_meta_table
+from simeval.store import CAPTURE_LOCK, Capture, capture_meta_table, unpack_results
 from simeval.store.meta_index import index_entries
 from simeval.store.meta_rollup import MetaSums, tally_rows, watermark, write_sums
 from simeval.store.summaries import recompute_conversations
@@ -59,14 +62,36 @@ def _counted(conn: Any, cap: Capture, sign: int) -> None:
     )
 
 
-def rewrite(s: Session, keys: Sequence[str], cap: Capture, change: Callable[[], None]) -> None:
-    """In the write transaction ``s``: ``change()`` edits the stored capture ``cap`` (its
-    texts, metadata, conversation, results); the tables read from it follow (see the module
-    doc). ``keys``: the metadata keys indexed."""
-    conn = s.connection()
-    if conn.dialect.name == "postgresql":
-        s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
+class Recount(Exception):
+    """The rollups counted the capture while its rewrite waited for the capture lock: run it
+    again (it then takes the lock exclusively)."""
+
+
+def _locked(s: Session, cap: Capture) -> bool:
+    """The capture lock taken as ``rewrite`` needs it (see the module doc); whether the
+    rollups counted ``cap``."""
+    if s.get_bind().dialect.name != "postgresql":
+        return cap.id <= watermark(s)  # SQLite: one writer at a time
     counted = cap.id <= watermark(s)
+    lock = "pg_advisory_xact_lock" if counted else "pg_advisory_xact_lock_shared"
+    s.execute(text(f"SELECT {lock}({CAPTURE_LOCK})"))
+    if not counted and cap.id <= watermark(s):
+        raise Recount(cap.id)
+    return counted
+
+
+def _capture(s: Session, capture_id: int) -> Capture | None:
+    """The stored capture, its row locked until the commit (PostgreSQL)."""
+    return s.get(Capture, capture_id, with_for_update=True)
+
+
+def rewrite(s: Session, keys: Sequence[str], cap: Capture, change: Callable[[], None]) -> None:
+    """In the write transaction ``s``: ``change()`` edits the stored capture ``cap`` (read
+    with its row locked: ``_capture``; its texts, metadata, conversation, results); the tables
+    read from it follow (see the module doc). ``keys``: the metadata keys indexed.
+    ``Recount`` when it must be run again."""
+    conn = s.connection()
+    counted = _locked(s, cap)
     talks = {cap.conversation_id}
     if counted:
         _counted(conn, cap, -1)
@@ -99,7 +124,7 @@ def adopt_span(
     read from the request's ``traceparent`` (``SPAN_IDS``), never those of another span
     adopted before. Its texts and results stay.
     True when the capture changed."""
-    cap = s.get(Capture, capture_id)
+    cap = _capture(s, capture_id)
     if cap is None:
         return False
     meta = dict(cap.meta or {})
@@ -137,20 +162,22 @@ def merge_proxied(
     capture_id: int,
     proxied: tuple[str, str, str | None, dict[str, Any] | None],
     score: Callable[[str, str], bytes | None] | None,
-) -> Capture | None:
+) -> tuple[Capture, bool] | None:
     """In the write transaction ``s``: the capture ``capture_id``, stored from a span, takes
     the proxy's copy of the call ``proxied`` (input, output, conversation id, metadata):
     the proxy's exact texts, its metadata merged (``merged_meta``), the span's conversation
     id (else the proxy's). When the texts differ, or the capture was stored unscored, its
     results are replaced by ``score(input, output)`` (the packed results; ``score`` None:
     automatic evaluation is off, and the capture is left unscored). Returns the capture as
-    rewritten, or None when there is no such capture or it is the proxy's already."""
-    cap = s.get(Capture, capture_id)
+    rewritten and whether it had results before, or None when there is no such capture or
+    it is the proxy's already."""
+    cap = _capture(s, capture_id)
     if cap is None or (cap.meta or {}).get("source") == "proxy":
         return None
     text_in, output, conversation_id, proxy_meta = proxied
     meta = merged_meta(dict(cap.meta or {}), dict(proxy_meta or {}))
     again = (cap.input, cap.output) != (text_in, output) or not cap.evaluated
+    had = bool(cap.evaluated and unpack_results(cap.scores))
 
     def change() -> None:
         cap.input, cap.output, cap.meta = text_in, output, meta
@@ -161,4 +188,4 @@ def merge_proxied(
             cap.scores, cap.evaluated = blob, score is not None
 
     rewrite(s, keys, cap, change)
-    return cap
+    return cap, had

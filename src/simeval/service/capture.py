@@ -28,7 +28,7 @@ from simeval.checks import (
     parse_time,
     utc_now,
 )
-from simeval.service.adopt import adopt_span, merge_proxied
+from simeval.service.adopt import Recount, adopt_span, merge_proxied
 from simeval.service.base import ServiceBase
 from simeval.service.capture_score import Active, prepare, score_capture
 from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
@@ -218,7 +218,10 @@ class CaptureMixin(ServiceBase):
             keys = self._indexed_meta(flags)
             return adopt_span(s, keys, capture_id, conversation_id, span_meta)
 
-        return self.store.run_write(merge)
+        try:
+            return self.store.run_write(merge)
+        except Recount:  # counted meanwhile: again, with the capture lock held exclusively
+            return self.store.run_write(merge)
 
     def merge_proxied(
         self, capture_id: int, proxied: CheckedCapture | KeyedCapture
@@ -247,16 +250,17 @@ class CaptureMixin(ServiceBase):
             def score(text_in: str, output: str) -> bytes | None:
                 return score_capture(active, text_in, output)[0]
 
-            old = s.get(Capture, capture_id)
-            before[:] = [bool(old is not None and old.evaluated and old.scores)]
-            cap = merge_proxied(
+            merged = merge_proxied(
                 s,
                 self._indexed_meta(flags),
                 capture_id,
                 (text_in, output, conversation_id, normal_meta(metadata)),
                 score if active is not None else None,
             )
-            return None if cap is None else self._capture_out(s, cap)
+            if merged is None:
+                return None
+            before[:] = [merged[1]]
+            return self._capture_out(s, merged[0])
 
         for _ in range(10):
             try:
@@ -264,6 +268,8 @@ class CaptureMixin(ServiceBase):
                 break
             except _Unprepared as missing:
                 self._prepared(missing.revision)
+            except Recount:  # counted meanwhile: again, with the capture lock held exclusively
+                continue
         else:
             raise RuntimeError("the active evals kept changing while merging; nothing stored")
         if out is not None and not before[0] and out.evaluated and out.results:
