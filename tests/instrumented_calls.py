@@ -3,7 +3,8 @@ subprocess by tests/web/test_instrumentations.py (an instrumentation patches the
 module for the whole process, so each mode gets a process of its own).
 
 ``python tests/instrumented_calls.py MODE --upstream URL --otlp URL [--session ID]
-[--order spans-first|logs-first] [--question Q ...] [--stream-question Q ...]``
+[--order spans-first|logs-first] [--one-trace] [--records-without-span]
+[--flush-after-captures N] [--question Q ...] [--stream-question Q ...]``
 
 - MODE ``openai-v2``: ``opentelemetry-instrumentation-openai-v2`` in whatever mode the
   environment sets (``OTEL_SEMCONV_STABILITY_OPT_IN``,
@@ -16,7 +17,13 @@ module for the whole process, so each mode gets a process of its own).
   the same exporter beside its own (``send_to_logfire=False``).
 - The OpenTelemetry SDK's own OTLP/HTTP exporters (protobuf) for traces, logs and metrics,
   behind its batch processors, to ``--otlp`` (``/v1/traces``, ``/v1/logs``, ``/v1/metrics``);
-  ``--order`` says which provider is shut down (so flushed) first.
+  ``--order`` says which provider is shut down (so flushed) first. ``--one-trace``: every
+  call inside one parent span (one trace); ``--records-without-span``: a log record
+  processor (the SDK's extension point, as a log bridge that loses the span would) clears
+  each record's span id before it is exported, its trace id kept — a shape no pinned
+  instrumentation sends on its own. ``--flush-after-captures N``: the spans and records
+  are sent only once the server at ``--otlp`` holds N captures (at most 30 s of polling), so
+  a proxy's captures are stored before the spans of their calls arrive.
 - The official ``openai`` client against ``--upstream`` (an OpenAI-compatible server):
   one call per ``--question``, one streamed call (with usage) per ``--stream-question``.
 
@@ -41,6 +48,9 @@ def main() -> None:
     parser.add_argument("--otlp", required=True)
     parser.add_argument("--session")
     parser.add_argument("--order", choices=["spans-first", "logs-first"], default="spans-first")
+    parser.add_argument("--one-trace", action="store_true")
+    parser.add_argument("--records-without-span", action="store_true")
+    parser.add_argument("--flush-after-captures", type=int, default=0)
     parser.add_argument("--question", action="append", default=[])
     parser.add_argument("--stream-question", action="append", default=[])
     args = parser.parse_args()
@@ -76,6 +86,22 @@ def main() -> None:
         BatchSpanProcessor(recorded(OTLPSpanExporter(endpoint=args.otlp + "/v1/traces"), "traces"))
     )
     logger_provider = LoggerProvider(resource=resource)
+    if args.records_without_span:
+        from opentelemetry.sdk._logs import LogRecordProcessor
+
+        class WithoutSpan(LogRecordProcessor):
+            """Each record's span id cleared (0: none), before the batch takes it."""
+
+            def on_emit(self, log_record: Any) -> None:
+                log_record.log_record.span_id = 0
+
+            def shutdown(self) -> None:
+                pass
+
+            def force_flush(self, timeout_millis: int = 30000) -> bool:
+                return True
+
+        logger_provider.add_log_record_processor(WithoutSpan())
     logger_provider.add_log_record_processor(
         BatchLogRecordProcessor(recorded(OTLPLogExporter(endpoint=args.otlp + "/v1/logs"), "logs"))
     )
@@ -132,7 +158,10 @@ def main() -> None:
     # a metric of the engine's own, so that every mode sends metrics (to /v1/metrics too)
     calls = meter_provider.get_meter("instrumented-engine").create_counter("engine.calls")
     ids = []
-    with session:
+    parent: Any = contextlib.nullcontext()
+    if args.one_trace:
+        parent = tracer_provider.get_tracer("engine").start_as_current_span("answer questions")
+    with session, parent:
         for question in args.question:
             reply = client.chat.completions.create(
                 model="gpt-test",
@@ -159,6 +188,16 @@ def main() -> None:
         import logfire
 
         logfire.force_flush()  # its own provider: the spans sent before the process ends
+    if args.flush_after_captures:
+        import time
+
+        import httpx
+
+        for _ in range(300):
+            found = httpx.get(args.otlp + "/api/captures").json()["captures"]
+            if len(found) >= args.flush_after_captures:
+                break
+            time.sleep(0.1)
     providers = [tracer_provider, logger_provider]
     if args.order == "logs-first":
         providers.reverse()

@@ -1,5 +1,5 @@
 """Processes the tests start and talk to on 127.0.0.1: a command whose address is read from
-its output, and the wait for a server's health."""
+its output, the wait for a server's health, and the wait for its captures."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import subprocess
 import threading
 import time
+from typing import Any
 
 import httpx
 
@@ -64,3 +65,16 @@ def wait_healthy(url: str) -> None:
             pass
         time.sleep(0.05)
     raise RuntimeError(f"{url} never answered /api/health")
+
+
+def wait_captures(url: str, count: int, seconds: float = 20.0) -> list[dict[str, Any]]:
+    """The server's captures (newest first, up to 50) once there are ``count``, or what there
+    is after ``seconds`` of polling (a call stored in the background, e.g. joined from two
+    halves or queued by the proxy, is stored just after the request that brought it)."""
+    found: list[dict[str, Any]] = []
+    for _ in range(max(1, round(seconds / 0.1))):
+        found = httpx.get(url + "/api/captures", params={"limit": 50}).json()["captures"]
+        if len(found) >= count:
+            break
+        time.sleep(0.1)
+    return found

@@ -134,6 +134,29 @@ def naive_utc(value: datetime) -> datetime:
     return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
 
 
+EPOCH = datetime(1970, 1, 1)  # naive UTC, as the database stores times
+
+
+def from_unix_ns(ns: int) -> datetime:
+    """Nanoseconds since 1970 (an OTLP time) as the naive UTC time the database stores,
+    exact to the microsecond; any 64-bit value (up to the year 2554) is one.
+
+    >>> from_unix_ns(1_714_564_800_123_456_789)
+    datetime.datetime(2024, 5, 1, 12, 0, 0, 123456)
+    """
+    return EPOCH + timedelta(microseconds=ns // 1000)
+
+
+def unix_ns(value: datetime) -> int:
+    """A time (naive UTC, or aware) in nanoseconds since 1970, exact to the microsecond:
+    ``from_unix_ns`` the other way.
+
+    >>> unix_ns(datetime(2024, 5, 1, 12, 0, 0, 123456))
+    1714564800123456000
+    """
+    return (naive_utc(value) - EPOCH) // timedelta(microseconds=1) * 1000
+
+
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$", re.IGNORECASE)
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.servers import Proc
+from tests.otlp_receiver import Receiver
+from tests.servers import Proc, wait_captures
 
 from simeval.service import Service
 from simeval.web.server_process import running_server
@@ -122,18 +123,6 @@ def instrumented(
     return result
 
 
-def captures(url: str, count: int) -> list[dict[str, Any]]:
-    """The server's captures once there are ``count`` (a call joined from two halves is
-    stored just after the request that completed it): at most 20 s of polling."""
-    found: list[dict[str, Any]] = []
-    for _ in range(200):
-        found = httpx.get(url + "/api/captures", params={"limit": 50}).json()["captures"]
-        if len(found) >= count:
-            break
-        time.sleep(0.1)
-    return found
-
-
 def the_two(caps: dict[str, dict[str, Any]], found: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The captures of ``QUESTIONS``' two calls (``by_input``): France's, Japan's."""
     assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"], found
@@ -163,7 +152,7 @@ def test_each_call_captured_once(mode: str, upstream: str, tmp_path: Path) -> No
             assert result["exports"]["traces"] and result["exports"]["metrics"]
             ids = result["ids"]
         time.sleep(0.3)  # a second capture of either call would be stored by now
-        caps = by_input(captures(url, 2))
+        caps = by_input(wait_captures(url, 2))
     assert sorted(caps) == ["And the capital of Japan?", "What is the capital of France?"]
     france, japan = caps["What is the capital of France?"], caps["And the capital of Japan?"]
     assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
@@ -197,7 +186,7 @@ def test_a_call_seen_by_the_proxy_and_an_instrumentation_is_stored_once(
             # the server took the spans (and records) of both calls, keyed as the proxy did
             assert result["exports"]["traces"] == ["SUCCESS"], result
         time.sleep(0.5)
-        found = captures(url, 6)
+        found = wait_captures(url, 6)
     assert len(found) == 6, [(c["input"], c["capture_key"]) for c in found]
     keys = [c["capture_key"] for c in found]
     assert len(set(keys)) == 6 and all(k.startswith("chatcmpl-") for k in keys)
@@ -217,7 +206,7 @@ def test_a_value_cut_by_the_sdk_length_limit_is_stored_unscored(
             "What is the capital of France?",
             env={"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "100"},
         )
-        (cap,) = captures(url, 1)
+        (cap,) = wait_captures(url, 1)
     assert result["exports"]["traces"] == ["SUCCESS"]
     assert cap["capture_key"] == result["ids"][0] and cap["metadata"]["model"] == "gpt-test"
     assert "gen_ai.output.messages is not whole JSON (100 characters)" in cap["metadata"]["cut"]
@@ -268,9 +257,9 @@ def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Pat
                 order,
             )
             assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
-        found = captures(url, 2)
+        found = wait_captures(url, 2)
         time.sleep(0.3)  # a second capture of either call would be stored by now
-        found = captures(url, 2)
+        found = wait_captures(url, 2)
         otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
     caps = by_input(found)
     france, japan = the_two(caps, found)
@@ -294,7 +283,7 @@ def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
         assert result["exports"]["traces"] and all(
             r == "SUCCESS" for r in result["exports"]["traces"]
         ), result
-        found = captures(url, 2)
+        found = wait_captures(url, 2)
         otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
     caps = by_input(found)
     france, japan = the_two(caps, found)
@@ -326,7 +315,7 @@ def test_a_call_through_the_proxy_keeps_its_spans_conversation(
         assert result["exports"]["traces"] == ["SUCCESS"], result
         found: list[dict[str, Any]] = []
         for _ in range(100):  # the span's part is added just after its request
-            found = captures(url, 2)
+            found = wait_captures(url, 2)
             if all(c["conversation_id"] for c in found):
                 break
             time.sleep(0.1)
@@ -342,3 +331,113 @@ def test_a_call_through_the_proxy_keeps_its_spans_conversation(
     assert plain["metadata"]["response_id"] == plain["capture_key"]
     (talk,) = [t for t in talks["conversations"] if t["id"] == "conv-proxied"]
     assert talk["turns"] == 2, talk
+
+
+@pytest.mark.parametrize("order", ["spans-first", "logs-first"])
+def test_records_without_a_span_id_join_the_call_of_their_trace(
+    order: str, upstream: str, tmp_path: Path
+) -> None:
+    """openai-v2 (content in log records) with each record's span id cleared before export,
+    its trace id kept (a log processor does it: no pinned instrumentation sends this shape on
+    its own), both calls inside one parent span: each record joins the call of its trace
+    whose time it falls within, whichever arrives first; none is dropped."""
+    with running_server(_db(tmp_path)) as (url, _proc):
+        result = instrumented(
+            "openai-v2 default",
+            upstream,
+            url,
+            *QUESTIONS,
+            "--one-trace",
+            "--records-without-span",
+            "--order",
+            order,
+        )
+        assert all(r == "SUCCESS" for rs in result["exports"].values() for r in rs), result
+        found = wait_captures(url, 2)
+        otlp = httpx.get(url + "/api/health").json().get("otlp") or {}
+    france, japan = the_two(by_input(found), found)
+    assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
+    assert [france["capture_key"], japan["capture_key"]] == result["ids"]
+    assert france["metadata"]["trace_id"] == japan["metadata"]["trace_id"]
+    assert france["metadata"]["span_id"] != japan["metadata"]["span_id"]
+    assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
+    assert not otlp.get("dropped") and otlp["waiting"] == 0, otlp
+
+
+def test_a_call_whose_span_came_first_takes_the_proxys_exact_text(
+    upstream: str, tmp_path: Path
+) -> None:
+    """The span is stored first, the proxy's copy of the same call second (the same response
+    id: the local upstream answers a request the same way, id included). Here the span's copy
+    was cut by the SDK's length limit (stored unscored); the one capture of each call then
+    holds the proxy's exact text, scored, its metadata merged, the first span's trace and
+    span ids, and the conversation a span of the call named (OpenInference's session)."""
+    with running_server(_db(tmp_path), "--upstream", upstream) as (url, _proc):
+        first = instrumented(
+            "openai-v2 span_only",
+            upstream,  # directly: only the spans reach the server
+            url,
+            *QUESTIONS,
+            env={"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "40"},
+        )
+        spans = {c["capture_key"]: c for c in wait_captures(url, 2)}
+        assert sorted(spans) == sorted(first["ids"]), spans
+        assert all("cut" in c["metadata"] and not c["evaluated"] for c in spans.values())
+        second = instrumented(
+            "openinference", url + "/v1", url, *QUESTIONS, "--session", "conv-merged"
+        )
+        assert second["ids"] == first["ids"]  # the same calls, as the proxy sees them
+        found: list[dict[str, Any]] = []
+        for _ in range(200):  # the proxy's copies are merged just after they are queued
+            found = wait_captures(url, 2)
+            if all(c["metadata"]["source"] == "proxy" and c["conversation_id"] for c in found):
+                break
+            time.sleep(0.1)
+    france, japan = the_two(by_input(found), found)
+    assert (france["output"], japan["output"]) == (FRANCE, JAPAN)
+    for cap in (france, japan):
+        meta, span = cap["metadata"], spans[cap["capture_key"]]["metadata"]
+        assert cap["conversation_id"] == "conv-merged" and cap["evaluated"], cap
+        assert (meta["trace_id"], meta["span_id"]) == (span["trace_id"], span["span_id"])
+        assert meta["source"] == "proxy" and meta["endpoint"] == "/v1/chat/completions", meta
+        assert meta["span_name"] == span["span_name"] and "cut" not in meta, meta
+    assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
+
+
+def test_a_proxied_calls_scores_go_out_once_on_its_callers_span(
+    upstream: str, tmp_path: Path
+) -> None:
+    """OpenLLMetry sends the W3C ``traceparent`` of its GenAI span with the request: the
+    proxy's capture, stored before the span arrives, has the trace and span ids at once, so
+    its exported score is parented to that span; the span, adopted later, changes nothing of
+    it and no second event goes out."""
+    receiver = Receiver()
+    try:
+        with running_server(
+            _db(tmp_path), "--upstream", upstream, "--otlp-export", receiver.url
+        ) as (url, _proc):
+            result = instrumented(
+                "openllmetry", url + "/v1", url, *QUESTIONS, "--flush-after-captures", "2"
+            )
+            assert result["exports"]["traces"] == ["SUCCESS"], result
+            found: list[dict[str, Any]] = []
+            for _ in range(200):  # the spans' names are added just after their request
+                found = wait_captures(url, 2)
+                if all("span_name" in c["metadata"] for c in found):
+                    break
+                time.sleep(0.1)
+            records = receiver.wait_for(2)
+            time.sleep(1.0)  # a second event for either result would have been sent by now
+            health = httpx.get(url + "/api/health").json()
+    finally:
+        receiver.close()
+    assert len(found) == 2 and all(c["metadata"]["source"] == "proxy" for c in found), found
+    assert len(receiver.records) == 2, receiver.records
+    by_result = {r["attrs"]["evaluation.identifier"]: r for r in records}
+    for cap in found:
+        meta = cap["metadata"]
+        assert meta["span_name"] == "openai.chat", meta
+        event = by_result[cap["results"][0]["id"]]
+        assert (event["trace_id"], event["span_id"]) == (meta["trace_id"], meta["span_id"])
+        assert event["attrs"]["gen_ai.response.id"] == cap["capture_key"]
+    assert health["otlp_export"]["sent"] == 2, health

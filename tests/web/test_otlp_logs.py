@@ -441,7 +441,8 @@ def test_malformed_logs_store_and_keep_nothing(client: TestClient, body: bytes) 
 def test_a_choice_naming_no_span_joins_the_span_of_its_time() -> None:
     """A ``gen_ai.choice`` with neither trace nor span id (OpenLLMetry's streamed calls) joins
     the one waiting span it falls within, before or after that span arrives; one that falls
-    within two spans, or none, joins nothing and is dropped, counted, when its wait is over."""
+    within two spans is dropped at once (it cannot be told which), one within none when its
+    wait is over, each counted."""
     joiner = Joiner(wait_s=60)
 
     def waiting_span(n: int, start: int, end: int) -> list[Call]:
@@ -462,10 +463,67 @@ def test_a_choice_naming_no_span_joins_the_span_of_its_time() -> None:
     waiting_span(3, 500, 700)
     waiting_span(4, 600, 800)
     assert orphan(650, "both") == []  # within two spans: neither is guessed
+    assert orphan(900, "none") == []  # within none yet: it waits
     assert len(joiner) == 3
     assert joiner.expired(time.monotonic() + 61) == []  # spans 3, 4 without content; the orphan
     assert joiner.tally.stats()["dropped"] == {
         "a record names no span": 1,
+        "a record names no span and fits several calls": 1,
         "no message content": 2,
+    }
+    assert len(joiner) == 0 and joiner.bytes == 0
+
+
+def test_records_naming_a_trace_but_no_span_join_the_call_they_fit() -> None:
+    """A user message or choice record with a trace id and no span id joins the waiting span
+    of its trace it fits: the one whose response id it names, when both have one (two
+    overlapping calls of one trace told apart), else the one whose time it falls within;
+    whichever arrives first. Hand-built records: no pinned instrumentation sends this shape
+    on its own (tests/web/test_instrumentations.py drives openai-v2 with the span ids
+    cleared by a log processor)."""
+    joiner = Joiner(wait_s=60)
+    other = "f" * 32
+
+    def span(n: int, start: int, end: int, response: str | None = None) -> list[Call]:
+        call = Call(span_id=f"{n:016x}", trace_id=TRACE, start=start, end=end, response_id=response)
+        return joiner.add_span(call)
+
+    def record(event: str, at: int, body: Any, trace: str = TRACE, **attrs: Any) -> list[Call]:
+        rec = {"trace_id": trace, "span_id": "", "event": event, "time": at, "body": body}
+        return joiner.add_record({**rec, "attrs": attrs})
+
+    def choice(at: int, text: str, trace: str = TRACE, **attrs: Any) -> list[Call]:
+        return record(
+            "gen_ai.choice", at, {"index": 0, "message": {"content": text}}, trace, **attrs
+        )
+
+    # two calls of one trace at once, each record naming its response id
+    assert span(1, 100, 500, "chatcmpl-1") == span(2, 200, 600, "chatcmpl-2") == []
+    assert (
+        record(
+            "gen_ai.user.message", 250, {"content": "q2"}, **{"gen_ai.response.id": "chatcmpl-2"}
+        )
+        == []
+    )
+    (second,) = choice(450, "a2", **{"gen_ai.response.id": "chatcmpl-2"})
+    (first,) = choice(450, "a1", **{"gen_ai.response.id": "chatcmpl-1"})
+    assert (second.input, second.output, second.span_id) == ("q2", "a2", f"{2:016x}")
+    assert (first.output, first.span_id) == ("a1", f"{1:016x}")
+    # by time, the records first: they wait for their span
+    assert record("gen_ai.user.message", 1100, {"content": "q3"}) == []
+    assert choice(1150, "a3") == []
+    assert choice(1150, "elsewhere", trace=other) == []  # another trace's: not this call's
+    (third,) = span(3, 1000, 1200)
+    assert (third.input, third.output, third.span_id) == ("q3", "a3", f"{3:016x}")
+    assert len(joiner) == 1
+    # overlapping calls of one trace naming no response id: a record within both joins none
+    assert span(4, 2000, 2400) == span(5, 2100, 2500) == []
+    assert choice(2200, "either") == []
+    assert joiner.tally.stats()["dropped"] == {"a record names no span and fits several calls": 1}
+    assert joiner.expired(time.monotonic() + 61) == []
+    assert joiner.tally.stats()["dropped"] == {
+        "a record names no span": 1,  # the other trace's
+        "a record names no span and fits several calls": 1,
+        "no message content": 2,  # spans 4 and 5
     }
     assert len(joiner) == 0 and joiner.bytes == 0

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from tests.servers import wait_captures
 
 from simeval.checks import MAX_TEXT_CHARS
 from simeval.service import Service
@@ -37,17 +38,6 @@ def _db(tmp_path: Path) -> Path:
         svc.test_eval("capital", "Capital?", FRANCE)
         svc.activate_eval("capital")
     return db
-
-
-def _captures(url: str, count: int) -> dict[str, dict[str, Any]]:
-    """The server's captures by key, once there are ``count`` (at most 10 s of polling)."""
-    found: list[dict[str, Any]] = []
-    for _ in range(100):
-        found = httpx.get(url + "/api/captures", params={"limit": 50}).json()["captures"]
-        if len(found) >= count:
-            break
-        time.sleep(0.1)
-    return {c["capture_key"]: c for c in found}
 
 
 def test_one_long_span_does_not_lose_its_batch(tmp_path: Path) -> None:
@@ -80,7 +70,7 @@ def test_one_long_span_does_not_lose_its_batch(tmp_path: Path) -> None:
                 span.set_attribute("gen_ai.completion.0.content", output)
         provider.shutdown()  # the three in one export
         assert [r.name for r in results] == ["SUCCESS"]
-        caps = _captures(url, 3)
+        caps = {c["capture_key"]: c for c in wait_captures(url, 3)}
         health = httpx.get(url + "/api/health").json()
     assert sorted(caps) == ["chatcmpl-0", "chatcmpl-1", "chatcmpl-2"]
     for key in ("chatcmpl-0", "chatcmpl-2"):

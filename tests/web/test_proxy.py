@@ -223,6 +223,45 @@ def test_streams_are_not_buffered(served: tuple[Proc, Path], upstream: Proc) -> 
     assert rest.endswith(b"data: [DONE]\n\n")
 
 
+def test_the_requests_traceparent_is_kept_with_its_capture(
+    served: tuple[Proc, Path], upstream: Proc
+) -> None:
+    """A W3C ``traceparent`` sent with the request (as an instrumented client sends it) is
+    forwarded unchanged, and its trace and span ids are the capture's: its exported scores
+    join the caller's trace at once. A header that is not valid Trace Context gives none."""
+    server, _ = served
+    _, via = clients(upstream, server.url)
+    trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    headers = {
+        "valid": f"00-{trace}-{span}-01",
+        "a later version, more fields": f"01-{trace}-{span}-01-what-comes-next",
+        "upper case": f"00-{trace.upper()}-{span}-01",
+        "zero span id": f"00-{trace}-{'0' * 16}-01",
+        "version ff": f"ff-{trace}-{span}-01",
+        "version 00 with more fields": f"00-{trace}-{span}-01-more",
+        "not one": "hello",
+    }
+    for name, value in headers.items():
+        via.chat.completions.create(
+            model="gpt-test",
+            messages=[{"role": "user", "content": f"Capital of France? ({name})"}],
+            extra_headers={"traceparent": value},
+        )
+        seen = httpx.get(upstream.url.removesuffix("/v1") + "/debug/last").json()
+        assert (seen.get("headers") or seen)["traceparent"] == value
+    wait_captured(server.url, len(headers))
+    caps = httpx.get(server.url + "/api/captures", params={"limit": 50}).json()["captures"]
+    ids = {
+        c["input"].removeprefix("Capital of France? (").removesuffix(")"): (
+            c["metadata"].get("trace_id"),
+            c["metadata"].get("span_id"),
+        )
+        for c in caps
+    }
+    valid = {"valid", "a later version, more fields"}
+    assert ids == {name: (trace, span) if name in valid else (None, None) for name in headers}
+
+
 def test_standalone_proxy_with_the_store_unavailable(tmp_path: Path, upstream: Proc) -> None:
     """``simeval proxy``: while another process holds the database's write lock, clients are
     answered as always; the replies wait in the queue and are stored once the store is back."""

@@ -1,17 +1,114 @@
-"""One call seen twice, by the proxy and as a span: the proxy's capture, stored first (with
-the exact text it passed on), takes what only the span knows."""
+"""One call seen twice, by the proxy and as a span (the same response id, so the same capture
+key): one capture holding the best of both, whichever came first — the span's conversation
+id, trace and span ids and span name, the proxy's exact text and metadata.
+
+- The proxy's capture stored first: it takes what only the span knows (``adopt_span``); its
+  texts and results stay.
+- The span's capture stored first: it takes the proxy's texts and metadata
+  (``merge_proxied``) and is scored again on those texts. This is the one write, besides an
+  eval's rescore, that replaces a stored capture's results; nothing else rewrites them.
+
+Both rewrite one capture in the caller's write transaction (``rewrite``): its ``capture_meta``
+rows, its conversations' summaries, and — when the rollups counted it already (its id at or
+below their watermark) — ``trend_rollup``, ``meta_rollup`` and ``meta_capture_rollup`` follow,
+the capture taken out of them as it was and counted again as it is, so every count stays
+exact. On PostgreSQL the capture's row is locked first, then the capture lock taken: shared,
+as a capture takes it, when the rollups have not counted the capture (the watermark cannot
+move past it until the commit, and captures go on meanwhile), else exclusively, as the rollup
+takes it (``roll_up``: its sums are read, then written); a capture counted in between is
+``Recount``, to be run again.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import delete, insert, text
 from sqlalchemy.orm import Session
 
-from simeval.store import Capture, capture_meta_table
+from simeval.service.rollup import Sums, Tally, add_sums
+from simeval.store import CAPTURE_LOCK, Capture, capture_meta_table, unpack_results
 from simeval.store.meta_index import index_entries
+from simeval.store.meta_rollup import MetaSums, tally_rows, watermark, write_sums
 from simeval.store.summaries import recompute_conversations
+
+# what a span knows of a call and the proxy does not
+SPAN_KEYS = ("trace_id", "span_id", "span_name")
+# what a capture's metadata says of its own texts: not true of another copy's texts
+TEXT_NOTES = ("cut", "no_input")
+# the ids the proxy can know only from the request's W3C ``traceparent`` header: those of
+# the caller's span around the HTTP request (the GenAI span's for OpenLLMetry; an HTTP
+# client's span inside it when the HTTP client is instrumented): the span's own replace them
+SPAN_IDS = ("trace_id", "span_id")
+
+
+def _counted(conn: Any, cap: Capture, sign: int) -> None:
+    """The capture, as it is now, added to (``sign`` 1) or taken from (-1) the rollups."""
+    tally = Tally()
+    tally.add(cap.captured_at, cap.scores)
+    sums = {
+        k: Sums(count=sign * v.count, total=sign * v.total, passes=sign * v.passes)
+        for k, v in tally.sums().items()
+    }
+    add_sums(conn, sums)
+    meta = tally_rows(conn, [(cap.id, cap.captured_at, cap.scores)])
+    write_sums(
+        conn,
+        MetaSums(
+            {k: [sign * c, sign * p] for k, (c, p) in meta.results.items()},
+            {k: sign * n for k, n in meta.captures.items()},
+        ),
+    )
+
+
+class Recount(Exception):
+    """The rollups counted the capture while its rewrite waited for the capture lock: run it
+    again (it then takes the lock exclusively)."""
+
+
+def _locked(s: Session, cap: Capture) -> bool:
+    """The capture lock taken as ``rewrite`` needs it (see the module doc); whether the
+    rollups counted ``cap``."""
+    if s.get_bind().dialect.name != "postgresql":
+        return cap.id <= watermark(s)  # SQLite: one writer at a time
+    counted = cap.id <= watermark(s)
+    lock = "pg_advisory_xact_lock" if counted else "pg_advisory_xact_lock_shared"
+    s.execute(text(f"SELECT {lock}({CAPTURE_LOCK})"))
+    if not counted and cap.id <= watermark(s):
+        raise Recount(cap.id)
+    return counted
+
+
+def _capture(s: Session, capture_id: int) -> Capture | None:
+    """The stored capture, its row locked until the commit (PostgreSQL)."""
+    return s.get(Capture, capture_id, with_for_update=True)
+
+
+def rewrite(s: Session, keys: Sequence[str], cap: Capture, change: Callable[[], None]) -> None:
+    """In the write transaction ``s``: ``change()`` edits the stored capture ``cap`` (read
+    with its row locked: ``_capture``; its texts, metadata, conversation, results); the tables
+    read from it follow (see the module doc). ``keys``: the metadata keys indexed.
+    ``Recount`` when it must be run again."""
+    conn = s.connection()
+    counted = _locked(s, cap)
+    talks = {cap.conversation_id}
+    if counted:
+        _counted(conn, cap, -1)
+    change()
+    s.flush()
+    talks.add(cap.conversation_id)
+    conn.execute(delete(capture_meta_table).where(capture_meta_table.c.capture_id == cap.id))
+    entries = index_entries(cap.meta, keys)
+    if entries:
+        rows = [
+            {"capture_id": cap.id, "key": k, "value": v, "captured_at": cap.captured_at}
+            for k, v in entries
+        ]
+        conn.execute(insert(capture_meta_table), rows)
+    if counted:
+        _counted(conn, cap, 1)
+    recompute_conversations(conn, [t for t in talks if t is not None])
 
 
 def adopt_span(
@@ -21,31 +118,74 @@ def adopt_span(
     conversation_id: str | None,
     span_meta: dict[str, Any],
 ) -> bool:
-    """In the write transaction ``s``: the capture ``capture_id`` takes the span's
+    """In the write transaction ``s``: the proxy's capture ``capture_id`` takes the span's
     ``conversation_id`` where it has none, and the keys of ``span_meta`` its metadata lacks
-    (trace and span id, span name); its texts and results stay. Its conversation's summary is
-    summed again and the added metadata of ``keys`` (the indexed ones) indexed. True when the
-    capture changed."""
-    cap = s.get(Capture, capture_id)
+    (trace and span id, span name); the span's trace and span ids replace any the proxy
+    read from the request's ``traceparent`` (``SPAN_IDS``), never those of another span
+    adopted before. Its texts and results stay.
+    True when the capture changed."""
+    cap = _capture(s, capture_id)
     if cap is None:
         return False
     meta = dict(cap.meta or {})
+    if "span_name" not in meta and span_meta.get("trace_id") and span_meta.get("span_id"):
+        # ids with no span name: the proxy's, from the traceparent (a span's keep theirs)
+        for key in SPAN_IDS:
+            meta.pop(key, None)
     added = {k: v for k, v in span_meta.items() if k not in meta and v is not None}
     talk = conversation_id if cap.conversation_id is None and conversation_id else None
-    if not added and talk is None:
+    merged = {**meta, **added}
+    if merged == (cap.meta or {}) and talk is None:
         return False
-    if added:
-        cap.meta = {**meta, **added}
-    if talk is not None:
-        cap.conversation_id = talk
-    s.flush()
-    entries = index_entries(added, keys)
-    if entries:
-        rows = [
-            {"capture_id": cap.id, "key": k, "value": v, "captured_at": cap.captured_at}
-            for k, v in entries
-        ]
-        s.execute(insert(capture_meta_table), rows)
-    if talk is not None:
-        recompute_conversations(s.connection(), [talk])
+
+    def change() -> None:
+        cap.meta = merged
+        if talk is not None:
+            cap.conversation_id = talk
+
+    rewrite(s, keys, cap, change)
     return True
+
+
+def merged_meta(span_meta: dict[str, Any], proxy_meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata of one call seen twice: the proxy's over the span's, the span's own ids
+    and name kept, and nothing said of the span's copy of the texts (``TEXT_NOTES``)."""
+    out = {k: v for k, v in span_meta.items() if k not in TEXT_NOTES}
+    out.update(proxy_meta)
+    out.update({k: span_meta[k] for k in SPAN_KEYS if k in span_meta})
+    return out
+
+
+def merge_proxied(
+    s: Session,
+    keys: Sequence[str],
+    capture_id: int,
+    proxied: tuple[str, str, str | None, dict[str, Any] | None],
+    score: Callable[[str, str], bytes | None] | None,
+) -> tuple[Capture, bool] | None:
+    """In the write transaction ``s``: the capture ``capture_id``, stored from a span, takes
+    the proxy's copy of the call ``proxied`` (input, output, conversation id, metadata):
+    the proxy's exact texts, its metadata merged (``merged_meta``), the span's conversation
+    id (else the proxy's). When the texts differ, or the capture was stored unscored, its
+    results are replaced by ``score(input, output)`` (the packed results; ``score`` None:
+    automatic evaluation is off, and the capture is left unscored). Returns the capture as
+    rewritten and whether it had results before, or None when there is no such capture or
+    it is the proxy's already."""
+    cap = _capture(s, capture_id)
+    if cap is None or (cap.meta or {}).get("source") == "proxy":
+        return None
+    text_in, output, conversation_id, proxy_meta = proxied
+    meta = merged_meta(dict(cap.meta or {}), dict(proxy_meta or {}))
+    again = (cap.input, cap.output) != (text_in, output) or not cap.evaluated
+    had = bool(cap.evaluated and unpack_results(cap.scores))
+
+    def change() -> None:
+        cap.input, cap.output, cap.meta = text_in, output, meta
+        if cap.conversation_id is None:
+            cap.conversation_id = conversation_id
+        if again:
+            blob = score(text_in, output) if score is not None else None
+            cap.scores, cap.evaluated = blob, score is not None
+
+    rewrite(s, keys, cap, change)
+    return cap, had

@@ -7,15 +7,11 @@ import contextlib
 import json
 import logging
 import math
-import operator
-from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain, islice
 from typing import Any, cast
 
-import pydantic_core
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
@@ -32,9 +28,9 @@ from simeval.checks import (
     parse_time,
     utc_now,
 )
-from simeval.scoring.evalset import EvalSet, EvalSpec
-from simeval.service.adopt import adopt_span
+from simeval.service.adopt import Recount, adopt_span, merge_proxied
 from simeval.service.base import ServiceBase
+from simeval.service.capture_score import Active, prepare, score_capture
 from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
 from simeval.service.checks import get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
@@ -60,44 +56,12 @@ from simeval.store import (
     DatabaseBusyError,
     Eval,
     EvalVersion,
-    f64_bytes,
-    i32_bytes,
-    le_bytes,
-    pick_entries,
 )
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, indexed_keys
 from simeval.store.summaries import add_captures
 from simeval.vocabulary import normal_meta
 
 log = logging.getLogger("simeval.service")
-
-
-@dataclass
-class _Columns:
-    """One scorer group's part of a capture's packed results, made once per revision: the
-    columns that do not depend on the output, for all of the group's evals."""
-
-    ids: bytes
-    versions: bytes
-    thresholds: array[float]
-    fp: int
-    members: int
-
-
-@dataclass
-class _Active:
-    """The active evals of one revision, prepared: the engine and the packing columns."""
-
-    evalset: EvalSet
-    names: list[str]  # by EvalSet position
-    fingerprints: list[str]
-    columns: dict[int, _Columns]  # by id() of the EvalSet group
-    # the JSON of each eval's result with its fixed fields filled in (by EvalSet position):
-    # from after the capture id to the score, its threshold, from after "passed" to the
-    # matched index; and the end of the result for each of its references (by index). An
-    # answer is then a few string joins per result.
-    json_fixed: list[tuple[str, float, str]]
-    json_refs: list[list[str]]
 
 
 def in_force(s: Session, evals: list[Eval]) -> list[Eval]:
@@ -136,82 +100,14 @@ def in_force(s: Session, evals: list[Eval]) -> list[Eval]:
     return out
 
 
-def _prepare(evals: list[Eval]) -> _Active:
-    specs = [
-        EvalSpec(
-            ev.id,
-            ev.name,
-            ev.version,
-            tuple(ev.references),
-            ev.threshold,
-            ev.input_scope,
-            tuple(sorted(ev.options.items())),
-        )
-        for ev in evals
-    ]
-    es = EvalSet(specs, skip_broken=True)
-    for name, reason in es.skipped:
-        # one broken eval (e.g. its IDF table file was deleted) must not stop the others
-        # from scoring: it is skipped and said so in the log
-        log.warning("eval %r is skipped: %s", name, reason)
-    fps: list[str] = []
-    columns = {}
-    for group in es.groups:
-        fp = group.scorer.fingerprint
-        if fp not in fps:
-            fps.append(fp)
-        members = [es.evals[p] for p in group.positions]
-        columns[id(group)] = _Columns(
-            le_bytes(array("q", (e.id or 0 for e in members))),
-            le_bytes(array("i", (e.version for e in members))),
-            array("d", (e.threshold for e in members)),
-            fps.index(fp),
-            len(members),
-        )
-    fixed, refs = [], []
-    for group in es.groups:
-        for p in group.positions:
-            e = es.evals[p]
-            head = pydantic_core.to_json(
-                {
-                    "eval_id": e.id or 0,
-                    "eval_name": e.name,
-                    "eval_type": "similarity",
-                    "eval_version": e.version,
-                }
-            ).decode()
-            tail = pydantic_core.to_json(
-                {"threshold": e.threshold, "fingerprint": group.scorer.fingerprint}
-            ).decode()
-            fixed.append((p, (f'-{e.id or 0}",{head[1:-1]},"score":', e.threshold, tail[1:-1])))
-            refs.append(
-                (
-                    p,
-                    [
-                        f',"matched_index":{i},"matched_reference":'
-                        f'{pydantic_core.to_json(r).decode()},"explanation":null,"review":null}}'
-                        for i, r in enumerate(e.references)
-                    ],
-                )
-            )
-    return _Active(
-        es,
-        [e.name for e in es.evals],
-        fps,
-        columns,
-        [f for _, f in sorted(fixed)],
-        [r for _, r in sorted(refs)],
-    )
-
-
 class CaptureMixin(ServiceBase):
     """Capture and the cache of prepared active evals it scores with."""
 
-    _active: tuple[int, _Active] | None = None
+    _active: tuple[int, Active] | None = None
     # the metadata keys captures index (``capture_meta``), by the setting's stored value
     _meta_keys: tuple[Any, tuple[str, ...]] = (None, DEFAULT_INDEXED_KEYS)
 
-    def _prepared(self, revision: int) -> _Active:
+    def _prepared(self, revision: int) -> Active:
         """The active evals, prepared once per ``revision``."""
         cached = self._active
         if cached is None or cached[0] != revision:
@@ -228,7 +124,7 @@ class CaptureMixin(ServiceBase):
                                 )
                             ),
                         )
-                    cached = self._active = (revision, _prepare(evals))
+                    cached = self._active = (revision, prepare(evals))
         return cached[1]
 
     def capture(
@@ -313,15 +209,72 @@ class CaptureMixin(ServiceBase):
         self, capture_id: int, conversation_id: str | None, span_meta: dict[str, Any]
     ) -> bool:
         """The proxy's capture of a call takes what its span adds (``adopt.adopt_span``):
-        the span's conversation id where it has none, the metadata keys it lacks. True when
-        the capture changed."""
+        the span's conversation id where it has none, the metadata keys it lacks, the span's
+        ids over those read from the request's ``traceparent``. True when the capture
+        changed."""
 
         def merge(s: Session) -> bool:
             flags = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
             keys = self._indexed_meta(flags)
             return adopt_span(s, keys, capture_id, conversation_id, span_meta)
 
-        return self.store.run_write(merge)
+        try:
+            return self.store.run_write(merge)
+        except Recount:  # counted meanwhile: again, with the capture lock held exclusively
+            return self.store.run_write(merge)
+
+    def merge_proxied(
+        self, capture_id: int, proxied: CheckedCapture | KeyedCapture
+    ) -> CaptureOut | None:
+        """One call seen twice, its span stored first: the span's capture ``capture_id``
+        takes the proxy's copy ``proxied`` (checked by ``check_capture``: its exact texts,
+        its metadata merged over the span's; the span's conversation and ids kept) and, when
+        its texts change or it was stored unscored, is scored again by the active evals
+        (``adopt.merge_proxied``: the one write besides ``rescore`` that replaces stored
+        results). One write transaction: all of it or nothing. A capture that had no results
+        before and has now is announced to the capture listeners (its scores exported once);
+        one scored before is not (its results went out already). Returns the capture as
+        stored now, or None when there is no such capture or it is the proxy's already."""
+        text_in, output, conversation_id, metadata = proxied[:4]
+        before: list[bool] = []
+
+        def merge(s: Session) -> CaptureOut | None:
+            flags = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
+            auto = _json_flag(flags.get(AUTO_EVALUATE_KEY), True) is not False
+            revision = int(_json_flag(flags.get(REVISION_KEY), 0) or 0)
+            cached = self._active
+            if auto and (cached is None or cached[0] != revision):
+                raise _Unprepared(revision)  # prepared outside the write transaction
+            active = cached[1] if auto and cached is not None else None
+
+            def score(text_in: str, output: str) -> bytes | None:
+                return score_capture(active, text_in, output)[0]
+
+            merged = merge_proxied(
+                s,
+                self._indexed_meta(flags),
+                capture_id,
+                (text_in, output, conversation_id, normal_meta(metadata)),
+                score if active is not None else None,
+            )
+            if merged is None:
+                return None
+            before[:] = [merged[1]]
+            return self._capture_out(s, merged[0])
+
+        for _ in range(10):
+            try:
+                out = self.store.run_write(merge)
+                break
+            except _Unprepared as missing:
+                self._prepared(missing.revision)
+            except Recount:  # counted meanwhile: again, with the capture lock held exclusively
+                continue
+        else:
+            raise RuntimeError("the active evals kept changing while merging; nothing stored")
+        if out is not None and not before[0] and out.evaluated and out.results:
+            self._announce([out])
+        return out
 
     def on_captured(self, listener: Callable[[list[CaptureOut]], None]) -> None:
         """Call ``listener`` with each batch of captures once committed (stored ones first
@@ -439,7 +392,7 @@ class CaptureMixin(ServiceBase):
     def _capture(
         self,
         cur: Any,
-        active: _Active | None,
+        active: Active | None,
         input: str,
         output: str,
         conversation_id: str | None,
@@ -452,55 +405,7 @@ class CaptureMixin(ServiceBase):
         metadata = normal_meta(metadata)
         now = when or utc_now()
         auto = active is not None
-        scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]] = []
-        lacking: set[tuple[int, int]] = set()  # (group, member) missing a required term
-        blob = None
-        counts = None
-        if active is not None:
-            ids, versions, scores, thresholds, matched, passed, fps = [], [], [], [], [], [], []
-            vectors: dict[int, bytes] = {}
-            evalset = active.evalset
-            for group, members, sc, at in evalset.score_arrays(output, input, vectors):
-                cols = active.columns[id(group)]
-                scored.append((group, members, sc, at))
-                if len(members) == cols.members:
-                    ids.append(cols.ids)
-                    versions.append(cols.versions)
-                    thr: Sequence[float] = cols.thresholds
-                    scores.append(f64_bytes(sc))
-                    matched.append(i32_bytes(at))
-                else:
-                    ids.append(pick_entries(cols.ids, members, 8))
-                    versions.append(pick_entries(cols.versions, members, 4))
-                    thr = [cols.thresholds[m] for m in members]
-                    sc_m = [sc[m] for m in members]
-                    scores.append(le_bytes(array("d", sc_m)))
-                    matched.append(le_bytes(array("i", (at[m] for m in members))))
-                    sc = sc_m
-                thresholds.append(le_bytes(array("d", thr)))
-                verdicts = bytes(map(operator.ge, sc, thr))
-                if group.any_required:
-                    # an eval's required term missing fails it whatever its score
-                    vec = vectors.get(id(group.scorer), b"")
-                    lacks = [bool(evalset.missing_required(group, m, vec)) for m in members]
-                    verdicts = bytes(v and not x for v, x in zip(verdicts, lacks, strict=True))
-                    lacking.update((id(group), m) for m, x in zip(members, lacks, strict=True) if x)
-                passed.append(verdicts)
-                fps.append(bytes((cols.fp,)) * len(members))
-            verdicts_all = b"".join(passed)
-            # what a batch reports (results, passed), from the packed verdicts: no result
-            # objects made only to be counted
-            counts = (len(verdicts_all), verdicts_all.count(1))
-            blob = store_mod.pack_parts(
-                active.fingerprints,
-                b"".join(ids),
-                b"".join(versions),
-                b"".join(scores),
-                b"".join(thresholds),
-                b"".join(matched),
-                verdicts_all,
-                b"".join(fps),
-            )
+        blob, counts, scored, lacking = score_capture(active, input, output)
         capture_id = store_mod.insert_row(
             cur,
             self.store.engine.dialect,
@@ -542,7 +447,7 @@ class CaptureMixin(ServiceBase):
 
     @staticmethod
     def _fresh_json(
-        active: _Active,
+        active: Active,
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
         capture_id: int,
         lacking: set[tuple[int, int]],
@@ -576,7 +481,7 @@ class CaptureMixin(ServiceBase):
 
     @staticmethod
     def _fresh_results(
-        active: _Active,
+        active: Active,
         scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
         capture_id: int,
         input: str,

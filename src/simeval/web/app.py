@@ -170,9 +170,10 @@ def _open_proxy(
     if not upstream:
         return None
     # imported only when proxying: most servers never need it
-    from simeval.web.proxy import CaptureQueue, Proxy
+    from simeval.web.proxy import CaptureQueue, Proxy, proxy_store
 
-    return Proxy(upstream, CaptureQueue(svc.capture_checked, proxy_queue, upstream), token=token)
+    captures = CaptureQueue(proxy_store(svc), proxy_queue, upstream)
+    return Proxy(upstream, captures, token=token)
 
 
 def _lifespan(

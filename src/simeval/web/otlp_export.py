@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import datetime
 import http.client
 import json
 import logging
@@ -61,6 +60,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simeval import __version__
+from simeval.checks import unix_ns
 from simeval.errors import InvalidInput
 from simeval.keepalive import KeepAlive
 from simeval.scoring.explain import missing_terms
@@ -75,7 +75,6 @@ log = logging.getLogger("simeval.otlp_export")
 EVENT_NAME = "gen_ai.evaluation.result"
 LOGS_PATH = "/v1/logs"
 RETRYABLE = frozenset({429, 502, 503, 504})  # the OTLP/HTTP spec's retryable statuses
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 # a result's severity (number, text): OpenTelemetry's INFO for a pass, WARN for a fail
 SEVERITY = {True: (9, "INFO"), False: (13, "WARN")}
 TOP_MISSING = 5  # reference terms an explanation names at most
@@ -175,12 +174,6 @@ def span_of(capture: CaptureOut) -> tuple[str | None, str | None]:
         # OTLP ingest keys a span without a response id by its span id
         span = _hex_id(capture.capture_key, 8)
     return (trace, span) if trace and span else (None, None)
-
-
-def time_ns(at: datetime.datetime) -> int:
-    """A stored time (naive UTC) in nanoseconds since 1970, exact to the microsecond."""
-    aware = at if at.tzinfo is not None else at.replace(tzinfo=datetime.UTC)
-    return (aware - EPOCH) // datetime.timedelta(microseconds=1) * 1000
 
 
 def response_id_of(capture: CaptureOut) -> str | None:
@@ -378,7 +371,7 @@ class ScoreExporter:
         """The log records of one capture's results (plain values; ``_encode`` writes them)."""
         trace_id, span_id = span_of(capture)
         response_id = response_id_of(capture)
-        at = time_ns(capture.captured_at)
+        at = unix_ns(capture.captured_at)
         out = []
         for result in capture.results:
             label = "pass" if result.passed else "fail"

@@ -32,7 +32,15 @@ calls, say), are passed through and not captured. A reply that cannot be read (m
 nested too deep, too large inflated, not storable), from either side, is passed through too,
 logged with its id and counted ``failed`` (so is one the upstream broke off: none is
 lost silently); no message stops the thread, and a watchdog
-restarts it should it ever end. No header is ever stored or logged.
+restarts it should it ever end. No header is ever stored or logged, but the trace and span
+ids of a valid W3C ``traceparent`` (``simeval.web.replies.trace_context``): the capture's
+``trace_id`` and ``span_id``, so its exported scores join the caller's trace at once (the
+span of the same call, when it comes, puts its own ids in their place:
+``simeval.service.adopt``).
+
+One call seen by the proxy and as an OTLP span (the same response id) is one capture: when
+the span's was stored first, the proxy's copy replaces its texts and merges its metadata
+(``Service.merge_proxied``, ``proxy_store``).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ from simeval.web.replies import (
     reply_id,
     reply_output,
     request_input,
+    trace_context,
 )
 from simeval.web.security import secret_matches
 
@@ -72,6 +81,7 @@ __all__ = [
     "Proxy",
     "Reply",
     "create_proxy_app",
+    "proxy_store",
     "reply_output",
     "request_input",
 ]
@@ -144,6 +154,33 @@ PROXIED = (
 )
 DEGRADED_FOR_S = 300.0  # /api/health says "degraded" this long after a reply failed
 WATCH_EVERY_S = 1.0  # how often the watchdog looks at the capture thread
+
+
+def proxy_store(service: Any) -> Callable[[list[KeyedCapture]], list[Any]]:
+    """What the capture queue stores through: ``service.capture_checked``, then, for each
+    call whose OTLP span was stored first (the same key, a capture from a span), the proxy's
+    copy merged into it (``Service.merge_proxied``: the proxy's exact texts, the span's
+    conversation and ids). The captures are stored by then: a merge that fails is said,
+    never retried with the batch (which would store its unkeyed captures twice)."""
+
+    def store(items: list[KeyedCapture]) -> list[Any]:
+        outs: list[Any] = service.capture_checked(items)
+        for item, out in zip(items, outs, strict=True):
+            meta = out.metadata or {}
+            if not out.replayed or meta.get("source") == "proxy" or "span_name" not in meta:
+                continue
+            try:
+                service.merge_proxied(out.id, item)
+            except Exception as exc:
+                log.warning(
+                    "the proxy's copy of capture %d (stored from its span) was not merged "
+                    "into it: %s",
+                    out.id,
+                    str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+                )
+        return outs
+
+    return store
 
 
 def _transient(exc: BaseException) -> bool:
@@ -492,6 +529,8 @@ class Proxy:
         for key, value in scope["headers"]:
             if key == b"x-simeval-conversation":
                 exchange.conversation = value.decode("utf-8", "replace")
+            elif key == b"traceparent":
+                exchange.trace = trace_context(value)
             allowed = key in FORWARDED or key.startswith(FORWARDED_PREFIXES)
             if allowed and not self._holds_token(value.decode("latin-1")):
                 headers.append((key, value))
@@ -539,6 +578,7 @@ class Proxy:
                 response.status_code,
                 response.headers.get("content-type", ""),
                 response.headers.get("content-encoding", ""),
+                trace=exchange.trace,
             )
         try:
             await send(
@@ -583,6 +623,7 @@ class _Exchange:
         self.started = started
         self.path: str = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         self.conversation: str | None = None
+        self.trace: tuple[str, str] | None = None  # the request's traceparent
         self.reply: Reply | None = None
         self.size = 0
         self.complete = False  # the whole response was handed to the client
@@ -667,7 +708,7 @@ def create_proxy_app(
 
     own = service is None
     svc = Service(db) if service is None else service
-    captures = CaptureQueue(svc.capture_checked, queue_size, upstream)
+    captures = CaptureQueue(proxy_store(svc), queue_size, upstream)
     proxy = Proxy(upstream, captures, token=token)
     writer = CaptureWriter(svc)  # what the OTLP routes store through, as in `serve`
 

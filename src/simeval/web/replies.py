@@ -5,11 +5,15 @@ message: its ``function_call_output`` items' text), output = the assistant's tex
 upstream's reply (``/chat/completions``, ``/completions``, ``/responses``; streamed or not,
 gzip/deflate/br/zstd encoded or not), one capture per choice (``n > 1``), keyed by
 ``simeval.vocabulary.call_key(response id, choice)``, metadata in the vocabulary's names
-(``simeval.vocabulary.normal_meta``). Both sides are untrusted: the client's request and the
-upstream's reply are read with bounds (``simeval.checks.load_json``, ``inflate``), and a
-value of the wrong shape where the reply's structure is (``"choices": 1``, ``"output": 5``) is
-an ``InvalidInput`` naming it, never a ``TypeError``. A reply that simply has no text (only
-tool calls, say) is not a capture (``None``), and not an error.
+(``simeval.vocabulary.normal_meta``), with the trace and span ids of the request's W3C
+``traceparent`` header when it has one (``trace_context``: the caller's span around the HTTP
+request, so the capture's exported scores are parented to the caller's trace at once).
+
+Both sides are untrusted: the client's request and the upstream's reply are read with bounds
+(``simeval.checks.load_json``, ``inflate``), and a value of the wrong shape where the reply's
+structure is (``"choices": 1``, ``"output": 5``) is an ``InvalidInput`` naming it, never a
+``TypeError``. A reply that simply has no text (only tool calls, say) is not a capture
+(``None``), and not an error.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import codecs
 import importlib
 import io
 import json
+import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,13 +39,39 @@ from simeval.vocabulary import call_key, normal_meta
 
 MAX_CAPTURED_BYTES = 16 * 1024 * 1024  # a longer reply (sent or inflated) is not captured
 MAX_CHOICES = 128  # the most choices (``n``) OpenAI serves; a higher index is malformed
+# W3C Trace Context: version, trace id, parent (span) id, flags; a later version may add
+# fields after these, version ff is invalid
+_TRACEPARENT = re.compile(
+    r"^(?!ff)([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-[ -~]*)?$"
+)
+
+
+def trace_context(header: str | bytes | None) -> tuple[str, str] | None:
+    """The (trace id, span id) of a W3C ``traceparent`` header, or None when there is none or
+    it is not valid (the spec's rules: lower-case hex, neither id all zeros, version 00 with
+    exactly four fields, version ff refused).
+
+    >>> trace_context("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    ('4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7')
+    >>> trace_context("00-00000000000000000000000000000000-00f067aa0ba902b7-01") is None
+    True
+    """
+    if isinstance(header, bytes):
+        header = header.decode("latin-1")
+    match = _TRACEPARENT.match((header or "").strip(" \t"))
+    if match is None:
+        return None
+    version, trace_id, span_id, more = match.groups()
+    if (version == "00" and more) or not int(trace_id, 16) or not int(span_id, 16):
+        return None
+    return trace_id, span_id
 
 
 @dataclass
 class Reply:
     """A completed exchange, as the capture thread needs it (no request headers but the
-    conversation id). ``client_disconnected``: the client hung up before the end; ``chunks``
-    then hold what was delivered to it."""
+    conversation id and the trace context). ``client_disconnected``: the client hung up
+    before the end; ``chunks`` then hold what was delivered to it."""
 
     endpoint: str  # "/chat/completions", "/completions" or "/responses"
     request: bytes
@@ -54,6 +85,7 @@ class Reply:
     client_disconnected: bool = False
     truncated: bool = False  # over MAX_CAPTURED_BYTES: the chunks hold only the first ones
     number: int = 0  # the proxy's count of replies, to name one in the log
+    trace: tuple[str, str] | None = None  # the request's traceparent (``trace_context``)
 
     @property
     def streamed(self) -> bool:
@@ -342,6 +374,8 @@ def reply_captures(reply: Reply) -> list[KeyedCapture]:
             metadata["finish_reason"] = finish
         if reply.client_disconnected:
             metadata["client_disconnected"] = True
+        if reply.trace is not None:
+            metadata["trace_id"], metadata["span_id"] = reply.trace
         checked = check_capture(
             prompt, output, conversation[:200] if conversation else None, normal_meta(metadata)
         )

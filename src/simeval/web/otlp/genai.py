@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from simeval.checks import (
@@ -42,12 +41,12 @@ from simeval.checks import (
     KeyedCapture,
     check_capture,
     check_capture_key,
+    from_unix_ns,
     load_json,
 )
 from simeval.errors import InvalidInput, SimevalError
 from simeval.vocabulary import call_key
 
-EPOCH = datetime(1970, 1, 1)
 # text that ends so was cut on purpose by the code that sent it (compared in lower case)
 TRUNCATION_MARKERS = ("[truncated]", "(truncated)", "<truncated>", "...truncated")
 NO_INPUT = "no input text"  # why a call with none is stored unscored
@@ -385,8 +384,7 @@ def call_capture(call: Call) -> tuple[KeyedCapture, str | None]:
     start, end = call.start, call.end
     if start and end >= start:
         metadata["latency_ms"] = round((end - start) / 1e6, 3)
-    # exact to the microsecond, and any fixed64 (up to the year 2554) is a datetime
-    when = EPOCH + timedelta(microseconds=(end or start) // 1000) if (end or start) else None
+    when = from_unix_ns(end or start) if (end or start) else None
     conversation = call.conversation
     checked = check_capture(
         text_in,

@@ -16,11 +16,15 @@ The join: a table in memory, keyed by (trace id, span id), of the halves still w
   stored if it has an output (records without their span: no model or latency from it),
   and dropped if not (a span without content: the instrumentation sends none). A call whose
   records hold no text (content capture off: a ``gen_ai.choice`` with only a role) is
-  dropped too, never stored as an empty capture; a message or choice record naming no span
-  joins none and is dropped — except a ``gen_ai.choice`` with neither trace nor span id
-  (OpenLLMetry's streamed calls in its events mode): it joins the one waiting span whose
-  time it falls within, or waits (as an orphan) for such a span to arrive, and is dropped
-  when none does. Every drop is counted by reason (``Tally``).
+  dropped too, never stored as an empty capture. Every drop is counted by reason (``Tally``).
+- A record naming no span (its span id empty or zero) joins by what it has: a user message
+  or a choice with a trace id joins the waiting span of that trace it fits — the one whose
+  response id it names, when both have one, else the one whose time it falls within; a
+  ``gen_ai.choice`` with neither trace nor span id (OpenLLMetry's streamed calls in its
+  events mode) the one waiting span, of any trace, it fits so. When no span fits yet, the
+  record waits (``_Loose``) for one to arrive, and is dropped when none does; one that fits
+  several calls at once cannot be told apart and is dropped. A message naming neither
+  trace nor span is dropped at once.
 - Bounded: at most ``max_calls`` calls (10,000) and ``max_bytes`` bytes (64 MB: their texts
   and attributes as Python holds them, ``footprint``) wait at once; past either, the oldest is
   settled early as if its wait had expired, and counted (``early``, on ``/api/health``).
@@ -58,6 +62,7 @@ MESSAGE_EVENTS = {
 CHOICE_EVENT = "gen_ai.choice"
 NO_CONTENT = "no message content"  # the drops' reasons (``Tally``)
 NO_SPAN = "a record names no span"
+SEVERAL = "a record names no span and fits several calls"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
 
@@ -86,6 +91,34 @@ class _Halves:
 
     def complete(self) -> bool:
         return self.span is not None and (self.choice is not None or self.details is not None)
+
+
+@dataclass
+class _Loose:
+    """A record that names no span, waiting for the span it fits."""
+
+    arrived: float
+    trace_id: str  # "" when it names no trace either
+    at: int  # its time, ns
+    response_id: str | None
+    size: int  # bytes held (``footprint``)
+    choice: _Choice | None = None
+    user: tuple[tuple[int, int], str] | None = None  # (time ns, arrival), text
+
+    def fits(self, trace_id: str, halves: _Halves) -> bool:
+        """Whether it can be the missing half of ``halves`` (the call of ``trace_id``): a span
+        that waits for what it brings, of its trace, and the one it names (by response id,
+        when both have one) or the one whose time it falls within."""
+        span = halves.span
+        if span is None or halves.details is not None:
+            return False
+        if self.trace_id and self.trace_id != trace_id:
+            return False
+        if (halves.choice if self.choice is not None else halves.user) is not None:
+            return False
+        if self.response_id and span.response_id:
+            return self.response_id == span.response_id
+        return span.start <= self.at <= span.end
 
 
 def footprint(*values: Any) -> int:
@@ -163,8 +196,8 @@ class Joiner:
         self.max_calls = max_calls
         self.max_bytes = max_bytes
         self._waiting: OrderedDict[tuple[str, str], _Halves] = OrderedDict()
-        # choices that name no span, by arrival: (arrived, time ns, choice, bytes held)
-        self._orphans: OrderedDict[int, tuple[float, int, _Choice, int]] = OrderedDict()
+        # records that name no span, waiting for one they fit, by arrival
+        self._orphans: OrderedDict[int, _Loose] = OrderedDict()
         self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._bytes = 0
         self._seq = 0
@@ -201,41 +234,45 @@ class Joiner:
                 return []
             halves.span = call
             added = footprint(call.input, call.attrs, call.name)
-            if halves.choice is None and halves.details is None:
-                # an orphan choice of its time, if one waits
-                for seq, (_, at, choice, size) in self._orphans.items():
-                    if call.start <= at <= call.end:
-                        del self._orphans[seq]
-                        halves.choice = choice
-                        self._bytes -= size
-                        added += size
-                        break
             halves.size += added
             self._bytes += added
+            # the records naming no span that it fits, if any wait (the first of each kind)
+            for seq, loose in list(self._orphans.items()):
+                if loose.fits(call.trace_id, halves):
+                    del self._orphans[seq]
+                    self._join(halves, loose)
             return self._settle_ready(call.trace_id, call.span_id)
 
-    def _orphan(self, at: int, choice: _Choice) -> list[Call]:
-        """A choice that names no span: joined to the one waiting span it falls within in
-        time, else kept (an orphan) until such a span arrives or its wait is over."""
+    def _join(self, halves: _Halves, loose: _Loose) -> None:
+        """``loose`` made a half of ``halves`` (its bytes now theirs)."""
+        if loose.choice is not None:
+            halves.choice = loose.choice
+        else:
+            halves.user = loose.user
+        halves.size += loose.size - ENTRY_BYTES
+        self._bytes -= ENTRY_BYTES
+
+    def _loose(self, loose: _Loose) -> list[Call]:
+        """A record that names no span: joined to the one waiting span it fits
+        (``_Loose.fits``), else kept until such a span arrives or its wait is over; dropped
+        when several fit (it cannot be told which call it belongs to)."""
         with self._lock:
-            fits = [
-                key
-                for key, h in self._waiting.items()
-                if h.span is not None
-                and h.choice is None
-                and h.details is None
-                and h.span.start <= at <= h.span.end
-            ]
-            size = ENTRY_BYTES + footprint(choice[1], choice[3])
+            fits = [key for key, h in self._waiting.items() if loose.fits(key[0], h)]
+            if len(fits) > 1:
+                self.tally.count(
+                    "dropped",
+                    SEVERAL,
+                    f"a record naming no span fits {len(fits)} calls of its trace at once "
+                    "(by time: none names a response id to tell them apart), so it joins "
+                    "none; its instrumentation does not put it inside the call's span",
+                )
+                return []
+            self._bytes += loose.size
             if len(fits) == 1:
-                halves = self._waiting[fits[0]]
-                halves.choice = choice
-                halves.size += size
-                self._bytes += size
+                self._join(self._waiting[fits[0]], loose)
                 return self._settle_ready(*fits[0])
             self._seq += 1
-            self._orphans[self._seq] = (time.monotonic(), at, choice, size)
-            self._bytes += size
+            self._orphans[self._seq] = loose
             return self._settle_ready("", "")
 
     def add_record(self, record: dict[str, Any]) -> list[Call]:
@@ -253,9 +290,10 @@ class Joiner:
                     return [details]
                 self._no_content(None)
                 return []
-        elif not span_id and not trace_id and event == CHOICE_EVENT and record["time"]:
-            return self._orphan(int(record["time"]), choice_of(record))
-        elif not span_id:  # a message outside any span cannot be told apart from others
+        elif not span_id and record["time"] and (trace_id or event == CHOICE_EVENT):
+            loose = self._loose_record(record)
+            return [] if loose is None else self._loose(loose)
+        elif not span_id:  # a message outside any trace cannot be told apart from others
             self.tally.count(
                 "dropped",
                 NO_SPAN,
@@ -290,6 +328,28 @@ class Joiner:
             halves.size += added
             self._bytes += added
             return self._settle_ready(trace_id, span_id)
+
+    def _loose_record(self, record: dict[str, Any]) -> _Loose | None:
+        """A choice or user message record naming no span, as it waits; None for another
+        message (nothing of it is kept, as for one inside its span)."""
+        at, event, body = int(record["time"]), record["event"], record["body"]
+        response_id = record["attrs"].get("gen_ai.response.id")
+        response_id = response_id if isinstance(response_id, str) and response_id else None
+        loose = _Loose(time.monotonic(), record["trace_id"], at, response_id, ENTRY_BYTES)
+        if event == CHOICE_EVENT:
+            loose.choice = choice_of(record)
+            loose.size += footprint(loose.choice[1], loose.choice[3])
+            return loose
+        role = MESSAGE_EVENTS[event]
+        if isinstance(body, dict) and isinstance(body.get("role"), str):
+            role = body["role"]
+        if role != "user":
+            return None
+        with self._lock:
+            self._seq += 1
+            loose.user = ((at, self._seq), body_text(body))
+        loose.size += footprint(loose.user[1])
+        return loose
 
     def _halves(self, trace_id: str, span_id: str) -> _Halves | None:
         """The entry of a call (a new one when none waits); None when it was settled."""
@@ -341,13 +401,14 @@ class Joiner:
 
     def _drop_orphan(self) -> None:
         """The oldest orphan choice, which joined no span: dropped, counted, said once."""
-        _, (_, _, _, size) = self._orphans.popitem(last=False)
-        self._bytes -= size
+        _, loose = self._orphans.popitem(last=False)
+        self._bytes -= loose.size
         self.tally.count(
             "dropped",
             NO_SPAN,
-            "a gen_ai.choice record names no span and fell within the time of no span that "
-            "waited for one; its instrumentation emits it outside the call's span",
+            "a GenAI record names no span and fitted no span that waited for one (of its "
+            "trace, by response id or time); its instrumentation emits it outside the "
+            "call's span",
         )
 
     def _no_content(self, span: Call | None) -> None:
@@ -383,7 +444,7 @@ class Joiner:
                 if now - halves.born < self.wait_s:
                     break
                 self._settle(key, out)
-            while self._orphans and now - next(iter(self._orphans.values()))[0] >= self.wait_s:
+            while self._orphans and now - next(iter(self._orphans.values())).arrived >= self.wait_s:
                 self._drop_orphan()
         return out
 

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 
 from simeval.checks import KeyedCapture, check_capture_key, check_texts
 from simeval.errors import SimevalError
+from simeval.service.adopt import SPAN_KEYS
 from simeval.service.database import DatabaseBusyError
 from simeval.web.otlp.decode import (
     check_metrics,
@@ -214,23 +215,24 @@ async def store(app: FastAPI, batch: Batch) -> None:
             await adopt(app, items, outs)
 
 
-SPAN_KEYS = ("trace_id", "span_id", "span_name")  # what a span adds to the proxy's capture
-
-
 async def adopt(app: FastAPI, items: list[KeyedCapture], outs: list[Any]) -> None:
-    """One call seen by the proxy and as a span, the proxy's capture stored first: it takes
-    the span's conversation id and its trace and span ids (``Service.adopt_span``), so the
-    conversation is not lost. The capture is stored already: a failure here is said, never
-    the request's."""
+    """One call seen twice, its capture stored first by the proxy (or by another span of it):
+    the capture takes what this span adds — its conversation id where the capture has none,
+    its trace and span ids and name where it has no span's (``Service.adopt_span``), so the
+    conversation is not lost. A span sent again that adds nothing writes nothing. The capture
+    is stored already: a failure here is said, never the request's."""
     for item, out in zip(items, outs, strict=True):
-        if not out.replayed or (out.metadata or {}).get("source") != "proxy":
+        if not out.replayed:
             continue
         meta = item[3] or {}
         span = {k: meta[k] for k in SPAN_KEYS if k in meta}
-        if item[2] is None and not span:
+        stored = out.metadata or {}
+        talk = item[2] if out.conversation_id is None else None
+        # a proxy's ids from the traceparent come without a span name: that one is missing
+        if talk is None and all(k in stored for k in span):
             continue
         try:
-            await anyio.to_thread.run_sync(app.state.service.adopt_span, out.id, item[2], span)
+            await anyio.to_thread.run_sync(app.state.service.adopt_span, out.id, talk, span)
         except SimevalError as exc:
             log.warning("OTLP: the span of capture %d was not added to it: %s", out.id, exc)
 
