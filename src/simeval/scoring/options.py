@@ -10,6 +10,7 @@ the studio all read these.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
@@ -354,3 +355,33 @@ def strictness(threshold: float) -> str:
 RETENTION_CHOICES = (7, 30, 90, 180)
 """How many days captures and results may be kept (or ``None``: forever)."""
 RETENTION_TEXT = ", ".join(map(str, RETENTION_CHOICES)) + " days or forever"
+
+
+OptionsKey = tuple[tuple[str, Any], ...]
+
+
+def options_key(options: dict[str, Any]) -> OptionsKey:
+    """Options as a hashable key that keeps each value's type (what scorers are cached by):
+    ``0`` and ``False`` (equal, and of one hash, in Python) are other options, so a cached
+    scorer built for one is never handed out for the other, whose check would refuse it.
+    Lists (synonym groups, required terms: lists of lists from JSON) become tuples, paths
+    their text. ``from_key`` gives the options back."""
+    return tuple((k, _typed(v)) for k, v in sorted(options.items()))
+
+
+def from_key(key: OptionsKey) -> dict[str, Any]:
+    """The options an ``options_key`` was made of (lists as tuples, paths as text)."""
+    return {k: _untyped(v) for k, v in key}
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return ("tuple", tuple(map(_typed, value)))
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    return (type(value).__name__, value)
+
+
+def _untyped(value: Any) -> Any:
+    kind, inner = value
+    return tuple(map(_untyped, inner)) if kind == "tuple" else inner

@@ -712,44 +712,22 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(normalize(a).split()) == " ".join(normalize(b).split())
 
 
-def _typed(value: Any) -> Any:
-    """``value`` as a hashable key that keeps its type: ``0`` and ``False`` (equal, and of one
-    hash, in Python) are other options, so a cached scorer built for one is never handed out
-    for the other, whose check would refuse it. Lists (synonym groups, required terms: lists
-    of lists from JSON) become tuples, paths their text."""
-    if isinstance(value, list | tuple):
-        return ("tuple", tuple(map(_typed, value)))
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    return (type(value).__name__, value)
-
-
-def _untyped(value: Any) -> Any:
-    kind, inner = value
-    return tuple(map(_untyped, inner)) if kind == "tuple" else inner
-
-
-def _options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple((k, _typed(v)) for k, v in sorted(options.items()))
-
-
 @functools.lru_cache(maxsize=64)
 def _cached_scorer(key: tuple[tuple[str, Any], ...]) -> Scorer:
-    return Scorer(**{k: _untyped(v) for k, v in key})
+    return Scorer(**options_mod.from_key(key))
 
 
 def get_scorer(**options: Any) -> Scorer:
     """The shared scorer for these options (built once per process)."""
     try:
-        key = _options_key(options)
+        key = options_mod.options_key(options)
         hash(key)
     except TypeError:
         raise InvalidOption(f"scorer options must be plain values, not {options!r}") from None
     idf = options.get("idf")
     if isinstance(idf, str | os.PathLike) and idf not in {"background", "pair"}:
         # a table file may change on disk: resolve it (cached by mtime) before the lookup
-        resolved = resolve_options({k: _untyped(v) for k, v in key})
-        key = _options_key(resolved)
+        key = options_mod.options_key(resolve_options(options_mod.from_key(key)))
     return _cached_scorer(key)
 
 
