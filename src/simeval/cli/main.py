@@ -176,9 +176,10 @@ def _register() -> None:
     from simeval.cli import evals as cli_evals
     from simeval.cli import results as cli_results
     from simeval.cli import settings as cli_settings
+    from simeval.cli import users as cli_users
 
     modules = (cli_evals, cli_results, cli_browse, cli_settings, cli_compare, cli_datasets)
-    for module in (*modules, cli_alerts):
+    for module in (*modules, cli_alerts, cli_users):
         for command in module.COMMANDS:
             cli.add_command(command)
 
