@@ -60,6 +60,14 @@ def check_upstream(upstream: str) -> str:
     return upstream
 
 
+def _has_users(db: str | None) -> bool:
+    """Whether the database has users (then every request needs one, any address is safe)."""
+    from simeval.service import Service
+
+    with Service(db) as svc:
+        return svc.has_users()
+
+
 def server_url(host: str, port: int) -> str:
     """The address a browser opens for a server on ``host``:``port`` (an IPv6 host bracketed)."""
     shown = f"[{host}]" if ":" in host else host
@@ -71,7 +79,8 @@ def server_url(host: str, port: int) -> str:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on. Anything but loopback needs SIMEVAL_TOKEN.",
+    help="Address to listen on. Anything but loopback needs users (simeval users) or "
+    "SIMEVAL_TOKEN.",
 )
 @click.option(
     "--port",
@@ -212,7 +221,7 @@ def serve(
 
         check_export_url(otlp_export)  # a SimevalError: one line, exit 2
     token = os.environ.get("SIMEVAL_TOKEN") or None
-    check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
+    check_bind(host, token, _has_users(db))  # a SimevalError: "error: ...", exit 2
     uvicorn_options: dict[str, Any] = {
         "log_level": log_level,
         "access_log": log_level in ("info", "debug"),

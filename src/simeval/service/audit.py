@@ -32,6 +32,7 @@ from simeval.service.user_models import AuditEntryOut, AuditPage
 from simeval.store.audit import add_entry, read_entries
 
 _ACTOR: ContextVar[str | None] = ContextVar("simeval_actor", default=None)
+_SIGNED_IN: ContextVar[bool] = ContextVar("simeval_signed_in", default=False)
 MAX_AUDIT_PAGE = 500
 
 
@@ -40,14 +41,22 @@ def current_actor() -> str | None:
     return _ACTOR.get()
 
 
+def signed_in_user() -> str | None:
+    """The user a server request was signed in as (a key, a session, the SSO header), or
+    None: then a name a caller gives (a reviewer's) is taken as given."""
+    return _ACTOR.get() if _SIGNED_IN.get() else None
+
+
 @contextlib.contextmanager
-def acting_as(actor: str | None) -> Iterator[None]:
-    """Changes made inside the block are recorded as made by ``actor``."""
-    token = _ACTOR.set(actor)
+def acting_as(actor: str | None, *, signed_in: bool = False) -> Iterator[None]:
+    """Changes made inside the block are recorded as made by ``actor``; ``signed_in``: a
+    user the server authenticated (``signed_in_user``)."""
+    token, signed = _ACTOR.set(actor), _SIGNED_IN.set(signed_in and actor is not None)
     try:
         yield
     finally:
         _ACTOR.reset(token)
+        _SIGNED_IN.reset(signed)
 
 
 def record(s: Session, action: str, target: str, **detail: Any) -> None:

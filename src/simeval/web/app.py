@@ -37,6 +37,7 @@ from simeval.web.api_datasets import router as datasets_api
 from simeval.web.api_overview import router as overview_api
 from simeval.web.api_run_groups import router as run_groups_api
 from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
+from simeval.web.identity import Identities, SignInThrottle
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.methods import MethodMiddleware
 from simeval.web.otlp import MAX_INFLATED, OTLP_JOIN_BYTES
@@ -96,6 +97,7 @@ def create_app(
     sessions: SessionStore | None = None,
     otlp_join_bytes: int = OTLP_JOIN_BYTES,
     otlp_score_cut: bool = False,
+    identity_ttl: float = 1.0,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -150,6 +152,9 @@ def create_app(
     app.state.token = token or None
     # the studio's logins (simeval.web.security)
     app.state.sessions = SessionStore() if sessions is None else sessions
+    # the users and their roles, once any exist (simeval.web.identity, simeval.web.access)
+    app.state.identities = Identities(svc, identity_ttl)
+    app.state.sign_ins = SignInThrottle()
     app.state.proxy = proxy.captures if proxy is not None else None
     open_exporter(app.state, svc, otlp_export)  # app.state.otlp_export
     app.state.alert_interval = alert_interval
@@ -300,6 +305,8 @@ def _add_middleware(
         token=token or None,
         allowed_hosts=allowed_hosts,
         sessions=app.state.sessions,
+        identities=app.state.identities,
+        refuse_page=pages.error_page,
     )
     # OTLP exporters send their batches whole, as large as they come: those paths are bounded
     # by what the OTLP reader takes (``MAX_INFLATED``), not by the API's limit

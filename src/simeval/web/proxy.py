@@ -53,6 +53,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from simeval.checks import KeyedCapture
 from simeval.errors import SimevalError
+from simeval.service.credentials import KEY_START
 from simeval.service.database import database_problem
 from simeval.web.replies import (
     MAX_CAPTURED_BYTES,
@@ -504,10 +505,13 @@ class Proxy:
         return request
 
     def _holds_token(self, value: str) -> bool:
-        """Whether a header's value is simeval's token, alone or after a scheme ("Bearer")."""
+        """Whether a header's value is simeval's token or a simeval user's API key, alone or
+        after a scheme ("Bearer")."""
+        words = value.split()
+        if any(w.startswith(KEY_START) for w in words[-1:] + words[:1]):
+            return True
         if self._token is None:
             return False
-        words = value.split()
         return any(secret_matches(w, self._token) for w in words[-1:] + words[:1])
 
     def _query(self, query: str) -> str:

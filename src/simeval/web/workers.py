@@ -269,19 +269,22 @@ class SharedSessions(SessionStore):
             self._db.execute("PRAGMA journal_mode=WAL")
         with self._guard:
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, expires REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS sessions "
+                "(id TEXT PRIMARY KEY, expires REAL NOT NULL, user TEXT)"
             )
 
     @staticmethod
     def _key(sid: str) -> str:
         return hashlib.sha256(sid.encode()).hexdigest()
 
-    def new(self) -> str:
-        """A new session's id (what its cookie holds), valid in every worker."""
+    def new(self, user: str | None = None) -> str:
+        """A new session's id (what its cookie holds), signed in as ``user``, valid in every
+        worker."""
         sid = secrets.token_urlsafe(32)
         with self._guard:
             self._db.execute(
-                "INSERT INTO sessions VALUES (?, ?)", (self._key(sid), time.time() + self.max_age)
+                "INSERT INTO sessions VALUES (?, ?, ?)",
+                (self._key(sid), time.time() + self.max_age, user),
             )
             # the oldest dropped first past the limit (rowids grow with each login)
             self._db.execute(
@@ -290,19 +293,29 @@ class SharedSessions(SessionStore):
             )
         return sid
 
-    def valid(self, sid: str | None) -> bool:
-        """Whether ``sid`` is a live session issued by any worker of this run."""
+    def _row(self, sid: str | None) -> tuple[float, str | None] | None:
         if not sid:
-            return False
+            return None
         key = self._key(sid)
         with self._guard:
-            row = self._db.execute("SELECT expires FROM sessions WHERE id = ?", (key,)).fetchone()
+            row = self._db.execute(
+                "SELECT expires, user FROM sessions WHERE id = ?", (key,)
+            ).fetchone()
             if row is None:
-                return False
+                return None
             if row[0] < time.time():
                 self._db.execute("DELETE FROM sessions WHERE id = ?", (key,))
-                return False
-        return True
+                return None
+        return (row[0], row[1])
+
+    def valid(self, sid: str | None) -> bool:
+        """Whether ``sid`` is a live session issued by any worker of this run."""
+        return self._row(sid) is not None
+
+    def user(self, sid: str | None) -> str | None:
+        """The user a live session ``sid`` was signed in as, in any worker."""
+        row = self._row(sid)
+        return None if row is None else row[1]
 
     def revoke(self, sid: str | None) -> None:
         """End session ``sid`` (logout) in every worker."""
