@@ -161,7 +161,7 @@ ROUTE_ROLES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("POST",), "/datasets/{name}/add", EDITOR),
     (("POST",), "/datasets-from-captures", EDITOR),
     (_GET, "/alerts", VIEWER),
-    (_GET, "/activity", VIEWER),
+    (_GET, "/activity", ADMIN),
     (_GET, "/users", ADMIN),
     (("POST",), "/users", ADMIN),
     (("POST",), "/users/{name}", ADMIN),
