@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from simeval.checks import check_url
 from simeval.cli.common import UserError, db_option
 from simeval.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from simeval.web.sso import UserHeader
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -58,6 +61,17 @@ def check_upstream(upstream: str) -> str:
     except ImportError:  # pragma: no cover - a bare install
         raise UserError("the proxy needs httpx: pip install 'simeval[proxy]'") from None
     return upstream
+
+
+def _user_header(header: str | None, create: str, allow_ips: str | None) -> UserHeader | None:
+    """The SSO header of ``--user-header`` (None without it), else a one-line error."""
+    if create not in ("yes", "no"):
+        raise UserError(f"--user-header-create must be yes or no, not {create[:40]!r}")
+    if header is None:
+        return None
+    from simeval.web.sso import UserHeader
+
+    return UserHeader(header, allow_ips or "", create == "yes")
 
 
 def _has_users(db: str | None) -> bool:
@@ -174,6 +188,22 @@ def server_url(host: str, port: int) -> str:
     "SQLite on one machine): requests run in parallel on spare cores, one process runs the "
     "alert watcher, /api/health names the worker that answered.",
 )
+@click.option(
+    "--user-header",
+    default=None,
+    metavar="HEADER",
+    help="Sign people in through the team's SSO proxy (oauth2-proxy, Authelia, a cloud access "
+    "proxy): this header (e.g. X-Forwarded-User) names the user on requests from the "
+    "--forwarded-allow-ips addresses, and is ignored from any other. Every request then needs "
+    "a user.",
+)
+@click.option(
+    "--user-header-create",
+    default="yes",
+    show_default=True,
+    metavar="yes|no",
+    help="Make a name the --user-header gives that is not yet a user a viewer (no: refuse it).",
+)
 def serve(
     host: str,
     port: int,
@@ -189,6 +219,8 @@ def serve(
     otlp_score_cut: bool,
     alert_interval: float,
     workers: str,
+    user_header: str | None,
+    user_header_create: str,
 ) -> None:
     """Start Eval Studio and the HTTP API (JSON under /api, docs at /docs).
 
@@ -205,6 +237,7 @@ def serve(
         simeval serve --otlp-export http://127.0.0.1:4318
         simeval serve --db postgresql+psycopg://simeval@db/evals --forwarded-allow-ips 127.0.0.1
         simeval serve --db postgresql+psycopg://simeval@db/evals --workers 4
+        simeval serve --user-header X-Forwarded-User --forwarded-allow-ips 127.0.0.1
     """
     import uvicorn
 
@@ -221,12 +254,16 @@ def serve(
 
         check_export_url(otlp_export)  # a SimevalError: one line, exit 2
     token = os.environ.get("SIMEVAL_TOKEN") or None
-    check_bind(host, token, _has_users(db))  # a SimevalError: "error: ...", exit 2
+    sso = _user_header(user_header, user_header_create, forwarded_allow_ips)
+    # a SimevalError: "error: ...", exit 2; with SSO every request needs a user
+    check_bind(host, token, sso is not None or _has_users(db))
     uvicorn_options: dict[str, Any] = {
         "log_level": log_level,
         "access_log": log_level in ("info", "debug"),
         "server_header": False,
-        "proxy_headers": True,
+        # with SSO the app applies the proxy headers itself, after noting the connection's
+        # own address (simeval.web.sso): uvicorn must not rewrite the client first
+        "proxy_headers": sso is None,
         "forwarded_allow_ips": forwarded_allow_ips,
     }
     if processes > 1:
@@ -245,6 +282,9 @@ def serve(
             alert_interval=alert_interval or None,
             otlp_join_bytes=otlp_join_mb * 1024 * 1024,
             otlp_score_cut=otlp_score_cut,
+            user_header=user_header if sso is not None else None,
+            user_header_create=user_header_create == "yes",
+            forwarded_allow_ips=forwarded_allow_ips,
         )
         sock = listen(host, port)
         url = server_url(host, sock.getsockname()[1])
@@ -262,6 +302,7 @@ def serve(
         alert_interval=alert_interval or None,
         otlp_join_bytes=otlp_join_mb * 1024 * 1024,
         otlp_score_cut=otlp_score_cut,
+        user_header=sso,
     )
     actual = sock.getsockname()[1]
     url = server_url(host, actual)

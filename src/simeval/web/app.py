@@ -24,6 +24,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from simeval import __version__
 from simeval.checks import DEEP_OFFSET_HINT
@@ -49,6 +50,7 @@ from simeval.web.security import (
     SessionStore,
     is_api_path,
 )
+from simeval.web.sso import PeerMiddleware, UserHeader
 from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
 
 if TYPE_CHECKING:
@@ -98,6 +100,7 @@ def create_app(
     otlp_join_bytes: int = OTLP_JOIN_BYTES,
     otlp_score_cut: bool = False,
     identity_ttl: float = 1.0,
+    user_header: UserHeader | None = None,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -163,7 +166,7 @@ def create_app(
     _add_error_handlers(app, lock_wait)
     _add_routes(app, proxy)
     app.openapi = schema.with_links(app)  # type: ignore[method-assign]
-    _add_middleware(app, token, allowed_hosts, max_body)
+    _add_middleware(app, token, allowed_hosts, max_body, user_header)
     return app
 
 
@@ -290,7 +293,11 @@ def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
 
 
 def _add_middleware(
-    app: FastAPI, token: str | None, allowed_hosts: Iterable[str] | None, max_body: int
+    app: FastAPI,
+    token: str | None,
+    allowed_hosts: Iterable[str] | None,
+    max_body: int,
+    user_header: UserHeader | None = None,
 ) -> None:
     # Added last = runs first: the size limit, then host/origin/token checks, then the
     # API's 405s (simeval.web.methods) right before the routes.
@@ -307,8 +314,15 @@ def _add_middleware(
         sessions=app.state.sessions,
         identities=app.state.identities,
         refuse_page=pages.error_page,
+        user_header=user_header,
     )
     # OTLP exporters send their batches whole, as large as they come: those paths are bounded
     # by what the OTLP reader takes (``MAX_INFLATED``), not by the API's limit
     otlp_limit = max(max_body, MAX_INFLATED)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body, limits={"/v1/": otlp_limit})
+    if user_header is not None:
+        # X-Forwarded-For/Proto from the proxy, as uvicorn would apply them, but inside the
+        # record of the connection's own address: only that one may name a user
+        trusted = "*" if user_header.everyone else [str(n) for n in user_header.networks]
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=trusted)
+        app.add_middleware(PeerMiddleware)

@@ -59,6 +59,7 @@ from simeval.web.access import PUBLIC, allows, required_role
 if TYPE_CHECKING:
     from simeval.service.users import Identity
     from simeval.web.identity import Identities
+    from simeval.web.sso import UserHeader
 
 T = TypeVar("T")
 
@@ -210,7 +211,8 @@ class GuardMiddleware:
     but the public ones (``simeval.web.access``) needs a user with the role its route needs:
     an API key (``Authorization: Bearer KEY`` or ``X-Simeval-Token: KEY``) or a signed-in
     session; then ``SIMEVAL_TOKEN`` no longer opens anything. ``refuse_page(request, status,
-    message)`` renders a 403 for a page."""
+    message)`` renders a 403 for a page. ``user_header``: the user named by the team's SSO
+    proxy (``simeval.web.sso``); users are then required even before any exists."""
 
     def __init__(
         self,
@@ -220,6 +222,7 @@ class GuardMiddleware:
         sessions: SessionStore | None = None,
         identities: Identities | None = None,
         refuse_page: Callable[[Request, int, str], Any] | None = None,
+        user_header: UserHeader | None = None,
     ):
         self.app = app
         self.token = token or None
@@ -228,6 +231,7 @@ class GuardMiddleware:
         self.allowed_hosts = {h.lower() for h in hosts}
         self.identities = identities
         self.refuse_page = refuse_page
+        self.user_header = user_header
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -237,7 +241,9 @@ class GuardMiddleware:
         path: str = scope["path"]
         host = headers.get("host", "")
         try:
-            users = self.identities is not None and await self.identities.users_exist_now()
+            users = self.identities is not None and (
+                self.user_header is not None or await self.identities.users_exist_now()
+            )
         except SimevalError as exc:  # the database down: say so, as the routes would
             await _send_json(send, exc.status_code, {"error": str(exc)})
             return
@@ -304,7 +310,8 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
 
     async def _user(self, scope: Scope, headers: dict[str, str]) -> Identity | None:
-        """The user of a request: its API key, else its session."""
+        """The user of a request: its API key, else its SSO header (from a trusted proxy),
+        else its session."""
         assert self.identities is not None
         auth = headers.get("authorization", "")
         key = headers.get("x-simeval-token") or (
@@ -312,6 +319,10 @@ class GuardMiddleware:
         )
         if key:
             return await self.identities.by_key_now(key)
+        if self.user_header is not None:
+            named = self.user_header.user_of(scope, headers)
+            if named is not None:
+                return await _off_loop(self.user_header.sign_in, self.identities, named)
         name = self.sessions.user(session_id(headers.get("cookie", "")))
         if name is None:
             return None

@@ -56,6 +56,7 @@ from simeval.web.api_alerts import start_alerts, stop_alerts
 from simeval.web.otlp_export import follow_setting
 from simeval.web.parent_watch import die_with_parent, parent_gone
 from simeval.web.security import SessionStore
+from simeval.web.sso import UserHeader
 
 log = logging.getLogger("simeval.workers")
 
@@ -81,6 +82,9 @@ class WorkerConfig:
     alert_interval: float | None = 30.0
     otlp_join_bytes: int = 64 * 1024 * 1024
     otlp_score_cut: bool = False
+    user_header: str | None = None  # SSO through a proxy (simeval.web.sso)
+    user_header_create: bool = True
+    forwarded_allow_ips: str | None = None
     parent_pid: int | None = None  # the supervisor: a worker stops when it is gone
 
 
@@ -152,6 +156,13 @@ def worker_app() -> FastAPI:
         sessions=SharedSessions(run / "sessions.db"),
         otlp_join_bytes=config.otlp_join_bytes,
         otlp_score_cut=config.otlp_score_cut,
+        user_header=(
+            UserHeader(
+                config.user_header, config.forwarded_allow_ips or "", config.user_header_create
+            )
+            if config.user_header
+            else None
+        ),
     )
     app.state.csrf_secret = bytes.fromhex(config.csrf_secret)
     app.state.worker = WorkerRole(run / "alerts.lock", config.workers, config.alert_interval)
