@@ -213,3 +213,23 @@ def test_failed_sign_ins_are_throttled_per_name(client: TestClient) -> None:
     r = sign_in(client, "admin", "password-admin")  # right, but too late
     assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
     assert sign_in(client, "editor", "password-editor").status_code == 303  # another name
+
+
+def test_the_standalone_proxy_needs_an_ingest_key_once_users_exist(
+    db: str, keys: dict[str, str]
+) -> None:
+    from simeval.web.proxy import create_proxy_app
+
+    app = create_proxy_app("http://127.0.0.1:9/v1", db)
+    with TestClient(app, base_url=BASE) as c:
+        assert c.get("/api/health").status_code == 200
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        assert c.post("/v1/chat/completions", json=body).status_code == 401
+        viewer = {"X-Simeval-Token": keys["viewer"]}
+        r = c.post("/v1/chat/completions", json=body, headers=viewer)
+        assert r.status_code == 403 and r.json()["role_needed"] == "ingest"
+        ingest = {"X-Simeval-Token": keys["ingest"]}
+        r = c.post(
+            "/v1/traces", content=b"", headers={**ingest, "Content-Type": "application/json"}
+        )
+        assert r.status_code not in (401, 403), r.text

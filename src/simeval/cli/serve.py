@@ -306,7 +306,8 @@ def serve(
     )
     actual = sock.getsockname()[1]
     url = server_url(host, actual)
-    click.echo(f"Eval Studio: {url}" + (" (token required)" if token else ""))
+    guarded = " (sign-in required)" if sso is not None or app.state.identities.users_exist() else ""
+    click.echo(f"Eval Studio: {url}" + (guarded or (" (token required)" if token else "")))
     click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
     service = app.state.service
     click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")

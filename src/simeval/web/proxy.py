@@ -649,7 +649,8 @@ def create_proxy_app(
 
     ``token``: when set, every request must carry it (``X-Simeval-Token``, or
     ``Authorization: Bearer`` when the upstream needs no key of its own: that header is then
-    not forwarded), and any host name is served.
+    not forwarded), and any host name is served. Once the database has users, a user's key
+    replaces the token (``simeval.web.security``).
 
     Example::
 
@@ -666,6 +667,7 @@ def create_proxy_app(
     from simeval.service import Service
     from simeval.web import otlp
     from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
+    from simeval.web.identity import Identities
     from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
     from simeval.web.writer import CaptureWriter
 
@@ -715,6 +717,13 @@ def create_proxy_app(
     app.state.proxy = captures
     app.state.service = svc
     app.state.writer = writer
-    app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
+    # once the database has users, a key whose role may write captures (ingest, editor,
+    # admin) is needed here as in `serve` (``X-Simeval-Token: KEY`` beside the upstream's own)
+    app.add_middleware(
+        GuardMiddleware,
+        token=token or None,
+        allowed_hosts=allowed_hosts,
+        identities=Identities(svc),
+    )
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
     return app
