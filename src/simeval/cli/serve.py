@@ -63,6 +63,26 @@ def check_upstream(upstream: str) -> str:
     return upstream
 
 
+def announce(app: Any, url: str, token: str | None, upstream: str | None) -> None:
+    """What a single server prints as it starts: where the studio, the API, OTLP and the
+    proxy answer, how it is guarded, where scores go, and the database."""
+    users = app.state.user_header is not None or app.state.identities.users_exist()
+    guarded = " (sign-in required)" if users else " (token required)" if token else ""
+    click.echo(f"Eval Studio: {url}{guarded}")
+    click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
+    service = app.state.service
+    click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")
+    if upstream:
+        click.echo(f"Proxy:       {url}/v1 -> {upstream}")
+    exporter = app.state.otlp_export
+    if exporter is not None:
+        click.echo(f"Scores out:  {exporter.url} (OTLP {exporter.encoding})")
+    click.echo(f"Database:    {db_label(service.url)}")
+    if not service.list_evals(include_archived=True):
+        click.echo("No evals yet: open the studio and click 'Create an example eval'.")
+    click.echo("Press Ctrl+C to stop.")
+
+
 def _user_header(header: str | None, create: str, allow_ips: str | None) -> UserHeader | None:
     """The SSO header of ``--user-header`` (None without it), else a one-line error."""
     if create not in ("yes", "no"):
@@ -304,22 +324,7 @@ def serve(
         otlp_score_cut=otlp_score_cut,
         user_header=sso,
     )
-    actual = sock.getsockname()[1]
-    url = server_url(host, actual)
-    guarded = " (sign-in required)" if sso is not None or app.state.identities.users_exist() else ""
-    click.echo(f"Eval Studio: {url}" + (guarded or (" (token required)" if token else "")))
-    click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
-    service = app.state.service
-    click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")
-    if upstream:
-        click.echo(f"Proxy:       {url}/v1 -> {upstream}")
-    exporter = app.state.otlp_export
-    if exporter is not None:
-        click.echo(f"Scores out:  {exporter.url} (OTLP {exporter.encoding})")
-    click.echo(f"Database:    {db_label(service.url)}")
-    if not service.list_evals(include_archived=True):
-        click.echo("No evals yet: open the studio and click 'Create an example eval'.")
-    click.echo("Press Ctrl+C to stop.")
+    announce(app, server_url(host, sock.getsockname()[1]), token, upstream)
     config = uvicorn.Config(app, **uvicorn_options)
     server = uvicorn.Server(config)
     try:

@@ -158,6 +158,7 @@ def create_app(
     # the users and their roles, once any exist (simeval.web.identity, simeval.web.access)
     app.state.identities = Identities(svc, identity_ttl)
     app.state.sign_ins = SignInThrottle()
+    app.state.user_header = user_header
     app.state.proxy = proxy.captures if proxy is not None else None
     open_exporter(app.state, svc, otlp_export)  # app.state.otlp_export
     app.state.alert_interval = alert_interval
