@@ -295,6 +295,7 @@ class GuardMiddleware:
         if user is None or user.disabled:
             await self._unsigned(scope, send, "disabled" if user is not None else None)
             return
+        scope.setdefault("state", {})["user"] = user  # for the page's header, a 403's too
         if not allows(user.role, needed):
             message = f"this needs the {needed} role; {user.name} is {user.role}"
             if is_api_path(path) or self.refuse_page is None:
@@ -302,7 +303,6 @@ class GuardMiddleware:
             else:
                 await self.refuse_page(Request(scope), 403, message)(scope, receive, send)
             return
-        scope.setdefault("state", {})["user"] = user
         if self.identities.due_touch(user.name):
             with contextlib.suppress(Exception):  # "last used" is never worth a failed call
                 await _off_loop(self.identities.seen, user.name)
