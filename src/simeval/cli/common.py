@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import getpass
 import json
 import os
 import sqlite3
@@ -218,12 +219,23 @@ json_option = json_flag()
 def service_at(db: str | None) -> Iterator[Service]:
     """The service of the database ``--db`` names, closed when the command is done."""
     from simeval.service import Service
+    from simeval.service.audit import acting_as
 
     svc = Service(db)
     try:
-        yield svc
+        with acting_as(cli_actor()):
+            yield svc
     finally:
         svc.close()
+
+
+def cli_actor() -> str:
+    """Who the audit log names for a change made with the CLI: ``cli:`` and the account."""
+    try:
+        account = getpass.getuser()
+    except (OSError, KeyError):  # no login name in this environment
+        return "cli"
+    return f"cli:{account}"[:64]
 
 
 def print_json(data: Any) -> None:

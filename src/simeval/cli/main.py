@@ -185,9 +185,10 @@ def _register() -> None:
     from simeval.cli import report as cli_report
     from simeval.cli import results as cli_results
     from simeval.cli import settings as cli_settings
+    from simeval.cli import users as cli_users
 
     modules = (cli_evals, cli_results, cli_browse, cli_settings, cli_compare, cli_datasets)
-    for module in (*modules, cli_alerts, cli_report):
+    for module in (*modules, cli_alerts, cli_report, cli_users):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from simeval.checks import check_url
 from simeval.cli.common import UserError, db_option
 from simeval.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from simeval.web.sso import UserHeader
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -60,6 +63,45 @@ def check_upstream(upstream: str) -> str:
     return upstream
 
 
+def announce(app: Any, url: str, token: str | None, upstream: str | None) -> None:
+    """What a single server prints as it starts: where the studio, the API, OTLP and the
+    proxy answer, how it is guarded, where scores go, and the database."""
+    users = app.state.user_header is not None or app.state.identities.users_exist()
+    guarded = " (sign-in required)" if users else " (token required)" if token else ""
+    click.echo(f"Eval Studio: {url}{guarded}")
+    click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
+    service = app.state.service
+    click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")
+    if upstream:
+        click.echo(f"Proxy:       {url}/v1 -> {upstream}")
+    exporter = app.state.otlp_export
+    if exporter is not None:
+        click.echo(f"Scores out:  {exporter.url} (OTLP {exporter.encoding})")
+    click.echo(f"Database:    {db_label(service.url)}")
+    if not service.list_evals(include_archived=True):
+        click.echo("No evals yet: open the studio and click 'Create an example eval'.")
+    click.echo("Press Ctrl+C to stop.")
+
+
+def _user_header(header: str | None, create: str, allow_ips: str | None) -> UserHeader | None:
+    """The SSO header of ``--user-header`` (None without it), else a one-line error."""
+    if create not in ("yes", "no"):
+        raise UserError(f"--user-header-create must be yes or no, not {create[:40]!r}")
+    if header is None:
+        return None
+    from simeval.web.sso import UserHeader
+
+    return UserHeader(header, allow_ips or "", create == "yes")
+
+
+def _has_users(db: str | None) -> bool:
+    """Whether the database has users (then every request needs one, any address is safe)."""
+    from simeval.service import Service
+
+    with Service(db) as svc:
+        return svc.has_users()
+
+
 def server_url(host: str, port: int) -> str:
     """The address a browser opens for a server on ``host``:``port`` (an IPv6 host bracketed)."""
     shown = f"[{host}]" if ":" in host else host
@@ -71,7 +113,8 @@ def server_url(host: str, port: int) -> str:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on. Anything but loopback needs SIMEVAL_TOKEN.",
+    help="Address to listen on. Anything but loopback needs users (simeval users) or "
+    "SIMEVAL_TOKEN.",
 )
 @click.option(
     "--port",
@@ -165,6 +208,22 @@ def server_url(host: str, port: int) -> str:
     "SQLite on one machine): requests run in parallel on spare cores, one process runs the "
     "alert watcher, /api/health names the worker that answered.",
 )
+@click.option(
+    "--user-header",
+    default=None,
+    metavar="HEADER",
+    help="Sign people in through the team's SSO proxy (oauth2-proxy, Authelia, a cloud access "
+    "proxy): this header (e.g. X-Forwarded-User) names the user on requests from the "
+    "--forwarded-allow-ips addresses, and is ignored from any other. Every request then needs "
+    "a user.",
+)
+@click.option(
+    "--user-header-create",
+    default="yes",
+    show_default=True,
+    metavar="yes|no",
+    help="Make a name the --user-header gives that is not yet a user a viewer (no: refuse it).",
+)
 def serve(
     host: str,
     port: int,
@@ -180,6 +239,8 @@ def serve(
     otlp_score_cut: bool,
     alert_interval: float,
     workers: str,
+    user_header: str | None,
+    user_header_create: str,
 ) -> None:
     """Start Eval Studio and the HTTP API (JSON under /api, docs at /docs).
 
@@ -196,6 +257,7 @@ def serve(
         simeval serve --otlp-export http://127.0.0.1:4318
         simeval serve --db postgresql+psycopg://simeval@db/evals --forwarded-allow-ips 127.0.0.1
         simeval serve --db postgresql+psycopg://simeval@db/evals --workers 4
+        simeval serve --user-header X-Forwarded-User --forwarded-allow-ips 127.0.0.1
     """
     import uvicorn
 
@@ -212,12 +274,16 @@ def serve(
 
         check_export_url(otlp_export)  # a SimevalError: one line, exit 2
     token = os.environ.get("SIMEVAL_TOKEN") or None
-    check_bind(host, token)  # a SimevalError: the CLI group makes it "error: ...", exit 2
+    sso = _user_header(user_header, user_header_create, forwarded_allow_ips)
+    # a SimevalError: "error: ...", exit 2; with SSO every request needs a user
+    check_bind(host, token, sso is not None or _has_users(db))
     uvicorn_options: dict[str, Any] = {
         "log_level": log_level,
         "access_log": log_level in ("info", "debug"),
         "server_header": False,
-        "proxy_headers": True,
+        # with SSO the app applies the proxy headers itself, after noting the connection's
+        # own address (simeval.web.sso): uvicorn must not rewrite the client first
+        "proxy_headers": sso is None,
         "forwarded_allow_ips": forwarded_allow_ips,
     }
     if processes > 1:
@@ -236,6 +302,9 @@ def serve(
             alert_interval=alert_interval or None,
             otlp_join_bytes=otlp_join_mb * 1024 * 1024,
             otlp_score_cut=otlp_score_cut,
+            user_header=user_header if sso is not None else None,
+            user_header_create=user_header_create == "yes",
+            forwarded_allow_ips=forwarded_allow_ips,
         )
         sock = listen(host, port)
         url = server_url(host, sock.getsockname()[1])
@@ -253,22 +322,9 @@ def serve(
         alert_interval=alert_interval or None,
         otlp_join_bytes=otlp_join_mb * 1024 * 1024,
         otlp_score_cut=otlp_score_cut,
+        user_header=sso,
     )
-    actual = sock.getsockname()[1]
-    url = server_url(host, actual)
-    click.echo(f"Eval Studio: {url}" + (" (token required)" if token else ""))
-    click.echo(f"API docs:    {url}/docs   engines post to {url}/api/capture")
-    service = app.state.service
-    click.echo(f"OpenTelemetry: OTLP/HTTP traces to {url}/v1/traces")
-    if upstream:
-        click.echo(f"Proxy:       {url}/v1 -> {upstream}")
-    exporter = app.state.otlp_export
-    if exporter is not None:
-        click.echo(f"Scores out:  {exporter.url} (OTLP {exporter.encoding})")
-    click.echo(f"Database:    {db_label(service.url)}")
-    if not service.list_evals(include_archived=True):
-        click.echo("No evals yet: open the studio and click 'Create an example eval'.")
-    click.echo("Press Ctrl+C to stop.")
+    announce(app, server_url(host, sock.getsockname()[1]), token, upstream)
     config = uvicorn.Config(app, **uvicorn_options)
     server = uvicorn.Server(config)
     try:

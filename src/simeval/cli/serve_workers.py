@@ -29,6 +29,9 @@ class WorkerSettings:
     alert_interval: float | None
     otlp_join_bytes: int
     otlp_score_cut: bool = False
+    user_header: str | None = None
+    user_header_create: bool = True
+    forwarded_allow_ips: str | None = None
 
 
 def serve_workers(
@@ -74,6 +77,9 @@ def serve_workers(
         alert_interval=settings.alert_interval,
         otlp_join_bytes=settings.otlp_join_bytes,
         otlp_score_cut=settings.otlp_score_cut,
+        user_header=settings.user_header,
+        user_header_create=settings.user_header_create,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
         parent_pid=os.getpid(),
     )
     run = new_run_dir(config)

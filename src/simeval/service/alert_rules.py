@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from simeval.checks import as_utc, check_name, check_storable, check_url, utc_now
 from simeval.errors import InvalidInput
 from simeval.service.alert_models import AlertRuleOut
+from simeval.service.audit import record
 from simeval.store import AlertRule
 
 RULE_KEYS = {"name", "eval", "when", "window", "webhook", "secret_env", "format"}
@@ -169,15 +170,19 @@ def store_alert_rules(s: Session, rules: list[dict[str, Any]], now: datetime | N
     changed = 0
     for rule in rules:
         row = s.scalar(select(AlertRule).where(AlertRule.name == rule["name"]))
+        target = f"alert_rule:{rule['name']}"
         if row is None:
             s.add(AlertRule(**rule, created_at=now, updated_at=now))
             changed += 1
+            record(s, "alert_rule.create", target, eval=rule.get("eval_name"))
             continue
-        if any(getattr(row, k) != v for k, v in rule.items()):
+        fields = sorted(k for k, v in rule.items() if getattr(row, k) != v)
+        if fields:
             for k, v in rule.items():
                 setattr(row, k, v)
             row.updated_at = now
             changed += 1
+            record(s, "alert_rule.change", target, fields=fields)
     s.flush()
     return changed
 

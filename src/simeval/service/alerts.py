@@ -36,6 +36,7 @@ from simeval.service.alert_rules import (
     validate_alert_rules,
     when_text,
 )
+from simeval.service.audit import record
 from simeval.service.base import ServiceBase
 from simeval.store import Alert, AlertDelivery, AlertRule, Eval
 
@@ -109,7 +110,9 @@ class AlertsMixin(ServiceBase):
         """Delete a rule with its alerts and delivery log (``NotFound`` without one)."""
 
         def work(s: Session) -> None:
-            s.delete(self._rule(s, name))
+            rule = self._rule(s, name)
+            s.delete(rule)
+            record(s, "alert_rule.delete", f"alert_rule:{rule.name}")
 
         self._write(work)
 

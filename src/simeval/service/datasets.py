@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from simeval.checks import MAX_ID, UNSET, as_utc, check_lookup, check_name, check_page, utc_now
 from simeval.errors import Conflict, InvalidInput, NotFound, SimevalError
+from simeval.service.audit import record
 from simeval.service.base import ServiceBase
 from simeval.service.dataset_files import (
     check_case,
@@ -312,6 +313,8 @@ class DatasetsMixin(ServiceBase):
                 created_at=ds.updated_at,
             )
         )
+        action = "dataset.create" if ds.version == 1 else "dataset.change"
+        record(s, action, f"dataset:{ds.name}", version=ds.version, note=note[:200])
 
     def _add_rows(
         self, s: Session, ds: Dataset, version: int, cases: Sequence[dict[str, Any]]

@@ -24,6 +24,7 @@ from simeval.scoring.analyzer import scope_key
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scoring.scorer import check_references, get_scorer
+from simeval.service.audit import current_actor, record
 from simeval.service.base import ServiceBase
 from simeval.service.checks import check_options
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
@@ -50,7 +51,21 @@ def _version_row(ev: Eval, changes: dict[str, Any]) -> EvalVersion:
         fingerprint=ev.fingerprint,
         changes=changes,
         created_at=ev.updated_at,
+        created_by=current_actor(),
     )
+
+
+def _edit_entry(ev: Eval, changes: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """The audit entry of an edit: ``eval.threshold`` when only the threshold changed (with
+    its old and new value), else ``eval.edit`` naming the fields (and a rename or threshold's
+    values; references and options may be long: the eval's versions keep them whole)."""
+    fields = sorted(set(changes) - {"pending", "fingerprint"})
+    detail: dict[str, Any] = {"version": ev.version, "fields": fields}
+    for key in ("threshold", "name"):
+        if key in changes:
+            detail[key] = changes[key]
+    action = "eval.threshold" if fields == ["threshold"] else "eval.edit"
+    return action, f"eval:{ev.name}", detail
 
 
 class EvalsMixin(ServiceBase):
@@ -223,6 +238,7 @@ class EvalsMixin(ServiceBase):
         s.flush()
         s.add(_version_row(ev, {"created": True}))
         self._bump_revision(s)
+        record(s, "eval.create", f"eval:{name}", version=1, threshold=threshold)
         return ev
 
     def get_eval(self, name_or_id: str | int) -> EvalOut:
@@ -277,6 +293,7 @@ class EvalsMixin(ServiceBase):
                     input_scope=v.input_scope,
                     options=dict(v.options),
                     fingerprint=v.fingerprint,
+                    created_by=v.created_by,
                 )
                 for v in rows
             ]
@@ -356,6 +373,8 @@ class EvalsMixin(ServiceBase):
         ev.updated_at = utc_now()
         s.add(_version_row(ev, changes))
         self._bump_revision(s)
+        action, target, detail = _edit_entry(ev, changes)
+        record(s, action, target, **detail)
         return changes
 
     def test_eval(self, name: str | int, input: str, output: str) -> TestOut:
@@ -410,6 +429,7 @@ class EvalsMixin(ServiceBase):
             ev.active_version = None
             ev.updated_at = utc_now()
             self._bump_revision(s)
+            record(s, "eval.activate", f"eval:{ev.name}", version=ev.version)
             return True
         self._set_status(s, ev, "active")
         return True
@@ -418,9 +438,11 @@ class EvalsMixin(ServiceBase):
         if ev.status == status:
             return False
         ev.active_version = None  # leaving "active" drops a pending switch-over
-        ev.status = status
+        before, ev.status = ev.status, status
         ev.updated_at = utc_now()
         self._bump_revision(s)
+        action = {"active": "activate", "draft": "deactivate", "archived": "archive"}[status]
+        record(s, f"eval.{action}", f"eval:{ev.name}", version=ev.version, was=before)
         return True
 
     def deactivate_eval(self, name: str | int) -> EvalOut:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from simeval.service.alerts import AlertsMixin
+from simeval.service.audit import AuditMixin
 from simeval.service.backtest import BacktestMixin
 from simeval.service.base import shared_service
 from simeval.service.batch import BatchMixin
@@ -22,6 +23,7 @@ from simeval.service.runs import RunsMixin
 from simeval.service.settings import SettingsMixin
 from simeval.service.synonyms import SynonymsMixin
 from simeval.service.trends import TrendsMixin
+from simeval.service.users import UsersMixin
 from simeval.store import resolve_db_url
 
 
@@ -42,6 +44,8 @@ class Service(
     ReviewQueueMixin,
     OverviewMixin,
     AlertsMixin,
+    UsersMixin,
+    AuditMixin,
 ):
     """One database's evals, captures and results. Thread-safe; one per process is enough
     (``open_service``).

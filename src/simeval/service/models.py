@@ -110,6 +110,7 @@ class EvalVersionOut(_Model):
     input_scope: str | None
     options: dict[str, Any]
     fingerprint: str
+    created_by: str | None = None  # the user who made it; None before users, or without any
 
 
 class ResultOut(_Model):

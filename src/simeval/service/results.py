@@ -17,6 +17,7 @@ from simeval.checks import as_utc, check_page, check_storable, utc_now
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.scoring.options import check_unit
 from simeval.scoring.scorer import get_scorer
+from simeval.service.audit import record, signed_in_user
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.filters import ResultFilter, filter_of
 from simeval.service.models import ResultOut
@@ -342,7 +343,8 @@ class ResultsMixin(QueriesMixin):
         if len(note) > 10_000:
             raise InvalidInput("review note is longer than 10,000 characters")
         check_storable(note, "review note")
-        who = check_reviewer(reviewer)
+        # a signed-in user reviews as themself: a name in the request cannot say otherwise
+        who = signed_in_user() or check_reviewer(reviewer)
 
         def work(s: Session) -> str:
             row = self._row(s, result_id)
@@ -363,6 +365,15 @@ class ResultsMixin(QueriesMixin):
             else:
                 existing.score, existing.note, existing.created_at = value, note, utc_now()
                 existing.reviewer = who
+            record(
+                s,
+                "review.set",
+                f"result:{row.id}",
+                score=value,
+                reviewer=who,
+                eval_id=row.eval_id,
+                replaced=existing is not None,
+            )
             return row.id
 
         key: str = self._write(work)

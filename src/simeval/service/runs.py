@@ -23,6 +23,7 @@ from simeval.checks import (
 )
 from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
+from simeval.service.audit import record
 from simeval.service.base import ServiceBase
 from simeval.service.checks import get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
@@ -465,6 +466,7 @@ class RunsMixin(ServiceBase):
             s.execute(delete(Review).where(Review.result_id.in_(keys)))
             s.execute(delete(Result).where(Result.run_id == run.id))
             s.delete(run)
+            record(s, "run.delete", f"run:{run_id}", name=out.name, results=out.results)
 
         self._write(work)
         return out

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from simeval.checks import UNSET, Unset, as_utc, check_url, parse_time, utc_now
 from simeval.errors import InvalidInput, InvalidType
 from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
+from simeval.service.audit import record
 from simeval.service.base import ServiceBase
 from simeval.service.models import CleanupOut, SettingsOut
 from simeval.service.rollup import HOUR, Tally, add_sums, roll_up
@@ -173,11 +174,17 @@ class SettingsMixin(ServiceBase):
                     s.add(Setting(key=key, value=value))
                 else:
                     row.value = value
+            for key, value in updates.items():
+                action = "retention.set" if key == RETENTION_KEY else "settings.change"
+                record(s, action, f"setting:{key}", value=value)
 
         if updates:
             self._write(work)
         if not isinstance(keys, Unset):
             self._index_meta(keys)
+            self._write(
+                lambda s: record(s, "settings.change", f"setting:{INDEXED_META_KEY}", value=keys)
+            )
         return self.get_settings()
 
     def _index_meta(self, declared: list[str]) -> None:
@@ -286,6 +293,16 @@ class SettingsMixin(ServiceBase):
             current = select(Eval.version).where(Eval.id == EvalTest.eval_id).scalar_subquery()
             tests = _deleted(
                 s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)
+            )
+            record(
+                s,
+                "cleanup.run",
+                "database",
+                cutoff=as_utc(cutoff).isoformat(),
+                captures=captures,
+                results=results,
+                tests=tests,
+                runs=runs,
             )
             return CleanupOut(
                 captures=captures, results=results, tests=tests, runs=runs, cutoff=as_utc(cutoff)

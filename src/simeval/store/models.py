@@ -82,6 +82,8 @@ class EvalVersion(Base):
     fingerprint: Mapped[str] = mapped_column(String(64))
     changes: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # the user who made it (migration 0016); null before users, or with none defined
+    created_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class EvalTest(Base):
@@ -493,3 +495,40 @@ class MetaCaptureRollup(Base):
 meta_capture_rollup_table = cast(Table, MetaCaptureRollup.__table__)
 # the retention cleanup deletes whole hours of every value
 Index("ix_meta_capture_rollup_bucket", meta_capture_rollup_table.c.bucket)
+
+
+class User(Base):
+    """A person or service with a role and its own API key (migration 0016;
+    ``simeval.store.users``). The key and the password are kept only as hashes."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    # SHA-256 of the key (hex): a key is 256 random bits, so no salt or slow hash is needed
+    key_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
+    key_prefix: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    password_hash: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class AuditEntry(Base):
+    """One change, as the audit log keeps it (migration 0016; ``simeval.store.audit``):
+    append-only, triggers refuse to update or delete a row."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        Index("ix_audit_log_at_id", "at", "id"),
+        Index("ix_audit_log_actor", "actor"),
+        Index("ix_audit_log_target", "target"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime)
+    actor: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(300))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)

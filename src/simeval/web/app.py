@@ -24,6 +24,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from simeval import __version__
 from simeval.checks import DEEP_OFFSET_HINT
@@ -37,6 +38,7 @@ from simeval.web.api_datasets import router as datasets_api
 from simeval.web.api_overview import router as overview_api
 from simeval.web.api_run_groups import router as run_groups_api
 from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
+from simeval.web.identity import Identities, SignInThrottle
 from simeval.web.idf_files import resolve_idf_dir
 from simeval.web.methods import MethodMiddleware
 from simeval.web.otlp import MAX_INFLATED, OTLP_JOIN_BYTES
@@ -48,6 +50,7 @@ from simeval.web.security import (
     SessionStore,
     is_api_path,
 )
+from simeval.web.sso import PeerMiddleware, UserHeader
 from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
 
 if TYPE_CHECKING:
@@ -96,6 +99,8 @@ def create_app(
     sessions: SessionStore | None = None,
     otlp_join_bytes: int = OTLP_JOIN_BYTES,
     otlp_score_cut: bool = False,
+    identity_ttl: float = 1.0,
+    user_header: UserHeader | None = None,
 ) -> FastAPI:
     """Build the studio + API app for one database.
 
@@ -150,6 +155,10 @@ def create_app(
     app.state.token = token or None
     # the studio's logins (simeval.web.security)
     app.state.sessions = SessionStore() if sessions is None else sessions
+    # the users and their roles, once any exist (simeval.web.identity, simeval.web.access)
+    app.state.identities = Identities(svc, identity_ttl)
+    app.state.sign_ins = SignInThrottle()
+    app.state.user_header = user_header
     app.state.proxy = proxy.captures if proxy is not None else None
     open_exporter(app.state, svc, otlp_export)  # app.state.otlp_export
     app.state.alert_interval = alert_interval
@@ -158,7 +167,7 @@ def create_app(
     _add_error_handlers(app, lock_wait)
     _add_routes(app, proxy)
     app.openapi = schema.with_links(app)  # type: ignore[method-assign]
-    _add_middleware(app, token, allowed_hosts, max_body)
+    _add_middleware(app, token, allowed_hosts, max_body, user_header)
     return app
 
 
@@ -286,7 +295,11 @@ def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
 
 
 def _add_middleware(
-    app: FastAPI, token: str | None, allowed_hosts: Iterable[str] | None, max_body: int
+    app: FastAPI,
+    token: str | None,
+    allowed_hosts: Iterable[str] | None,
+    max_body: int,
+    user_header: UserHeader | None = None,
 ) -> None:
     # Added last = runs first: the size limit, then host/origin/token checks, then the
     # API's 405s (simeval.web.methods) right before the routes.
@@ -301,8 +314,17 @@ def _add_middleware(
         token=token or None,
         allowed_hosts=allowed_hosts,
         sessions=app.state.sessions,
+        identities=app.state.identities,
+        refuse_page=pages.error_page,
+        user_header=user_header,
     )
     # OTLP exporters send their batches whole, as large as they come: those paths are bounded
     # by what the OTLP reader takes (``MAX_INFLATED``), not by the API's limit
     otlp_limit = max(max_body, MAX_INFLATED)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body, limits={"/v1/": otlp_limit})
+    if user_header is not None:
+        # X-Forwarded-For/Proto from the proxy, as uvicorn would apply them, but inside the
+        # record of the connection's own address: only that one may name a user
+        trusted = "*" if user_header.everyone else [str(n) for n in user_header.networks]
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=trusted)
+        app.add_middleware(PeerMiddleware)

@@ -61,6 +61,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from simeval.checks import KeyedCapture
 from simeval.errors import SimevalError
+from simeval.service.credentials import KEY_START
 from simeval.service.database import database_problem
 from simeval.web.replies import (
     MAX_CAPTURED_BYTES,
@@ -543,10 +544,13 @@ class Proxy:
         return request
 
     def _holds_token(self, value: str) -> bool:
-        """Whether a header's value is simeval's token, alone or after a scheme ("Bearer")."""
+        """Whether a header's value is simeval's token or a simeval user's API key, alone or
+        after a scheme ("Bearer")."""
+        words = value.split()
+        if any(w.startswith(KEY_START) for w in words[-1:] + words[:1]):
+            return True
         if self._token is None:
             return False
-        words = value.split()
         return any(secret_matches(w, self._token) for w in words[-1:] + words[:1])
 
     def _query(self, query: str) -> str:
@@ -686,7 +690,8 @@ def create_proxy_app(
 
     ``token``: when set, every request must carry it (``X-Simeval-Token``, or
     ``Authorization: Bearer`` when the upstream needs no key of its own: that header is then
-    not forwarded), and any host name is served.
+    not forwarded), and any host name is served. Once the database has users, a user's key
+    replaces the token (``simeval.web.security``).
 
     Example::
 
@@ -703,6 +708,7 @@ def create_proxy_app(
     from simeval.service import Service
     from simeval.web import otlp
     from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
+    from simeval.web.identity import Identities
     from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
     from simeval.web.writer import CaptureWriter
 
@@ -752,6 +758,13 @@ def create_proxy_app(
     app.state.proxy = captures
     app.state.service = svc
     app.state.writer = writer
-    app.add_middleware(GuardMiddleware, token=token or None, allowed_hosts=allowed_hosts)
+    # once the database has users, a key whose role may write captures (ingest, editor,
+    # admin) is needed here as in `serve` (``X-Simeval-Token: KEY`` beside the upstream's own)
+    app.add_middleware(
+        GuardMiddleware,
+        token=token or None,
+        allowed_hosts=allowed_hosts,
+        identities=Identities(svc),
+    )
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
     return app

@@ -3,7 +3,13 @@
 The threat model is a local web app: by default it listens on 127.0.0.1 and any page the user
 visits in the same browser could try to talk to it. So, in order:
 
-- ``check_bind``: listening on anything but loopback needs a token (``SIMEVAL_TOKEN``).
+- ``check_bind``: listening on anything but loopback needs a token (``SIMEVAL_TOKEN``) or
+  users (``simeval users``).
+- Once one user exists, every request but ``GET /api/health`` (and the sign-in form and the
+  assets) needs a user with the role its route needs (``simeval.web.access``): a key
+  (``Authorization: Bearer KEY``) or a session signed in with a name and password; the token
+  then opens nothing. Who the user is, is read from the database at most a second earlier
+  (``simeval.web.identity``), so a disabled user or a replaced key stops everywhere at once.
 - ``GuardMiddleware``: without a token, only loopback host names are served (a DNS-rebinding
   page cannot reach the app under its own name); unsafe methods from another origin are
   refused; with a token, every API call needs it (``Authorization: Bearer``,
@@ -28,6 +34,7 @@ visits in the same browser could try to talk to it. So, in order:
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -35,16 +42,26 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from simeval.errors import InvalidInput
+from simeval.errors import InvalidInput, SimevalError
+from simeval.service.audit import acting_as
+from simeval.web.access import PUBLIC, allows, required_role
+
+if TYPE_CHECKING:
+    from simeval.service.users import Identity
+    from simeval.web.identity import Identities
+    from simeval.web.sso import UserHeader
+
+T = TypeVar("T")
 
 SESSION_COOKIE = "simeval_session"
 CSRF_COOKIE = "simeval_csrf"
@@ -73,44 +90,55 @@ def is_api_path(path: str) -> bool:
     return path.startswith(("/api/", "/v1/")) or path in ("/api", "/openapi.json")
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to listen on a non-loopback address without a token (``InvalidInput``)."""
-    if not is_loopback(host) and not token:
+def check_bind(host: str, token: str | None, users: bool = False) -> None:
+    """Refuse to listen on a non-loopback address without a token or users
+    (``InvalidInput``)."""
+    if not is_loopback(host) and not token and not users:
         raise InvalidInput(
-            f"refusing to listen on {host} without a token: set SIMEVAL_TOKEN "
-            "(or listen on 127.0.0.1)"
+            f"refusing to listen on {host} without a token or users: set SIMEVAL_TOKEN or add "
+            "a user (simeval users add NAME --role admin), or listen on 127.0.0.1"
         )
 
 
 class SessionStore:
     """The studio's logged-in sessions: random ids issued at login, each valid until it is
     revoked (logout) or ``max_age`` seconds have passed; at most ``limit`` at once (the
-    oldest dropped first). Kept in the server's memory: a restart logs everyone out."""
+    oldest dropped first). A session signed in by a user keeps the user's name. Kept in the
+    server's memory: a restart logs everyone out."""
 
     def __init__(self, max_age: float = 30 * 86400, limit: int = 10_000):
         self.max_age = max_age
         self.limit = limit
-        self._expires: dict[str, float] = {}
+        self._expires: dict[str, tuple[float, str | None]] = {}
 
-    def new(self) -> str:
-        """A new session's id (what its cookie holds)."""
+    def new(self, user: str | None = None) -> str:
+        """A new session's id (what its cookie holds), signed in as ``user`` (None: by the
+        token)."""
         sid = secrets.token_urlsafe(32)
         while len(self._expires) >= self.limit:
             self._expires.pop(next(iter(self._expires)))
-        self._expires[sid] = time.monotonic() + self.max_age
+        self._expires[sid] = (time.monotonic() + self.max_age, user)
         return sid
+
+    def _live(self, sid: str | None) -> tuple[float, str | None] | None:
+        if not sid:
+            return None
+        entry = self._expires.get(sid)
+        if entry is None:
+            return None
+        if entry[0] < time.monotonic():
+            self._expires.pop(sid, None)
+            return None
+        return entry
 
     def valid(self, sid: str | None) -> bool:
         """Whether ``sid`` is a live session issued here."""
-        if not sid:
-            return False
-        expires = self._expires.get(sid)
-        if expires is None:
-            return False
-        if expires < time.monotonic():
-            self._expires.pop(sid, None)
-            return False
-        return True
+        return self._live(sid) is not None
+
+    def user(self, sid: str | None) -> str | None:
+        """The user a live session ``sid`` was signed in as (None: none, or not live)."""
+        entry = self._live(sid)
+        return None if entry is None else entry[1]
 
     def revoke(self, sid: str | None) -> None:
         """End session ``sid`` (logout): its cookie no longer authorises anything."""
@@ -176,7 +204,15 @@ def session_cookie_header(sid: str, secure: bool = False) -> tuple[bytes, bytes]
 
 
 class GuardMiddleware:
-    """Host, origin and token checks in front of every request (see the module docstring)."""
+    """Host, origin, token and user checks in front of every request (see the module
+    docstring).
+
+    ``identities`` (``simeval.web.identity.Identities``): once any user exists, every request
+    but the public ones (``simeval.web.access``) needs a user with the role its route needs:
+    an API key (``Authorization: Bearer KEY`` or ``X-Simeval-Token: KEY``) or a signed-in
+    session; then ``SIMEVAL_TOKEN`` no longer opens anything. ``refuse_page(request, status,
+    message)`` renders a 403 for a page. ``user_header``: the user named by the team's SSO
+    proxy (``simeval.web.sso``); users are then required even before any exists."""
 
     def __init__(
         self,
@@ -184,12 +220,18 @@ class GuardMiddleware:
         token: str | None,
         allowed_hosts: Iterable[str] | None = None,
         sessions: SessionStore | None = None,
+        identities: Identities | None = None,
+        refuse_page: Callable[[Request, int, str], Any] | None = None,
+        user_header: UserHeader | None = None,
     ):
         self.app = app
         self.token = token or None
         self.sessions = sessions if sessions is not None else SessionStore()
         hosts = set(LOOPBACK_NAMES) if allowed_hosts is None else set(allowed_hosts)
         self.allowed_hosts = {h.lower() for h in hosts}
+        self.identities = identities
+        self.refuse_page = refuse_page
+        self.user_header = user_header
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -198,10 +240,18 @@ class GuardMiddleware:
         headers = _headers(scope)
         path: str = scope["path"]
         host = headers.get("host", "")
-        # With a token anyone who reaches the port must present it, so any name may be used;
-        # without one, only loopback names are served (DNS rebinding defence).
+        try:
+            users = self.identities is not None and (
+                self.user_header is not None or await self.identities.users_exist_now()
+            )
+        except SimevalError as exc:  # the database down: say so, as the routes would
+            await _send_json(send, exc.status_code, {"error": str(exc)})
+            return
+        # With a token or users anyone who reaches the port must sign in, so any name may be
+        # used; without, only loopback names are served (DNS rebinding defence).
         if (
             self.token is None
+            and not users
             and "*" not in self.allowed_hosts
             and _host_name(host).lower() not in self.allowed_hosts
         ):
@@ -215,6 +265,9 @@ class GuardMiddleware:
         if method in UNSAFE_METHODS and not self._same_origin(headers, host):
             await _send_json(send, 403, {"error": "cross-origin request refused"})
             return
+        if users:
+            await self._as_user(scope, receive, send, headers)
+            return
         if (
             self.token is not None
             and not path.startswith(PUBLIC_PREFIXES)
@@ -223,6 +276,72 @@ class GuardMiddleware:
             await self._refuse(scope, send)
             return
         await self.app(scope, receive, send)
+
+    async def _as_user(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
+    ) -> None:
+        """Serve the request as the user it comes from, if that user may."""
+        assert self.identities is not None
+        method, path = scope["method"], scope["path"]
+        needed = required_role(method, path)
+        if needed == PUBLIC:
+            await self.app(scope, receive, send)
+            return
+        try:
+            user = await self._user(scope, headers)
+        except SimevalError as exc:
+            await _send_json(send, exc.status_code, {"error": str(exc)})
+            return
+        if user is None or user.disabled:
+            await self._unsigned(scope, send, "disabled" if user is not None else None)
+            return
+        scope.setdefault("state", {})["user"] = user  # for the page's header, a 403's too
+        if not allows(user.role, needed):
+            message = f"this needs the {needed} role; {user.name} is {user.role}"
+            if is_api_path(path) or self.refuse_page is None:
+                await _send_json(send, 403, {"error": message, "role_needed": needed})
+            else:
+                await self.refuse_page(Request(scope), 403, message)(scope, receive, send)
+            return
+        if self.identities.due_touch(user.name):
+            with contextlib.suppress(Exception):  # "last used" is never worth a failed call
+                await _off_loop(self.identities.seen, user.name)
+        with acting_as(user.name, signed_in=True):
+            await self.app(scope, receive, send)
+
+    async def _user(self, scope: Scope, headers: dict[str, str]) -> Identity | None:
+        """The user of a request: its API key, else its SSO header (from a trusted proxy),
+        else its session."""
+        assert self.identities is not None
+        auth = headers.get("authorization", "")
+        key = headers.get("x-simeval-token") or (
+            auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        )
+        if key:
+            return await self.identities.by_key_now(key)
+        if self.user_header is not None:
+            named = self.user_header.user_of(scope, headers)
+            if named is not None:
+                return await _off_loop(self.user_header.sign_in, self.identities, named)
+        name = self.sessions.user(session_id(headers.get("cookie", "")))
+        if name is None:
+            return None
+        return await self.identities.by_name_now(name)
+
+    async def _unsigned(self, scope: Scope, send: Send, why: str | None) -> None:
+        """401 for the API (and any post), the sign-in form for a page."""
+        if is_api_path(scope["path"]) or scope["method"] != "GET":
+            message = (
+                "this user is disabled"
+                if why == "disabled"
+                else "missing or unknown API key: send 'Authorization: Bearer <key>' "
+                "(simeval users key NAME makes one)"
+            )
+            await _send_json(send, 401, {"error": message}, [(b"www-authenticate", b"Bearer")])
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = scope["path"] + (f"?{query}" if query else "")
+        await _send_redirect(send, "/login?" + urlencode({"next": target}))
 
     @staticmethod
     def _same_origin(headers: dict[str, str], host: str) -> bool:
@@ -263,6 +382,11 @@ class GuardMiddleware:
             await _send_redirect(send, target, [cookie])
         else:
             await _send_redirect(send, "/login?" + urlencode({"next": target}))
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread: a database read never holds the event loop."""
+    return await run_in_threadpool(fn, *args)
 
 
 DOCS_PATHS = frozenset({"/docs", "/redoc", "/docs/oauth2-redirect"})

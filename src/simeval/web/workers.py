@@ -56,6 +56,7 @@ from simeval.web.api_alerts import start_alerts, stop_alerts
 from simeval.web.otlp_export import follow_setting
 from simeval.web.parent_watch import die_with_parent, parent_gone
 from simeval.web.security import SessionStore
+from simeval.web.sso import UserHeader
 
 log = logging.getLogger("simeval.workers")
 
@@ -81,6 +82,9 @@ class WorkerConfig:
     alert_interval: float | None = 30.0
     otlp_join_bytes: int = 64 * 1024 * 1024
     otlp_score_cut: bool = False
+    user_header: str | None = None  # SSO through a proxy (simeval.web.sso)
+    user_header_create: bool = True
+    forwarded_allow_ips: str | None = None
     parent_pid: int | None = None  # the supervisor: a worker stops when it is gone
 
 
@@ -152,6 +156,13 @@ def worker_app() -> FastAPI:
         sessions=SharedSessions(run / "sessions.db"),
         otlp_join_bytes=config.otlp_join_bytes,
         otlp_score_cut=config.otlp_score_cut,
+        user_header=(
+            UserHeader(
+                config.user_header, config.forwarded_allow_ips or "", config.user_header_create
+            )
+            if config.user_header
+            else None
+        ),
     )
     app.state.csrf_secret = bytes.fromhex(config.csrf_secret)
     app.state.worker = WorkerRole(run / "alerts.lock", config.workers, config.alert_interval)
@@ -269,19 +280,22 @@ class SharedSessions(SessionStore):
             self._db.execute("PRAGMA journal_mode=WAL")
         with self._guard:
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, expires REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS sessions "
+                "(id TEXT PRIMARY KEY, expires REAL NOT NULL, user TEXT)"
             )
 
     @staticmethod
     def _key(sid: str) -> str:
         return hashlib.sha256(sid.encode()).hexdigest()
 
-    def new(self) -> str:
-        """A new session's id (what its cookie holds), valid in every worker."""
+    def new(self, user: str | None = None) -> str:
+        """A new session's id (what its cookie holds), signed in as ``user``, valid in every
+        worker."""
         sid = secrets.token_urlsafe(32)
         with self._guard:
             self._db.execute(
-                "INSERT INTO sessions VALUES (?, ?)", (self._key(sid), time.time() + self.max_age)
+                "INSERT INTO sessions VALUES (?, ?, ?)",
+                (self._key(sid), time.time() + self.max_age, user),
             )
             # the oldest dropped first past the limit (rowids grow with each login)
             self._db.execute(
@@ -290,19 +304,29 @@ class SharedSessions(SessionStore):
             )
         return sid
 
-    def valid(self, sid: str | None) -> bool:
-        """Whether ``sid`` is a live session issued by any worker of this run."""
+    def _row(self, sid: str | None) -> tuple[float, str | None] | None:
         if not sid:
-            return False
+            return None
         key = self._key(sid)
         with self._guard:
-            row = self._db.execute("SELECT expires FROM sessions WHERE id = ?", (key,)).fetchone()
+            row = self._db.execute(
+                "SELECT expires, user FROM sessions WHERE id = ?", (key,)
+            ).fetchone()
             if row is None:
-                return False
+                return None
             if row[0] < time.time():
                 self._db.execute("DELETE FROM sessions WHERE id = ?", (key,))
-                return False
-        return True
+                return None
+        return (row[0], row[1])
+
+    def valid(self, sid: str | None) -> bool:
+        """Whether ``sid`` is a live session issued by any worker of this run."""
+        return self._row(sid) is not None
+
+    def user(self, sid: str | None) -> str | None:
+        """The user a live session ``sid`` was signed in as, in any worker."""
+        row = self._row(sid)
+        return None if row is None else row[1]
 
     def revoke(self, sid: str | None) -> None:
         """End session ``sid`` (logout) in every worker."""

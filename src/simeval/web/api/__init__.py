@@ -8,11 +8,11 @@ module per resource, each with its router (``ROUTERS``).
 
 from __future__ import annotations
 
-from simeval.web.api import browse, capture, evals, results, settings
+from simeval.web.api import browse, capture, evals, results, settings, users
 from simeval.web.api.capture import capture_fast
 
 # in the order their routes are matched; each router is flat (its own routes, under /api), as
 # the 405 middleware reads them (``simeval.web.methods``)
-ROUTERS = tuple(m.router for m in (capture, evals, results, settings, browse))
+ROUTERS = tuple(m.router for m in (capture, evals, results, settings, browse, users))
 
 __all__ = ["ROUTERS", "capture_fast"]

@@ -17,6 +17,7 @@ from simeval.web.pages import (
     review,
     runs,
     settings,
+    users,
 )
 from simeval.web.pages._render import CSP, error_page
 from simeval.web.pages.run_groups import router as run_groups_router
@@ -34,6 +35,7 @@ ROUTERS = (
     run_groups_router,
     datasets.router,
     alerts.router,
+    users.router,
 )
 
 __all__ = ["CSP", "ROUTERS", "error_page"]

@@ -24,7 +24,9 @@ from simeval import __version__
 from simeval.errors import SimevalError
 from simeval.scoring.options import STRICTNESS_BANDS, band
 from simeval.service import Service
+from simeval.service.users import Identity
 from simeval.templating import environment
+from simeval.web.access import can
 from simeval.web.security import CSRF_FIELD, csrf_token, set_csrf_cookie
 
 TEMPLATES = Path(__file__).parent.parent / "templates"
@@ -153,7 +155,10 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
     context.setdefault("notice", NOTICES.get(done))
     context.setdefault("notice_tone", "err" if done in FAILED_NOTICES else "ok")
     context["csrf"] = csrf_token(request)
-    context["auth"] = bool(request.app.state.token)
+    user = signed_in(request)
+    context["user"] = user
+    context["can"] = lambda needed: can(user.role if user is not None else None, needed)
+    context["auth"] = bool(request.app.state.token) or user is not None
     context["path"] = request.url.path
     context.setdefault("open_alert_count", open_alert_count(request))
     response = templates.TemplateResponse(request, name, context, status_code=status)
@@ -162,6 +167,12 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
     response.headers["Referrer-Policy"] = "same-origin"
     set_csrf_cookie(request, response)
     return response
+
+
+def signed_in(request: Request) -> Identity | None:
+    """The user a request comes from (None: no users defined, local mode or the token)."""
+    user: Identity | None = getattr(request.state, "user", None)
+    return user
 
 
 def error_page(request: Request, status: int, message: str) -> Response:

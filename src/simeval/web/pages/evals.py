@@ -19,8 +19,9 @@ from simeval.scoring.options import band
 from simeval.scoring.scorer import resolve_options
 from simeval.service import Service
 from simeval.service.models import BacktestReport, EvalOut
+from simeval.web.access import ADMIN, can
 from simeval.web.idf_files import idf_option
-from simeval.web.pages._render import eval_url, form_text, redirect, render, service_of
+from simeval.web.pages._render import eval_url, form_text, redirect, render, service_of, signed_in
 from simeval.web.pages.eval_form import definition, form_context, form_values
 from simeval.web.pages.highlight import explained
 from simeval.web.security import checked_form
@@ -143,8 +144,18 @@ def _eval_page(
         synonym_suggestions=service.synonym_suggestions(ev.id),
         reviews=service.count_results(eval_name=ev.name, reviewed=True),
         unscored=_unscored(service, ev),
+        activity=_activity(request, service, ev.name),
     )
     return render(request, "eval.html", ctx, status=status)
+
+
+def _activity(request: Request, service: Service, name: str) -> list[Any] | None:
+    """The eval's latest audit entries, for those who may read the audit log (admins; all in
+    local mode); None for the others."""
+    user = signed_in(request)
+    if user is not None and not can(user.role, ADMIN):
+        return None
+    return service.audit_log(target=f"eval:{name}", limit=10).entries
 
 
 def _unscored(service: Service, ev: EvalOut) -> int:

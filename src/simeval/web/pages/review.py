@@ -27,6 +27,7 @@ from simeval.web.pages._render import (
     redirect,
     render,
     service_of,
+    signed_in,
 )
 from simeval.web.pages.highlight import explained
 from simeval.web.security import checked_form
@@ -38,7 +39,11 @@ _QUEUE_FIELDS = ("eval", "meta", "since", "after")  # the queue's place, kept ac
 
 
 def reviewer_of(request: Request) -> str | None:
-    """The reviewer's name this browser gave (its cookie), None when none was given."""
+    """The signed-in user (once users exist), else the reviewer's name this browser gave (its
+    cookie), None when none was given."""
+    user = signed_in(request)
+    if user is not None:
+        return user.name
     raw = request.cookies.get(REVIEWER_COOKIE)
     if not raw:
         return None
