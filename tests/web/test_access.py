@@ -233,3 +233,42 @@ def test_the_standalone_proxy_needs_an_ingest_key_once_users_exist(
             "/v1/traces", content=b"", headers={**ingest, "Content-Type": "application/json"}
         )
         assert r.status_code not in (401, 403), r.text
+
+
+def test_an_admin_manages_users_through_the_api(client: TestClient, keys: dict[str, str]) -> None:
+    admin = auth(keys["admin"])
+    body = {"name": "dana@example.org", "role": "viewer", "password": "a long password"}
+    assert client.post("/api/users", json=body, headers=auth(keys["editor"])).status_code == 403
+    r = client.post("/api/users", json=body, headers=admin)
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert made["user"]["role"] == "viewer" and made["key"].startswith(made["user"]["key_prefix"])
+    dana = auth(made["key"])
+    me = client.get("/api/me", headers=dana).json()
+    assert me == {"name": "dana@example.org", "role": "viewer"}
+    listed = {u["name"]: u for u in client.get("/api/users", headers=admin).json()}
+    assert listed["dana@example.org"]["role"] == "viewer"
+    assert made["key"] not in client.get("/api/users", headers=admin).text
+    # refused: the same name again, a bad name, a role that does not exist, an unknown user
+    assert client.post("/api/users", json=body, headers=admin).status_code == 409
+    for bad in ({**body, "name": "no spaces"}, {**body, "role": "owner"}):
+        r = client.post("/api/users", json=bad, headers=admin)
+        assert 400 <= r.status_code < 500 and "error" in r.json(), r.text
+    r = client.patch("/api/users/nobody", json={"role": "editor"}, headers=admin)
+    assert r.status_code == 404, r.text
+
+    r = client.patch("/api/users/dana@example.org", json={"role": "editor"}, headers=admin)
+    assert r.status_code == 200 and r.json()["role"] == "editor"
+    assert client.get("/api/me", headers=dana).json()["role"] == "editor"
+    r = client.patch("/api/users/dana@example.org", json={"disabled": True}, headers=admin)
+    assert r.status_code == 200 and r.json()["disabled"] is True
+    assert client.get("/api/me", headers=dana).status_code == 401
+    client.patch("/api/users/dana@example.org", json={"disabled": False}, headers=admin)
+    r = client.post("/api/users/dana@example.org/key", headers=admin)
+    assert r.status_code == 200, r.text
+    assert client.get("/api/me", headers=dana).status_code == 401  # the old key stopped
+    assert client.get("/api/me", headers=auth(r.json()["key"])).status_code == 200
+    entries = client.get("/api/audit", headers=admin).json()["entries"]
+    mine = [e["action"] for e in entries if e["target"] == "user:dana@example.org"]
+    assert mine == ["user.key", "user.enable", "user.disable", "user.role", "user.add"]
+    assert {e["actor"] for e in entries if e["target"] == "user:dana@example.org"} == {"admin"}

@@ -34,13 +34,14 @@ from simeval.checks import parse_time, utc_now
 from simeval.errors import Conflict, InvalidInput
 from simeval.scoring.analyzer import scope_key
 from simeval.scoring.compare import Case, histogram
-from simeval.scoring.evalset import EvalSet, EvalSpec
+from simeval.scoring.evalset import EvalSet
 from simeval.scoring.scorer import get_scorer
 from simeval.service.capture import in_force
+from simeval.service.capture_score import eval_spec
 from simeval.service.evals import EvalsMixin
 from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
 from simeval.service.rollup import Key, Sums, add_sums, watermark
-from simeval.store import CAPTURE_LOCK, Capture, Eval, pack_results, unpack_results
+from simeval.store import CAPTURE_LOCK, Capture, pack_results, unpack_results
 from simeval.store.meta_rollup import add_capture_changes, hour_start
 from simeval.store.summaries import conversations_of, recompute_conversations
 
@@ -67,18 +68,6 @@ def _count(
     acc.total += sign * entry[2]
     acc.passes += sign * int(entry[3])
     by_capture.setdefault(cid, (when, []))[1].append((entry[0], sign, sign * int(entry[3])))
-
-
-def _spec(ev: Eval) -> EvalSpec:
-    return EvalSpec(
-        ev.id,
-        ev.name,
-        ev.version,
-        tuple(ev.references),
-        ev.threshold,
-        ev.input_scope,
-        tuple(sorted(ev.options.items())),
-    )
 
 
 def _cut(text: str, n: int = 300) -> str:
@@ -122,7 +111,7 @@ class BacktestMixin(EvalsMixin):
         started = time.perf_counter()
         with self.store.read() as s:
             ev = self._find_eval(s, name)
-            spec = _spec(ev)
+            spec = eval_spec(ev)
             scorer_options = dict(ev.options)
             version, status = ev.version, ev.status
             since = utc_now() - timedelta(days=days)
@@ -225,7 +214,7 @@ class BacktestMixin(EvalsMixin):
                 # a state the eval is in, not a bad request: 409, as for an activation
                 raise Conflict(f"eval {ev.name!r} is archived: restore it before rescoring")
             (used,) = in_force(s, [ev])
-            spec = _spec(used)
+            spec = eval_spec(used)
             eval_id = ev.id
         es = EvalSet([spec])
         current = get_scorer(**dict(spec.options)).fingerprint

@@ -48,19 +48,21 @@ class Active:
     json_refs: list[list[str]]
 
 
+def eval_spec(ev: Eval) -> EvalSpec:
+    """A stored eval as the scorer's ``EvalSpec`` (what captures and backtests score by)."""
+    return EvalSpec(
+        ev.id,
+        ev.name,
+        ev.version,
+        tuple(ev.references),
+        ev.threshold,
+        ev.input_scope,
+        tuple(sorted(ev.options.items())),
+    )
+
+
 def prepare(evals: list[Eval]) -> Active:
-    specs = [
-        EvalSpec(
-            ev.id,
-            ev.name,
-            ev.version,
-            tuple(ev.references),
-            ev.threshold,
-            ev.input_scope,
-            tuple(sorted(ev.options.items())),
-        )
-        for ev in evals
-    ]
+    specs = [eval_spec(ev) for ev in evals]
     es = EvalSet(specs, skip_broken=True)
     for name, reason in es.skipped:
         # one broken eval (e.g. its IDF table file was deleted) must not stop the others
