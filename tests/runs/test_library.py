@@ -157,6 +157,7 @@ WRITER_MAY_LOAD = (
     "simeval.scoring.synonyms",  # explanations mark synonym matches (small)
     "simeval.scoring.vetoes",  # the scorer's contradiction checks (stdlib only)
     "simeval.scoring.written",  # how the scorer reads answers (stdlib only)
+    "simeval.service.actor",  # a run's deletion recorded in the audit log (no pydantic)
     "simeval.service.base",
     "simeval.service.checks",
     "simeval.service.cursor",  # the runs listing's keyset cursor (stdlib only)

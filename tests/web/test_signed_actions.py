@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from simeval.cli import cli
 from simeval.service import Service
-from simeval.service.audit import acting_as
+from simeval.service.actor import acting_as
 from simeval.web import create_app
 
 BASE = "http://127.0.0.1:8000"

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from browser import CHROMIUM_ARGS, need_browser, shot
 from simeval.service import Service
-from simeval.service.audit import acting_as
+from simeval.service.actor import acting_as
 from simeval.web import create_app
 from simeval.web.server_process import running_server
 

@@ -219,7 +219,7 @@ json_option = json_flag()
 def service_at(db: str | None) -> Iterator[Service]:
     """The service of the database ``--db`` names, closed when the command is done."""
     from simeval.service import Service
-    from simeval.service.audit import acting_as
+    from simeval.service.actor import acting_as
 
     svc = Service(db)
     try:

@@ -27,8 +27,8 @@ from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc, check_name, check_storable, check_url, utc_now
 from simeval.errors import InvalidInput
+from simeval.service.actor import record
 from simeval.service.alert_models import AlertRuleOut
-from simeval.service.audit import record
 from simeval.store import AlertRule
 
 RULE_KEYS = {"name", "eval", "when", "window", "webhook", "secret_env", "format"}

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from simeval.checks import as_utc, check_lookup, utc_now
 from simeval.errors import InvalidInput, NotFound
 from simeval.service import alert_delivery
+from simeval.service.actor import record
 from simeval.service.alert_eval import Decision, Need, decide, merge, need_of, read_recent
 from simeval.service.alert_models import (
     AlertCheck,
@@ -36,7 +37,6 @@ from simeval.service.alert_rules import (
     validate_alert_rules,
     when_text,
 )
-from simeval.service.audit import record
 from simeval.service.base import ServiceBase
 from simeval.store import Alert, AlertDelivery, AlertRule, Eval
 

@@ -1,69 +1,20 @@
-"""The audit log: who changed what, and when.
-
-Every change made through the service records an entry in the same write transaction as the
-change (``record``): ``{at, actor, action, target, detail}``. The actor is whoever the code
-running the change acts for (``acting_as``): the HTTP API and the studio set the signed-in
-user for each request, the CLI its operating-system account as ``cli:NAME``; None when
-nobody is named (a server without users). Entries are never changed or deleted (the
-database's triggers refuse it, migration 0016).
-
->>> with acting_as("ana"):
-...     current_actor()
-'ana'
->>> current_actor() is None
-True
-"""
+"""The audit log read back: who changed what, and when (``AuditMixin.audit_log``). Entries
+are written by ``simeval.service.actor.record`` in each change's own transaction and never
+changed or deleted (the database's triggers refuse it, migration 0016)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.orm import Session
-
-from simeval.checks import as_utc, naive_utc, parse_time, utc_now
+from simeval.checks import as_utc, naive_utc, parse_time
 from simeval.errors import InvalidInput
 from simeval.service.base import ServiceBase
 from simeval.service.cursor import decode_cursor, encode_cursor
 from simeval.service.user_models import AuditEntryOut, AuditPage
-from simeval.store.audit import add_entry, read_entries
+from simeval.store.audit import read_entries
 
-_ACTOR: ContextVar[str | None] = ContextVar("simeval_actor", default=None)
-_SIGNED_IN: ContextVar[bool] = ContextVar("simeval_signed_in", default=False)
 MAX_AUDIT_PAGE = 500
-
-
-def current_actor() -> str | None:
-    """Who the running code acts for (``acting_as``), or None."""
-    return _ACTOR.get()
-
-
-def signed_in_user() -> str | None:
-    """The user a server request was signed in as (a key, a session, the SSO header), or
-    None: then a name a caller gives (a reviewer's) is taken as given."""
-    return _ACTOR.get() if _SIGNED_IN.get() else None
-
-
-@contextlib.contextmanager
-def acting_as(actor: str | None, *, signed_in: bool = False) -> Iterator[None]:
-    """Changes made inside the block are recorded as made by ``actor``; ``signed_in``: a
-    user the server authenticated (``signed_in_user``)."""
-    token, signed = _ACTOR.set(actor), _SIGNED_IN.set(signed_in and actor is not None)
-    try:
-        yield
-    finally:
-        _ACTOR.reset(token)
-        _SIGNED_IN.reset(signed)
-
-
-def record(s: Session, action: str, target: str, **detail: Any) -> None:
-    """Append an audit entry for a change made in ``s``'s write transaction, by the current
-    actor. ``action``: ``area.verb`` (``eval.edit``); ``target``: ``kind:name``
-    (``eval:greeting``); ``detail``: JSON-ready values."""
-    add_entry(s, at=utc_now(), actor=current_actor(), action=action, target=target, detail=detail)
 
 
 def _entry(row: Any) -> AuditEntryOut:

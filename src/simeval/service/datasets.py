@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from simeval.checks import MAX_ID, UNSET, as_utc, check_lookup, check_name, check_page, utc_now
 from simeval.errors import Conflict, InvalidInput, NotFound, SimevalError
-from simeval.service.audit import record
+from simeval.service.actor import record
 from simeval.service.base import ServiceBase
 from simeval.service.dataset_files import (
     check_case,

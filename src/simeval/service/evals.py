@@ -24,7 +24,7 @@ from simeval.scoring.analyzer import scope_key
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scoring.scorer import check_references, get_scorer
-from simeval.service.audit import current_actor, record
+from simeval.service.actor import current_actor, record
 from simeval.service.base import ServiceBase
 from simeval.service.checks import check_options
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut

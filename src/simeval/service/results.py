@@ -17,7 +17,7 @@ from simeval.checks import as_utc, check_page, check_storable, utc_now
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.scoring.options import check_unit
 from simeval.scoring.scorer import get_scorer
-from simeval.service.audit import record, signed_in_user
+from simeval.service.actor import record, signed_in_user
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.filters import ResultFilter, filter_of
 from simeval.service.models import ResultOut

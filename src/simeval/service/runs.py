@@ -23,7 +23,7 @@ from simeval.checks import (
 )
 from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
-from simeval.service.audit import record
+from simeval.service.actor import record
 from simeval.service.base import ServiceBase
 from simeval.service.checks import get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position

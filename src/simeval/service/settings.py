@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from simeval.checks import UNSET, Unset, as_utc, check_url, parse_time, utc_now
 from simeval.errors import InvalidInput, InvalidType
 from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
-from simeval.service.audit import record
+from simeval.service.actor import record
 from simeval.service.base import ServiceBase
 from simeval.service.models import CleanupOut, SettingsOut
 from simeval.service.rollup import HOUR, Tally, add_sums, roll_up

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc, utc_now
 from simeval.errors import Conflict, NotFound
-from simeval.service.audit import record
+from simeval.service.actor import record
 from simeval.service.base import ServiceBase
 from simeval.service.credentials import (
     check_password,

@@ -53,7 +53,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from simeval.errors import InvalidInput, SimevalError
-from simeval.service.audit import acting_as
+from simeval.service.actor import acting_as
 from simeval.web.access import PUBLIC, allows, required_role
 
 if TYPE_CHECKING:
