@@ -350,3 +350,13 @@ def test_payloads_are_json_with_the_alert(svc: Service) -> None:
     assert json.loads(json.dumps(svc.get_alert(alert.id).model_dump(mode="json")))["id"] == alert.id
     with pytest.raises(NotFound):
         svc.get_alert(10_000)
+
+
+def test_alerts_of_an_eval_name_no_database_can_hold_are_none(svc: Service) -> None:
+    # PostgreSQL refuses a NUL in a query's text (the fuzzer's 500 on /api/alerts?eval=)
+    svc.set_alert_rules([rule(when="pass_rate < 0.99", window=3)])
+    capture(svc, "Bananas grow on trees.", 3)
+    svc.evaluate_alerts()
+    assert [a.eval_name for a in svc.list_alerts(eval_name="capital")] == ["capital"]
+    assert svc.list_alerts(eval_name="capi\x00tal") == []
+    assert svc.list_alerts(eval_name="capi\udc80tal") == []

@@ -47,15 +47,24 @@ def simeval_db(tmp_path: Path, captures: int = 300) -> Path:
     return db
 
 
+def captures_pages(db: Path) -> list[int]:
+    """The numbers of the file's pages that hold the captures table (SQLite's dbstat)."""
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT pageno FROM dbstat WHERE name = 'captures' ORDER BY pageno")
+        return [pageno for (pageno,) in rows]
+    finally:
+        con.close()
+
+
 def test_a_damaged_page_is_one_line_and_the_file_untouched(tmp_path: Path) -> None:
     db = simeval_db(tmp_path)
-    page = 4096
-    size = db.stat().st_size
-    assert size > 20 * page
+    pages = captures_pages(db)
+    assert len(pages) > 8
     with db.open("r+b") as fh:  # garbage over pages in the middle of the captures
-        for at in range(size // 2, size // 2 + 4 * page, page):
-            fh.seek(at)
-            fh.write(os.urandom(page))
+        for pageno in pages[len(pages) // 2 : len(pages) // 2 + 4]:
+            fh.seek((pageno - 1) * 4096)
+            fh.write(os.urandom(4096))
     for side in ("-wal", "-shm"):
         Path(str(db) + side).unlink(missing_ok=True)
     before = digest(db)
@@ -86,11 +95,12 @@ def test_a_foreign_sqlite_file_is_refused_before_the_switch_to_wal(tmp_path: Pat
 
 def test_the_server_answers_a_damaged_file_with_a_message(tmp_path: Path) -> None:
     db = simeval_db(tmp_path)
+    pages = captures_pages(db)
+    assert len(pages) > 8
     with TestClient(create_app(db=str(db)), base_url="http://127.0.0.1:8000") as c:
-        size = db.stat().st_size
-        with db.open("r+b") as fh:
-            for at in range(size // 2, size // 2 + 4 * 4096, 4096):
-                fh.seek(at)
+        with db.open("r+b") as fh:  # garbage over four pages of the captures, wherever they are
+            for pageno in pages[len(pages) // 2 : len(pages) // 2 + 4]:
+                fh.seek((pageno - 1) * 4096)
                 fh.write(os.urandom(4096))
         r = c.get("/api/results?limit=1000")
         assert r.status_code == 503 and "damaged" in r.json()["error"]

@@ -138,6 +138,8 @@ class AlertsMixin(ServiceBase):
         """Alerts newest first: ``status`` open or closed (None: both), one eval's or all."""
         if status not in (None, "open", "closed"):
             raise InvalidInput(f"status must be open or closed, not {status!r}")
+        if eval_name is not None and check_lookup(eval_name, "eval name") is None:
+            return []  # a NUL or a lone surrogate: no stored eval has that name
         with self.store.read() as s:
             q = (
                 select(Alert, AlertRule)

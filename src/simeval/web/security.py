@@ -55,6 +55,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from simeval.errors import InvalidInput, SimevalError
 from simeval.service.actor import acting_as
 from simeval.web.access import PUBLIC, allows, required_role
+from simeval.web.health import OUTAGE_RETRY_S
 
 if TYPE_CHECKING:
     from simeval.service.users import Identity
@@ -245,7 +246,10 @@ class GuardMiddleware:
                 self.user_header is not None or await self.identities.users_exist_now()
             )
         except SimevalError as exc:  # the database down: say so, as the routes would
-            await _send_json(send, exc.status_code, {"error": str(exc)})
+            if required_role(scope["method"], path) == PUBLIC:
+                await self.app(scope, receive, send)  # /api/health says it for itself
+            else:
+                await self._failed(scope, receive, send, exc)
             return
         # With a token or users anyone who reaches the port must sign in, so any name may be
         # used; without, only loopback names are served (DNS rebinding defence).
@@ -290,7 +294,7 @@ class GuardMiddleware:
         try:
             user = await self._user(scope, headers)
         except SimevalError as exc:
-            await _send_json(send, exc.status_code, {"error": str(exc)})
+            await self._failed(scope, receive, send, exc)
             return
         if user is None or user.disabled:
             await self._unsigned(scope, send, "disabled" if user is not None else None)
@@ -327,6 +331,18 @@ class GuardMiddleware:
         if name is None:
             return None
         return await self.identities.by_name_now(name)
+
+    async def _failed(self, scope: Scope, receive: Receive, send: Send, exc: SimevalError) -> None:
+        """The database cannot say who a request comes from: its error as a route would
+        answer it (an outage is 503 with Retry-After), as JSON for the API, a page for a page."""
+        retry = {"Retry-After": str(OUTAGE_RETRY_S)} if exc.status_code == 503 else {}
+        if is_api_path(scope["path"]) or self.refuse_page is None:
+            extra = [(k.lower().encode(), v.encode()) for k, v in retry.items()]
+            await _send_json(send, exc.status_code, {"error": str(exc)}, extra)
+            return
+        page = self.refuse_page(Request(scope), exc.status_code, str(exc))
+        page.headers.update(retry)
+        await page(scope, receive, send)
 
     async def _unsigned(self, scope: Scope, send: Send, why: str | None) -> None:
         """401 for the API (and any post), the sign-in form for a page."""
