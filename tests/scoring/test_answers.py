@@ -65,6 +65,17 @@ def test_the_issue_sentences() -> None:
         (f"{LAUNCH} January 2020.", f"{LAUNCH} October 2020.", "month: january vs october"),
         ("The capital of France is Lyon.", CAPITAL, "name: lyon vs paris"),
         ("I don't know the capital of France.", CAPITAL, "refusal"),
+        # a day of a month, written either way round (the numbers alone stand in other places)
+        (
+            "The Great Fire of London ended on September 6, 1666.",
+            "The Great Fire of London ended on 5 September 1666.",
+            "date: september 6, 1666 vs 5 september 1666",
+        ),
+        (
+            "The episode aired on March 20, 2018.",
+            "The episode aired on April 10, 2018.",
+            "date: march 20, 2018 vs april 10, 2018",
+        ),
     ],
 )
 def test_each_veto_is_named(output: str, reference: str, reason: str) -> None:
@@ -82,6 +93,12 @@ def test_no_veto_where_the_texts_agree() -> None:
         ("Amendment No 7 changes the references.", "The amendment 7 changes the references."),
         ("As an AI I cannot browse. However, the capital is Paris.", "Paris"),
         ("The kids are playing outside.", "The children are playing outside."),  # not names
+        # the same day written either way round, or with a year on one side only
+        ("It ended on September 5, 1666.", "It ended on 5 September 1666."),
+        ("It ended on the 5th of September.", "It ended on 5 September 1666."),
+        # one of the output's days is the reference's; "may 5" without a year is no date
+        ("It opened on 2 June 1990 and closed on 3 July 1999.", "It closed on July 3, 1999."),
+        ("You may 5 times a day ask on June 1.", "You may ask on June 1."),
     ]
     for out, ref in pairs:
         assert simeval.get_scorer().veto(out, ref) is None, (out, ref)
@@ -220,6 +237,18 @@ def test_the_cli_and_the_api_name_the_veto(tmp_path) -> None:
         cli, ["score", "I don't know.", "Paris", "-i", QUESTION, "--no-contradiction"]
     )
     assert "refusal" not in res.output
+
+
+def test_a_wrong_day_fails_an_answer_the_question_asked_for() -> None:
+    question = "when did the great fire of london end"
+    refs = ["5 September 1666", "Wednesday, 5 September 1666"]
+    wrong = "The Great Fire of London ended on September 6, 1666."
+    right = "The Great Fire of London ended on September 5, 1666."
+    assert simeval.score(wrong, refs, input=question) < 0.70
+    assert simeval.score(right, refs, input=question) >= 0.80
+    assert "date: september 6, 1666 vs 5 september 1666" in str(
+        simeval.explain(wrong, refs[0], input=question)
+    )
 
 
 def test_answers_are_read_as_models_write_them() -> None:

@@ -93,7 +93,7 @@ _READ_REF = vetoes.READS_NAME
 _READ_BOTH = vetoes.READS_VALUE
 _FLOOR = vetoes.FLOOR
 WRITTEN_VERSION = 2  # simeval.scoring.written (part of the fingerprint with ``answer`` on)
-VETO_VERSION = 2  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
+VETO_VERSION = 3  # the checks of simeval.scoring.vetoes (part of the fingerprint when on)
 
 
 def resolve_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ same place, the two texts differ by
 - a negation: only one of the texts has a negator ("not", "never", "no" ...), and a term
   within its reach (the next few words of its clause) occurs in the other text;
 - a number, a weekday or a month: each text has one the other lacks ("1912" vs "1921");
+- a date: both texts name a day of a month ("June 17, 1812", "5 September 1666") and no day
+  of one is a day of the other (the years, where both give one, agree too);
 - a name (or any other word): the output holds the whole reference but one of its words,
   which it replaces in the same place by another ("is Lyon" vs "is Paris");
 - a refusal: exactly one of the two says it cannot answer ("I don't know", "As an AI ...")
@@ -22,6 +24,8 @@ term with the reference (and negates none of its terms) can add a veto but never
 'weekday: thursday vs tuesday'
 >>> veto(facts("The capital is not Paris.", a), facts("The capital is Paris.", a))
 'contradiction: "not" only in the output'
+>>> veto(facts("It ended on September 6, 1666.", a), facts("5 September 1666", a))
+'date: september 6, 1666 vs 5 september 1666'
 >>> round(pressed(0.95), 4)
 0.6788
 """
@@ -78,6 +82,15 @@ _MONTH_WORDS = frozenset(_MONTHS) | {"sept"} | {m[:3] for m in _MONTHS if m not 
 _MONTH_OF = {w: next(m for m in _MONTHS if m.startswith(w[:3])) for w in _MONTH_WORDS}
 # month names that are also common words (case plays no part in a score: they never count)
 _AMBIGUOUS_MONTHS = frozenset({"may", "march", "mar", "jun", "jan", "dec", "oct", "aug", "sept"})
+# a day of a month, as written ("5 september 1666", "june 17th, 1812", "the 4th of july"):
+# in a date, "march" and "may" are months
+_MONTH_NAME = "(?:" + "|".join(sorted(_MONTH_WORDS | {"sep"}, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+(\d{3,4})(?!\d))?"
+_DATE = re.compile(
+    rf"(?<![\w.,]){_DAY}\s+(?:of\s+)?({_MONTH_NAME})(?!\w){_YEAR}"
+    rf"|(?<!\w)({_MONTH_NAME})\s+{_DAY}(?!\d|[.,]\d){_YEAR}"
+)
 _REFUSAL = re.compile(
     r"\b(?:i\s+(?:do\s+not|don'?t|cannot|can'?t|am\s+unable\s+to|'?m\s+unable\s+to|"
     r"am\s+not\s+able\s+to|'?m\s+not\s+able\s+to)\s+(?:know|answer|provide|determine|say|"
@@ -126,6 +139,8 @@ class Facts:
     # what ``veto`` can read of the text, as bits (``READS_*``): a pair whose bits
     # ``reads_nothing`` clears gets no veto, without a call
     reads: int = 0
+    # the days of a month the text names: (year or None, month, day, as written)
+    dates: tuple[tuple[int | None, str, int, str], ...] = ()
 
 
 _KINDS = ("number", "weekday", "month")
@@ -263,6 +278,7 @@ def facts(
     refusal = _refuses(low_text)
     named = any(s[3] == "name" for s in slots)
     valued = any(values.values())
+    days = _dates(low_text) if values["number"] else ()
     return Facts(
         frozenset(terms),
         frozenset(negated),
@@ -281,6 +297,31 @@ def facts(
         | (READS_NEGATOR if negs else 0)
         | (READS_NAME if named else 0)
         | (READS_VALUE if valued else 0),
+        days,
+    )
+
+
+def _dates(low_text: str) -> tuple[tuple[int | None, str, int, str], ...]:
+    # the days of a month named in a (casefolded) text, in order
+    found = []
+    for m in _DATE.finditer(low_text):
+        day, month, year = (m[1], m[2], m[3]) if m[1] else (m[5], m[4], m[6])
+        month = month.rstrip(".")
+        if not 1 <= int(day) <= 31 or (month == "may" and m[4] and not year):
+            continue  # "may 5" without a year: more often "(you) may" than the month
+        found.append((int(year) if year else None, _MONTH_OF[month], int(day), m[0]))
+    return tuple(found)
+
+
+def _same_day(
+    one: tuple[tuple[int | None, str, int, str], ...],
+    other: tuple[tuple[int | None, str, int, str], ...],
+) -> bool:
+    # a day of ``one`` is a day of ``other`` (the same year too, where both name one)
+    return any(
+        (m1, d1) == (m2, d2) and (y1 is None or y2 is None or y1 == y2)
+        for y1, m1, d1, _ in one
+        for y2, m2, d2, _ in other
     )
 
 
@@ -415,6 +456,9 @@ def veto(out: Facts, ref: Facts, negation: bool = True) -> str | None:
                 pair = (flipped[1], flipped[0]) if flipped is not None else None
             if pair is not None:
                 return f"{kind}: {pair[0]} vs {pair[1]}"
+        # a day written elsewhere in its sentence ("September 6, 1666" vs "5 September 1666")
+        if out.dates and ref.dates and not _same_day(out.dates, ref.dates):
+            return f"date: {out.dates[0][3]} vs {ref.dates[0][3]}"
     # a name: the output holds the whole reference but one of its names
     if ref.named and _one_missing(ref.terms, out.terms) in ref.name_terms:
         pair = _in_place(out, ref, "name")
