@@ -103,6 +103,23 @@ def test_a_duplicate_or_a_short_password_is_one_line(tmp_path: Path) -> None:
     one_line_error(run(db, "users", "password", "ana", input="short\n"), "8 to 1024")
 
 
+def test_the_last_enabled_admin_keeps_its_rights(db: str) -> None:
+    add(db, "ana", "admin")
+    add(db, "bo", "editor")
+    one_line_error(run(db, "users", "role", "ana", "editor"), "last enabled admin")
+    one_line_error(run(db, "users", "disable", "ana"), "last enabled admin")
+    assert run(db, "users", "role", "bo", "admin").exit_code == 0  # another admin first
+    assert run(db, "users", "disable", "ana").exit_code == 0
+    one_line_error(run(db, "users", "role", "bo", "viewer"), "last enabled admin")
+    assert run(db, "users", "enable", "ana").exit_code == 0
+    assert run(db, "users", "role", "bo", "viewer").exit_code == 0
+    with Service(db) as svc:
+        assert {u.name: (u.role, u.disabled) for u in svc.list_users()} == {
+            "ana": ("admin", False),
+            "bo": ("viewer", False),
+        }
+
+
 def test_no_key_or_password_is_in_the_file(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
     keys = [add(str(db), f"u{i}", "editor").strip() for i in range(3)]

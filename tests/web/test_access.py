@@ -268,6 +268,11 @@ def test_an_admin_manages_users_through_the_api(client: TestClient, keys: dict[s
     assert r.status_code == 200, r.text
     assert client.get("/api/me", headers=dana).status_code == 401  # the old key stopped
     assert client.get("/api/me", headers=auth(r.json()["key"])).status_code == 200
+    # the last enabled admin cannot take its own rights away (409, nothing changed)
+    for change in ({"role": "editor"}, {"disabled": True}):
+        r = client.patch("/api/users/admin", json=change, headers=admin)
+        assert r.status_code == 409 and "last enabled admin" in r.json()["error"], r.text
+    assert client.get("/api/me", headers=admin).json() == {"name": "admin", "role": "admin"}
     entries = client.get("/api/audit", headers=admin).json()["entries"]
     mine = [e["action"] for e in entries if e["target"] == "user:dana@example.org"]
     assert mine == ["user.key", "user.enable", "user.disable", "user.role", "user.add"]

@@ -30,6 +30,7 @@ from simeval.service.user_models import NewKey, UserOut
 from simeval.store.models import User
 from simeval.store.users import (
     add_user,
+    count_admins,
     count_users,
     find_user,
     list_users,
@@ -122,6 +123,8 @@ class UsersMixin(ServiceBase):
 
         def write(s: Session) -> UserOut:
             user = self._user(s, name)
+            if role != "admin":
+                _keep_an_admin(s, user)
             before, user.role = user.role, role
             record(s, "user.role", f"user:{name}", role=role, was=before)
             return _out(user)
@@ -135,6 +138,8 @@ class UsersMixin(ServiceBase):
 
         def write(s: Session) -> UserOut:
             user = self._user(s, name)
+            if disabled:
+                _keep_an_admin(s, user)
             user.disabled = disabled
             record(s, "user.disable" if disabled else "user.enable", f"user:{name}")
             return _out(user)
@@ -226,3 +231,10 @@ class UsersMixin(ServiceBase):
     def touch_user(self, name: str) -> None:
         """Record that user ``name`` was just seen (its ``last_used_at``)."""
         self.store.run_write(lambda s: touch_user(s, name, utc_now()))
+
+
+def _keep_an_admin(s: Session, user: User) -> None:
+    # a change that takes ``user``'s admin rights away must leave an enabled admin: without
+    # one, users could be managed from the CLI alone, on the database's own machine
+    if user.role == "admin" and not user.disabled and count_admins(s) <= 1:
+        raise Conflict(f"{user.name!r} is the last enabled admin: make another user admin first")

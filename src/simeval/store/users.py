@@ -17,6 +17,12 @@ def count_users(s: Session) -> int:
     return int(s.scalar(select(func.count()).select_from(User)) or 0)
 
 
+def count_admins(s: Session) -> int:
+    """How many enabled users have the admin role."""
+    q = select(func.count()).select_from(User).where(User.role == "admin", User.disabled.is_(False))
+    return int(s.scalar(q) or 0)
+
+
 def find_user(s: Session, name: str) -> User | None:
     """The user named ``name`` (exactly), or None."""
     return s.scalar(select(User).where(User.name == name))
