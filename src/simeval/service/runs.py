@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import case, delete, func, select, true, tuple_, update
+from sqlalchemy import Select, case, delete, func, select, true, tuple_, update
 from sqlalchemy.orm import Session
 
 from simeval import store as store_mod
@@ -515,20 +515,13 @@ class RunsMixin(ServiceBase):
         its explanation keeps: id, row, ordinal). One query, streamed: the cost grows with
         the run's rows (paging by offset grew with their square)."""
         with self.store.read() as s:
-            q = (
-                select(
-                    Result.id,
-                    func.coalesce(Eval.name, Result.eval_name),
-                    Result.input,
-                    Result.score,
-                    Result.passed,
-                    Result.fingerprint,
-                    Result.explanation,
-                )
-                .outerjoin(Eval, Eval.id == Result.eval_id)
-                .where(Result.run_id == run_id)
-                .order_by(Result.id)
-                .execution_options(yield_per=5000)
+            q = _run_results(
+                run_id,
+                Result.input,
+                Result.score,
+                Result.passed,
+                Result.fingerprint,
+                Result.explanation,
             )
             for rid, name, text_in, score, passed, fp, explanation in s.execute(q):
                 case = explanation.get("case") if isinstance(explanation, dict) else None
@@ -541,24 +534,17 @@ class RunsMixin(ServiceBase):
         rid = check_id(run_id, "run")
         with self.store.read() as s:
             get_row(s, Run, rid, "run")
-            q = (
-                select(
-                    Result.id,
-                    func.coalesce(Eval.name, Result.eval_name),
-                    Result.input,
-                    Result.output,
-                    Result.reference,
-                    Result.score,
-                    Result.passed,
-                    Result.threshold,
-                    Result.fingerprint,
-                    Result.matched_index,
-                    Result.explanation,
-                )
-                .outerjoin(Eval, Eval.id == Result.eval_id)
-                .where(Result.run_id == rid)
-                .order_by(Result.id)
-                .execution_options(yield_per=5000)
+            q = _run_results(
+                rid,
+                Result.input,
+                Result.output,
+                Result.reference,
+                Result.score,
+                Result.passed,
+                Result.threshold,
+                Result.fingerprint,
+                Result.matched_index,
+                Result.explanation,
             )
             for row in s.execute(q):
                 explanation = row[-1]
@@ -576,3 +562,14 @@ class RunsMixin(ServiceBase):
                     int(row[9] or 0),
                     case if isinstance(case, dict) else {},
                 )
+
+
+def _run_results(run_id: int, *columns: Any) -> Select[Any]:
+    # a run's results in the order they were stored, streamed: (id, eval name, *columns)
+    return (
+        select(Result.id, func.coalesce(Eval.name, Result.eval_name), *columns)
+        .outerjoin(Eval, Eval.id == Result.eval_id)
+        .where(Result.run_id == run_id)
+        .order_by(Result.id)
+        .execution_options(yield_per=5000)
+    )
