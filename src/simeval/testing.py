@@ -1,7 +1,7 @@
 """Test helpers: assert that an output is similar enough to a reference answer.
 
 >>> round(assert_similar("The Eiffel Tower is in Paris.", "The Eiffel Tower stands in Paris."), 2)
-0.93
+0.98
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ term with the reference (and negates none of its terms) can add a veto but never
 >>> veto(facts("It ended on September 6, 1666.", a), facts("5 September 1666", a))
 'date: september 6, 1666 vs 5 september 1666'
 >>> round(pressed(0.95), 4)
-0.6788
+0.6787
 """
 
 from __future__ import annotations
