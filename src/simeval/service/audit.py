@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from simeval.checks import as_utc, naive_utc, parse_time
+from simeval.checks import as_utc, check_lookup, naive_utc, parse_time
 from simeval.errors import InvalidInput
 from simeval.service.base import ServiceBase
 from simeval.service.cursor import decode_cursor, encode_cursor
@@ -54,6 +54,9 @@ class AuditMixin(ServiceBase):
         before = None
         if cursor:
             before = decode_cursor(cursor, (datetime, int))
+        named = {"actor": actor, "action": action, "target": target}
+        if any(v and check_lookup(v, k) is None for k, v in named.items()):
+            return AuditPage(entries=[], next_cursor=None)  # a NUL: no entry holds one
         with self.store.read() as s:
             rows = read_entries(
                 s,
