@@ -14,6 +14,38 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
 
+# the module's face: the Python reference functions, and the names the C core's functions go
+# by (``_fast``'s when the extension is built, the ``*_py`` ones otherwise)
+__all__ = [
+    "ACCELERATED",
+    "PAIR_IDF_ONE",
+    "PAIR_IDF_TWO",
+    "RECORD_SIZE",
+    "Entry",
+    "Vectorizer",
+    "absent",
+    "absent_py",
+    "bands",
+    "bands_py",
+    "best",
+    "best_py",
+    "cosine",
+    "cosine_py",
+    "coverage",
+    "entry",
+    "final_py",
+    "has_any",
+    "has_any_py",
+    "hashes",
+    "pack_hashes",
+    "rank",
+    "rank_py",
+    "term_hash",
+    "unpack",
+    "vectorize",
+    "vectorize_py",
+]
+
 _TERM = struct.Struct("=Qdd")
 _ENTRY = struct.Struct("=Qd")
 _HASH = struct.Struct("=Q")
@@ -302,5 +334,5 @@ except ImportError:  # pragma: no cover - only without a C compiler at install t
     vectorize, cosine, best, has_any = vectorize_py, cosine_py, best_py, has_any_py
     bands = bands_py
     absent, rank = absent_py, rank_py
-    Vectorizer = None
+    Vectorizer = None  # type: ignore[misc, assignment]
     ACCELERATED = False

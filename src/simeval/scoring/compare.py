@@ -145,7 +145,7 @@ def mcnemar_p(flips_to_fail: int, flips_to_pass: int) -> float:
     k = min(flips_to_fail, flips_to_pass)
     if n <= MCNEMAR_EXACT:
         tail = sum(math.comb(n, i) for i in range(k + 1))
-        return min(1.0, 2 * tail / 2**n)
+        return min(1.0, float(2 * tail / 2**n))
     # log C(n, i) for i = 0..k by the running sum of log((n - i + 1) / i), then log-sum-exp
     i = np.arange(1, k + 1, dtype=np.float64)
     logc = np.concatenate(([0.0], np.cumsum(np.log(n - i + 1) - np.log(i))))

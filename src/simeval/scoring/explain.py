@@ -191,7 +191,8 @@ def explain(
         exp = engine.explain_scored(output, scorer.vector(output), ref, score, at, terms, top)
         judge(scorer, exp, output, input)
     exp.missing_required = missing_required(scorer, output)
-    return mark_synonyms(scorer.analyzer, exp, output)  # "begin ~ commence"
+    marked: Explanation = mark_synonyms(scorer.analyzer, exp, output)  # "begin ~ commence"
+    return marked
 
 
 def judge(scorer: _Scorer, exp: Explanation, output: str, input: str | None) -> None:

@@ -70,7 +70,8 @@ def _hour(raw: Any) -> datetime:
     PostgreSQL's ``date_trunc``."""
     if isinstance(raw, str):
         return datetime.fromisoformat(raw[:13] + ":00:00")
-    return raw.replace(minute=0, second=0, microsecond=0, tzinfo=None)
+    hour: datetime = raw.replace(minute=0, second=0, microsecond=0, tzinfo=None)
+    return hour
 
 
 def _fill(conn: sa.Connection) -> None:
