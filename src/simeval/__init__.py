@@ -29,7 +29,7 @@ from simeval.scoring.scorer import (
     score,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from simeval.client import Client
