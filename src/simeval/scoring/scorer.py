@@ -669,9 +669,10 @@ class Scorer:
                         # ``vetoes.reads_nothing``, inline: most pairs stop here
                         o, r = out_facts.reads, ref_facts.reads
                         reads = (o ^ r) & _READ_ONE or r & _READ_REF or o & r & _READ_BOTH
-                        negation = not (terms and self.negates(terms))
-                        if reads and vetoes.veto(out_facts, ref_facts, negation) is not None:
-                            return vetoes.pressed(s)
+                        if reads:
+                            negation = not (terms and self.negates(terms))
+                            if vetoes.veto(out_facts, ref_facts, negation) is not None:
+                                return vetoes.pressed(s)
                 return s
         check_text(output, "output")
         if type(reference) is str and reference.strip() and output.strip():
