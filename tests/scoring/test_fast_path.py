@@ -237,6 +237,80 @@ def test_veto_shortcuts_change_no_verdict(pair: tuple[str, str]) -> None:
             assert veto_in_full(one, other) is None
 
 
+# texts with what the checks read spelled every way the tokenisers and ``unglue`` meet it:
+# glued words and digits, number words read as digits, contractions, refusals, and text that
+# is not ASCII (whose normal form may hold digits)
+READ_WORDS = [
+    *WORDS,
+    "isn't",
+    "cannot",
+    "nothing",
+    "NOT",
+    "Never.",
+    "seven",
+    "Twelfth",
+    "twenty-one",
+    "monday,",
+    "Feb.",
+    "1,000",
+    "3rd",
+    "in1912",
+    "2016.It",
+    "wasNot",
+    "I don't know",
+    "As an AI",
+    "I'm sorry, but I",
+    "no information available",
+    "However",
+    "No. 7",
+    "①",
+    "½",
+    "２０１６",
+    "Ⅻ",
+    "mañana",
+]
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(READ_WORDS), max_size=16),
+    joins=st.sampled_from([" ", "", ". ", ", ", "\n"]),
+    opts=st.sampled_from([{}, {"answer": False}, {"tokenizer": "words"}, {"stop_words": 100}]),
+)
+def test_the_quick_reading_of_an_output_misses_nothing_its_facts_hold(
+    words: list[str], joins: str, opts: dict[str, object]
+) -> None:
+    # ``Scorer.reads`` clears most outputs without reading their facts: it may say more than
+    # the facts hold, never less (the name bit aside, which only a reference's side sets)
+    text = joins.join(words)
+    quick, full = Scorer(**opts), Scorer(**opts)
+    bits = quick.reads(text)
+    held = full.facts(text).reads & ~vetoes.READS_NAME
+    assert held & ~bits == 0, (text, held, bits)
+
+
+def test_the_quick_reading_clears_an_output_that_reads_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # and it does clear one: the output's facts are never read, the reference's are
+    read: list[str] = []
+    facts = vetoes.facts
+    monkeypatch.setattr(vetoes, "facts", lambda text, *a: read.append(text) or facts(text, *a))
+    sc = Scorer()
+    text = "The committee met in the old hall and agreed on the plan"
+    assert sc.reads(text) == 0
+    assert sc.score(text, "The committee met in the hall and agreed on a plan") >= 0.8
+    assert read == ["The committee met in the hall and agreed on a plan"]
+    for text, bit in (
+        ("It was 1912", vetoes.READS_VALUE),
+        ("It was seven", vetoes.READS_VALUE),
+        ("on Monday", vetoes.READS_VALUE),
+        ("it isn't", vetoes.READS_NEGATOR),
+        ("I don't know", vetoes.READS_REFUSAL),
+    ):
+        assert sc.reads(text) & bit, text
+
+
 def test_the_generated_pairs_reach_every_veto() -> None:
     # the property above is only as good as the pairs: each kind of veto fires on some
     sc, rng = Scorer(), random.Random(29)

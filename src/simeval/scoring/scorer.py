@@ -193,6 +193,7 @@ class Scorer:
         self.vetoing: bool = o["contradiction"] and self.curve_model is not None
         self._facts: dict[str, vetoes.Facts] = {}
         self._fact_words: dict[str, tuple[tuple[str, str | None], ...]] = {}  # facts' words
+        self._reads: dict[str, int] = {}  # ``reads`` of texts whose facts were not read
         self._asked: dict[str, bytes] = {}  # input_terms by question text
         self._vectors: dict[str, bytes] = {}  # vector by text
         # a question's (input_terms, asks, its curve) by text: what ``score`` needs of it
@@ -393,6 +394,25 @@ class Scorer:
             )
         return found
 
+    def reads(self, text: str) -> int:
+        """What the checks may read of an output: its facts' ``reads`` bits when they are at
+        hand, else ``vetoes.reads_at_most`` (the same bits or more, for the cost of three
+        regular expressions), else its facts. A pair whose bits read nothing gets no veto,
+        and the output's facts are read only for one that may."""
+        found = self._facts.get(text)
+        if found is not None:
+            return found.reads
+        bits = self._reads.get(text)
+        if bits is not None:
+            return bits
+        bits = vetoes.reads_at_most(self.read(text), self.analyzer.negators)
+        if bits is None:
+            return self.facts(text).reads
+        if len(self._reads) > _FACTS_LIMIT:
+            self._reads.clear()
+        self._reads[text] = bits
+        return bits
+
     def veto(self, output: str, reference: str, input_terms: bytes = b"") -> str | None:
         """Why an output contradicts a reference (``simeval.scoring.vetoes``), None for no veto
         or with the option off. ``input_terms``: the question's (``input_terms``); a question
@@ -441,9 +461,11 @@ class Scorer:
         if asked and self.answering and len(rvec) <= self._together_size:
             score = self.together(score, output, reference, vec, rvec, terms)
         if self.vetoing and score > vetoes.FLOOR:
-            facts = self._facts
-            out_facts = facts.get(output) or self.facts(output)
-            ref_facts = facts.get(reference) or self.facts(reference)
+            ref_facts = self._facts.get(reference) or self.facts(reference)
+            reads = self.reads(output)
+            if vetoes.reads_nothing(reads, ref_facts.reads):
+                return score
+            out_facts = self.facts(output)
             if vetoes.veto(out_facts, ref_facts, not self.negates(terms)) is not None:
                 return vetoes.pressed(score)
         return score
@@ -664,12 +686,14 @@ class Scorer:
                         s = self.together(s, output, reference, va, vb, terms)
                     if self.vetoing and s > _FLOOR:
                         facts = self._facts
-                        out_facts = facts.get(output) or self.facts(output)
+                        out_facts = facts.get(output)
                         ref_facts = facts.get(reference) or self.facts(reference)
                         # ``vetoes.reads_nothing``, inline: most pairs stop here
-                        o, r = out_facts.reads, ref_facts.reads
+                        o = out_facts.reads if out_facts else self.reads(output)
+                        r = ref_facts.reads
                         reads = (o ^ r) & _READ_ONE or r & _READ_REF or o & r & _READ_BOTH
                         if reads:
+                            out_facts = out_facts or self.facts(output)
                             negation = not (terms and self.negates(terms))
                             if vetoes.veto(out_facts, ref_facts, negation) is not None:
                                 return vetoes.pressed(s)
