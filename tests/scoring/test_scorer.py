@@ -441,3 +441,29 @@ def test_an_empty_outputs_missing_weights_are_shares_of_the_reference() -> None:
     ]
     assert sum(t.weight for t in empty.missing) == pytest.approx(1.0, abs=1e-5)
     assert empty.demoted == unrelated.demoted == ["capital", "france", "is", "of", "the"]
+
+
+def test_an_answer_scores_the_same_whatever_the_hash_seed() -> None:
+    # the answer reading sums a reference's weights: in its terms' order of use, not in a
+    # set's (whose order follows the process's hash seed), so two processes give one float
+    output = (
+        "pushes node values stack root and order pointer queue data order last sort list first "
+        "sort holds onto values first pushes in the array array and"
+    )
+    reference, question = "pointer queue queue last key memory array", "What does a stack do?"
+    code = (
+        "import simeval, json, sys; a, b, q = json.load(sys.stdin); "
+        "print(simeval.score(a, b, input=q).hex())"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps([output, reference, question]),
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(8)
+    }
+    assert len(seen) == 1, seen

@@ -492,7 +492,7 @@ class Scorer:
         records = {h: (tfw, idf) for h, tfw, idf in unpack(rvec)}
         weights: dict[str, float] = {}
         every: dict[str, float] = {}
-        for term in set(ref_seq):
+        for term in dict.fromkeys(ref_seq):  # in order: the sums must not hang on hash seeds
             h = term_hash(term)
             found = records.get(h)
             if found is None:
