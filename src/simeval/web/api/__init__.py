@@ -8,11 +8,39 @@ module per resource, each with its router (``ROUTERS``).
 
 from __future__ import annotations
 
-from simeval.web.api import browse, capture, evals, results, settings, users
+from simeval.web.api import (
+    alerts,
+    browse,
+    capture,
+    datasets,
+    evals,
+    overview,
+    results,
+    run_groups,
+    settings,
+    users,
+)
+from simeval.web.api.alerts import ALERT_INTERVAL_S, start_alerts, stop_alerts
 from simeval.web.api.capture import capture_fast
 
 # in the order their routes are matched; each router is flat (its own routes, under /api), as
 # the 405 middleware reads them (``simeval.web.methods``)
-ROUTERS = tuple(m.router for m in (capture, evals, results, settings, browse, users))
-
-__all__ = ["ROUTERS", "capture_fast"]
+ROUTERS = (
+    capture.router,
+    evals.router,
+    results.router,
+    settings.router,
+    browse.router,
+    users.router,
+    datasets.router,
+    alerts.router,
+    run_groups.router,
+    overview.router,
+)
+__all__ = [
+    "ALERT_INTERVAL_S",
+    "ROUTERS",
+    "capture_fast",
+    "start_alerts",
+    "stop_alerts",
+]
