@@ -278,7 +278,7 @@ def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
     for router in api.ROUTERS:
         app.include_router(router)
     # the capture hot path, matched before every other route (see api.capture_fast)
-    app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
+    app.router.routes[:0] = api.fast_routes()
     app.include_router(otlp.router)
     if proxy is not None:
         # after the OTLP routes (never forwarded): the OpenAI API's paths under /v1 go to

@@ -29,6 +29,8 @@ from simeval.web.schema import (
 )
 
 router = APIRouter(prefix="/api", responses=declared.ERRORS)
+# the server's health, a router of its own: the standalone proxy serves it too (web.proxy)
+health_router = APIRouter(prefix="/api", responses=declared.ERRORS)
 
 
 class CaptureIn(Body):
@@ -282,7 +284,7 @@ async def _body(request: Request) -> bytes:
             return b"".join(chunks)
 
 
-@router.get("/health", response_model=Health, tags=["meta"])
+@health_router.get("/health", response_model=Health, tags=["meta"])
 async def health(request: Request) -> Any:
     """The server is up and its database answers (and, when it proxies an upstream, its
     capture queue's counters); 503 naming the database while it cannot be reached."""
