@@ -92,7 +92,7 @@ class Unset:
 UNSET: Any = Unset()
 """Marker for "leave unchanged" where None is a meaningful value (e.g. no input scope)."""
 
-# The id columns are INTEGER (simeval.store.models): PostgreSQL's ``integer`` holds at most
+# The id columns are INTEGER (simeval.store.tables): PostgreSQL's ``integer`` holds at most
 # 2^31-1 and refuses a larger operand with an error, so a larger id names nothing on either
 # backend (SQLite hands out ids from 1 too, so no row it stores has a larger one).
 MAX_ID = 2**31 - 1
