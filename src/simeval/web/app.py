@@ -30,7 +30,7 @@ from simeval import __version__
 from simeval.checks import DEEP_OFFSET_HINT
 from simeval.errors import SimevalError
 from simeval.service import Service
-from simeval.service.database import DatabaseBusyError, database_problem
+from simeval.service.store_names import DatabaseBusyError, database_problem
 from simeval.web import api, otlp, pages, schema
 from simeval.web.api import ALERT_INTERVAL_S, start_alerts, stop_alerts
 from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck

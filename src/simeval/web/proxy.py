@@ -62,7 +62,7 @@ from starlette.types import Message, Receive, Scope, Send
 from simeval.checks import KeyedCapture
 from simeval.errors import SimevalError
 from simeval.service.credentials import KEY_START
-from simeval.service.database import database_problem
+from simeval.service.store_names import database_problem
 from simeval.web.replies import (
     MAX_CAPTURED_BYTES,
     Reply,
