@@ -4,8 +4,9 @@ problem.
 
 The bottom layer beside ``simeval.errors``: it imports only the standard library and the
 errors, so the light engine-side client (``simeval.Client``) checks a capture as the server
-will without loading SQLAlchemy. The checks that need the scorer or the database
-(``check_options``, ``get_row``) are in ``simeval.service.checks``.
+will without loading SQLAlchemy. The checks that need the scorer or the database are the
+service's: ``simeval.service.option_checks.check_options`` and
+``simeval.service.base.get_row``.
 """
 
 from __future__ import annotations

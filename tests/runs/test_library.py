@@ -159,7 +159,6 @@ WRITER_MAY_LOAD = (
     "simeval.scoring.written",  # how the scorer reads answers (stdlib only)
     "simeval.service.actor",  # a run's deletion recorded in the audit log (no pydantic)
     "simeval.service.base",
-    "simeval.service.checks",
     "simeval.service.cursor",  # the runs listing's keyset cursor (stdlib only)
     "simeval.service.runs",
     "simeval.service.runstatus",
