@@ -33,6 +33,7 @@ from simeval.service import Service
 from simeval.service.store_names import DatabaseBusyError, database_problem
 from simeval.web import api, otlp, pages, schema
 from simeval.web.api import ALERT_INTERVAL_S, start_alerts, stop_alerts
+from simeval.web.capture_writer import LOCK_WAIT_S, CaptureWriter
 from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
 from simeval.web.identity import Identities, SignInThrottle
 from simeval.web.idf_files import resolve_idf_dir
@@ -47,7 +48,6 @@ from simeval.web.security import (
     is_api_path,
 )
 from simeval.web.sso import PeerMiddleware, UserHeader
-from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
 
 if TYPE_CHECKING:
     from simeval.web.proxy import Proxy

@@ -706,10 +706,10 @@ def create_proxy_app(
 
     from simeval.service import Service
     from simeval.web import api, otlp
+    from simeval.web.capture_writer import CaptureWriter
     from simeval.web.health import DatabaseCheck
     from simeval.web.identity import Identities
     from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
-    from simeval.web.writer import CaptureWriter
 
     own = service is None
     svc = Service(db) if service is None else service

@@ -189,7 +189,7 @@ async def capture(body: CaptureIn, request: Request) -> Response:
 
 async def _captured(request: Request, body: CaptureIn) -> Response:
     # checked here (a mistake answers at once), stored by the app's one capture writer, which
-    # gathers the captures arriving together into one transaction (simeval.web.writer)
+    # gathers the captures arriving together into one transaction (simeval.web.capture_writer)
     out = await request.app.state.writer.capture(body.checked())
     status = 200 if out.replayed else 201
     return Response(out.dump_json(), status_code=status, media_type="application/json")
