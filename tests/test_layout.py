@@ -1,10 +1,15 @@
-"""Where things live: one API package (``simeval.web.api``) holds every ``/api`` route.
+"""Where things live: a module's file name says what it is, and one API package
+(``simeval.web.api``) holds every ``/api`` route.
 
-``tests/test_imports.py`` holds the arrows between the packages; this holds the rooms.
+Outside the thin layers (``cli/``, ``web/api/``, ``web/pages/``, whose modules are named after
+the commands, resources and pages they expose), no two modules share a file name: a name met in
+a traceback or an import leads to one file. ``tests/test_imports.py`` holds the arrows between
+the packages; this holds the rooms.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -19,6 +24,30 @@ from simeval.web.proxy import create_proxy_app
 
 PACKAGE = Path(simeval.__file__).parent
 API_PACKAGE = "simeval.web.api"
+# named after what they expose: a command, a resource, a page
+THIN_LAYERS = ("cli", "web/api", "web/pages")
+
+
+def _named_alike() -> dict[str, list[str]]:
+    """File names held by more than one module outside the thin layers, with their modules."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        inside = path.relative_to(PACKAGE)
+        if path.name == "__init__.py" or "__pycache__" in inside.parts:
+            continue
+        if any(inside.as_posix().startswith(layer + "/") for layer in THIN_LAYERS):
+            continue
+        where[path.name].append(inside.as_posix())
+    return {name: paths for name, paths in where.items() if len(paths) > 1}
+
+
+def test_no_two_modules_outside_the_thin_layers_share_a_file_name() -> None:
+    assert _named_alike() == {}
+
+
+def test_the_thin_layers_exist() -> None:
+    # a layer renamed away would silently widen the check above
+    assert all((PACKAGE / layer).is_dir() for layer in THIN_LAYERS)
 
 
 def test_no_api_module_beside_the_api_package() -> None:
