@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from simeval.service import Service
 from simeval.service.rollup import roll_up
 from simeval.store.meta_rollup import hour_start
-from simeval.store.models import MetaCaptureRollup, MetaRollup, captures_table
+from simeval.store.tables import MetaCaptureRollup, MetaRollup, captures_table
 
 QUESTION = "What is the capital of France?"
 

@@ -4,8 +4,9 @@ problem.
 
 The bottom layer beside ``simeval.errors``: it imports only the standard library and the
 errors, so the light engine-side client (``simeval.Client``) checks a capture as the server
-will without loading SQLAlchemy. The checks that need the scorer or the database
-(``check_options``, ``get_row``) are in ``simeval.service.checks``.
+will without loading SQLAlchemy. The checks that need the scorer or the database are the
+service's: ``simeval.service.option_checks.check_options`` and
+``simeval.service.base.get_row``.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class Unset:
 UNSET: Any = Unset()
 """Marker for "leave unchanged" where None is a meaningful value (e.g. no input scope)."""
 
-# The id columns are INTEGER (simeval.store.models): PostgreSQL's ``integer`` holds at most
+# The id columns are INTEGER (simeval.store.tables): PostgreSQL's ``integer`` holds at most
 # 2^31-1 and refuses a larger operand with an error, so a larger id names nothing on either
 # backend (SQLite hands out ids from 1 too, so no row it stores has a larger one).
 MAX_ID = 2**31 - 1

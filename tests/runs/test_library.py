@@ -143,7 +143,7 @@ WRITER_MAY_LOAD = (
     "simeval.errors",
     "simeval.checks",
     "simeval.processes",
-    "simeval.runs.writer",
+    "simeval.runs.store_writer",
     "simeval.scoring._fast",
     "simeval.scoring._vector",
     "simeval.scoring.analyzer",
@@ -159,7 +159,6 @@ WRITER_MAY_LOAD = (
     "simeval.scoring.written",  # how the scorer reads answers (stdlib only)
     "simeval.service.actor",  # a run's deletion recorded in the audit log (no pydantic)
     "simeval.service.base",
-    "simeval.service.checks",
     "simeval.service.cursor",  # the runs listing's keyset cursor (stdlib only)
     "simeval.service.runs",
     "simeval.service.runstatus",
@@ -172,7 +171,8 @@ NEVER = ("fastapi", "starlette", "click", "rich", "pydantic", "alembic", "yaml",
 
 def test_the_writer_process_imports_only_what_storing_needs() -> None:
     code = (
-        "import sys, simeval.runs.writer as w; w.storage(); print('\\n'.join(sorted(sys.modules)))"
+        "import sys, simeval.runs.store_writer as w; w.storage(); "
+        "print('\\n'.join(sorted(sys.modules)))"
     )
     done = subprocess.run(
         [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, check=True

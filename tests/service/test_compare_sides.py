@@ -112,7 +112,7 @@ def test_the_api_and_the_page_say_how_a_side_was_sampled(db: str, svc: Service) 
 
 
 def test_the_page_states_a_sample(db: str, svc: Service, monkeypatch: pytest.MonkeyPatch) -> None:
-    import simeval.service.compare as compare_module
+    import simeval.service.compare_sides as compare_module
 
     monkeypatch.setattr(compare_module, "MAX_RESULTS", 100)
     client = TestClient(create_app(db), base_url="http://127.0.0.1:8000")

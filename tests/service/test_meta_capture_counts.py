@@ -30,7 +30,7 @@ from simeval.service.filters import meta_matches, parse_meta
 from simeval.service.rollup import watermark
 from simeval.store import index_entries, indexed_keys, make_engine, resolve_db_url, upgrade
 from simeval.store.meta_rollup import hour_start
-from simeval.store.models import MetaCaptureRollup
+from simeval.store.tables import MetaCaptureRollup
 
 QUESTION = "What is the capital of France?"
 ANSWERS = ("Paris is the capital of France.", "France is in Europe.")

@@ -28,7 +28,7 @@ from simeval.service.meta_counts import rollup_sum
 from simeval.service.rollup import watermark
 from simeval.store import make_engine, resolve_db_url, unpack_results, upgrade
 from simeval.store.meta_rollup import hour_start
-from simeval.store.models import capture_meta_table, captures_table
+from simeval.store.tables import capture_meta_table, captures_table
 
 PARIS = "The capital of France is Paris, which stands on the Seine."
 SEINE = "The Seine flows through Paris."

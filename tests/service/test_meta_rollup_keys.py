@@ -40,7 +40,7 @@ from simeval.store import (
 )
 from simeval.store.meta_index import NOT_ROLLED_UP, rolled_up
 from simeval.store.meta_rollup import hour_start
-from simeval.store.models import MetaCaptureRollup, MetaRollup
+from simeval.store.tables import MetaCaptureRollup, MetaRollup
 
 QUESTION = "What is the capital of France?"
 ANSWERS = ("Paris is the capital of France.", "France is in Europe.")

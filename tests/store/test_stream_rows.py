@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from simeval.service import Service
-from simeval.store.models import captures_table
 from simeval.store.sql import stream_rows
+from simeval.store.tables import captures_table
 
 _c = captures_table.c
 

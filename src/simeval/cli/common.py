@@ -106,7 +106,7 @@ class Group(click.Group):
 
 def _database_error(exc: Exception) -> Exception:
     """One line for an error of the database file itself (damaged, read-only), else ``exc``."""
-    from simeval.service.database import database_problem
+    from simeval.service.store_names import database_problem
 
     problem = database_problem(exc)
     return exc if problem is None else UserError(f"the database {problem}")

@@ -42,7 +42,7 @@ def db_label(url: str) -> str:
     """A SQLite file as its path; any other URL without its password."""
     from sqlalchemy.engine import make_url
 
-    from simeval.service.database import describe_url
+    from simeval.service.store_names import describe_url
 
     parsed = make_url(url)
     if parsed.drivername.startswith("sqlite"):
@@ -288,7 +288,7 @@ def serve(
     }
     if processes > 1:
         from simeval.cli.serve_workers import WorkerSettings, serve_workers
-        from simeval.service.database import resolve_db_url
+        from simeval.service.store_names import resolve_db_url
 
         resolved = resolve_db_url(db)  # every worker opens this one database
         check_shared_db(resolved)  # a SimevalError: one line, exit 2

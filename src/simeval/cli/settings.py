@@ -61,7 +61,7 @@ def settings(
         simeval settings --indexed-meta team,region
     """
     from simeval.service import UNSET
-    from simeval.service.database import describe_url
+    from simeval.service.store_names import describe_url
 
     days: Any = UNSET
     if retention is not None:

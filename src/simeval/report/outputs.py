@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simeval.errors import InvalidInput
-from simeval.runs.write import AtomicFile
+from simeval.runs.result_files import AtomicFile
 
 if TYPE_CHECKING:
     from simeval.report.build import Report

@@ -13,7 +13,7 @@ RunOptions(...))`` scores a file with given options; both return a ``RunSummary`
 - ``baseline``: earlier runs' cases and the comparison with them;
 - ``summary``: the typed summary and the gates;
 - ``storing``: storing a run while it is scored, and ``writer``, its database writer process
-  (``python -m simeval.runs.writer``);
+  (``python -m simeval.runs.store_writer``);
 - ``run``: a whole run; ``calibration``: thresholds from labelled examples;
 - engine runs (``run_engines``, ``simeval run --engines``): ``engines`` (declarations),
   ``engine_http``, ``engine_local`` (the engines), ``engine_cache`` (their response cache),
@@ -21,7 +21,7 @@ RunOptions(...))`` scores a file with given options; both return a ``RunSummary`
   compared).
 
 This face imports nothing until a name is used: the run's database writer process starts on
-``simeval.runs.writer`` and must not load the rest.
+``simeval.runs.store_writer`` and must not load the rest.
 """
 
 from __future__ import annotations
@@ -64,18 +64,18 @@ if TYPE_CHECKING:
     from simeval.runs.engines import EngineSpec, load_engines
     from simeval.runs.execute import map_chunks
     from simeval.runs.read import csv_header, input_fields, input_size, read_chunks
+    from simeval.runs.result_files import AtomicFile, JUnitWriter, ResultsWriter, remove_orphans
     from simeval.runs.run import RunOptions, RunRequest, run_file, run_request
     from simeval.runs.score import process_chunk
     from simeval.runs.state import ChunkState, chunk_state
     from simeval.runs.storing import RunStore, RunStoreProcess, store_run
     from simeval.runs.summary import EvalStats, Gate, GateLimits, RunSummary, check_gates
-    from simeval.runs.write import AtomicFile, JUnitWriter, ResultsWriter, remove_orphans
     from simeval.service.runs import STORE_COLUMNS
 
 # Each public name and the module it comes from, imported on first use (a worker process or
 # the database writer loads only what it uses)
 _HOMES = {
-    "AtomicFile": "simeval.runs.write",
+    "AtomicFile": "simeval.runs.result_files",
     "Baseline": "simeval.runs.baseline",
     "BaselineReport": "simeval.runs.baseline",
     "CHUNK_ROWS": "simeval.runs.config",
@@ -96,9 +96,9 @@ _HOMES = {
     "FORMATS": "simeval.runs.config",
     "Gate": "simeval.runs.summary",
     "GateLimits": "simeval.runs.summary",
-    "JUnitWriter": "simeval.runs.write",
+    "JUnitWriter": "simeval.runs.result_files",
     "RESULT_FIELDS": "simeval.runs.config",
-    "ResultsWriter": "simeval.runs.write",
+    "ResultsWriter": "simeval.runs.result_files",
     "RowError": "simeval.runs.config",
     "RunConfig": "simeval.runs.config",
     "RunOptions": "simeval.runs.run",
@@ -127,7 +127,7 @@ _HOMES = {
     "map_chunks": "simeval.runs.execute",
     "process_chunk": "simeval.runs.score",
     "read_chunks": "simeval.runs.read",
-    "remove_orphans": "simeval.runs.write",
+    "remove_orphans": "simeval.runs.result_files",
     "run_file": "simeval.runs.run",
     "run_engines": "simeval.runs.engine_run",
     "run_request": "simeval.runs.run",

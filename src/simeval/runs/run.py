@@ -54,6 +54,7 @@ from simeval.runs.config import (
 )
 from simeval.runs.execute import map_chunks
 from simeval.runs.read import input_fields, input_size, parquet_ok, read_chunks
+from simeval.runs.result_files import JUnitWriter, ResultsWriter
 from simeval.runs.storing import RunStore, RunStoreProcess, stored_options
 from simeval.runs.summary import (
     NO_GATES,
@@ -62,7 +63,6 @@ from simeval.runs.summary import (
     RunSummary,
     check_gates,
 )
-from simeval.runs.write import JUnitWriter, ResultsWriter
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scoring.scorer import Scorer, get_scorer
 

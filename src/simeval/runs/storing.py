@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simeval.runs.config import EvalDef
-from simeval.runs.writer import read_frame, send_frame, unpickled
+from simeval.runs.store_writer import read_frame, send_frame, unpickled
 
 if TYPE_CHECKING:
     from simeval.scoring.scorer import Scorer
@@ -139,7 +139,7 @@ class RunStore:
 
 
 class RunStoreProcess(RunStore):
-    """A ``RunStore`` whose database writer is a process of its own (``simeval.runs.writer``,
+    """A ``RunStore`` whose database writer is a process of its own (``simeval.runs.store_writer``,
     see there): the run's process only passes each chunk's rows on (as the pool worker
     pickled them), so storing takes nothing of its interpreter (the database layer is
     imported, and the rows unpickled and inserted, in the writer). ``simeval run --store``
@@ -172,7 +172,7 @@ class RunStoreProcess(RunStore):
         # must not replace the standard library's in the writer
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "simeval.runs.writer"],
+            [sys.executable, "-P", "-m", "simeval.runs.store_writer"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from simeval.checks import utc_now
-from simeval.store.audit import add_entry
+from simeval.store.audit_sql import add_entry
 
 _ACTOR: ContextVar[str | None] = ContextVar("simeval_actor", default=None)
 _SIGNED_IN: ContextVar[bool] = ContextVar("simeval_signed_in", default=False)

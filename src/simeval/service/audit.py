@@ -12,7 +12,7 @@ from simeval.errors import InvalidInput
 from simeval.service.base import ServiceBase
 from simeval.service.cursor import decode_cursor, encode_cursor
 from simeval.service.user_models import AuditEntryOut, AuditPage
-from simeval.store.audit import read_entries
+from simeval.store.audit_sql import read_entries
 
 MAX_AUDIT_PAGE = 500
 

@@ -1,5 +1,5 @@
-"""What every part of the service shares: the store, the write step, the eval lookup, and the
-process's registry of open services."""
+"""What every part of the service shares: the store, the write step, the lookups (an eval by
+name or id, a row by id), and the process's registry of open services."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from simeval.checks import MAX_ID, check_lookup
+from simeval.checks import MAX_ID, check_id, check_lookup
 from simeval.errors import Conflict, InvalidType, NotFound
-from simeval.store import Eval, Store, resolve_db_url
+from simeval.store import Capture, Eval, Result, Run, Store, resolve_db_url
+
+_M = TypeVar("_M", Capture, Result, Run)
 
 
 class ServiceBase:
@@ -80,6 +82,15 @@ class ServiceBase:
             if "name" in str(exc.orig).lower():
                 raise Conflict("an eval with that name already exists") from None
             raise
+
+
+def get_row(s: Session, model: type[_M], value: Any, what: str) -> _M:
+    """The row of ``model`` whose id is ``value`` (checked by ``check_id``), else
+    ``NotFound`` naming ``what``."""
+    row = s.get(model, check_id(value, what))
+    if row is None:
+        raise NotFound(f"no {what} with id {value}")
+    return row
 
 
 _SERVICES: dict[str, ServiceBase] = {}

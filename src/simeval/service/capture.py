@@ -29,10 +29,9 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.service.adopt import Recount, adopt_span, merge_proxied
-from simeval.service.base import ServiceBase
+from simeval.service.base import ServiceBase, get_row
 from simeval.service.capture_score import Active, prepare, score_capture
 from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
-from simeval.service.checks import get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.filters import parse_meta
 from simeval.service.meta_counts import rolled_capture_count

@@ -19,9 +19,9 @@ from simeval.service.alert_rules import (
     store_alert_rules,
     validate_alert_rules,
 )
-from simeval.service.checks import check_options
 from simeval.service.evals import EvalsMixin, is_pending
 from simeval.service.models import ImportReport
+from simeval.service.option_checks import check_options
 from simeval.store import Eval
 from simeval.yamlfile import read_yaml
 

@@ -26,8 +26,8 @@ from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold, strictne
 from simeval.scoring.scorer import check_references, get_scorer
 from simeval.service.actor import current_actor, record
 from simeval.service.base import ServiceBase
-from simeval.service.checks import check_options
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
+from simeval.service.option_checks import check_options
 from simeval.service.rollup import tally_totals
 from simeval.service.settings import REVISION_KEY
 from simeval.store import Eval, EvalTest, EvalVersion, Setting

@@ -9,11 +9,12 @@ from simeval.service.alerts import AlertsMixin
 from simeval.service.audit import AuditMixin
 from simeval.service.backtest import BacktestMixin
 from simeval.service.base import shared_service
-from simeval.service.batch import BatchMixin
-from simeval.service.calibration import CalibrationMixin
-from simeval.service.compare import CompareMixin
+from simeval.service.capture_batch import BatchMixin
+from simeval.service.compare_sides import CompareMixin
 from simeval.service.conversations import ConversationsMixin
 from simeval.service.datasets import DatasetsMixin
+from simeval.service.eval_calibration import CalibrationMixin
+from simeval.service.eval_synonyms import SynonymsMixin
 from simeval.service.evalfiles import EvalFilesMixin
 from simeval.service.export import ExportMixin
 from simeval.service.overview import OverviewMixin
@@ -21,7 +22,6 @@ from simeval.service.review_queue import ReviewQueueMixin
 from simeval.service.run_groups import RunGroupsMixin
 from simeval.service.runs import RunsMixin
 from simeval.service.settings import SettingsMixin
-from simeval.service.synonyms import SynonymsMixin
 from simeval.service.trends import TrendsMixin
 from simeval.service.users import UsersMixin
 from simeval.store import resolve_db_url

@@ -35,8 +35,8 @@ from simeval.service.rollup import chunks_after, reviews_of, watermark
 from simeval.store import PACK_HEAD, Capture, CaptureMeta, Review, packed_fingerprints
 from simeval.store.meta_index import rolled_up
 from simeval.store.meta_rollup import whole_hours
-from simeval.store.models import MetaCaptureRollup, MetaRollup
 from simeval.store.packing import unpack_results
+from simeval.store.tables import MetaCaptureRollup, MetaRollup
 
 _CHUNK = 1000
 _HOUR = timedelta(hours=1)

@@ -24,8 +24,7 @@ from simeval.checks import (
 from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.actor import record
-from simeval.service.base import ServiceBase
-from simeval.service.checks import get_row
+from simeval.service.base import ServiceBase, get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.runstatus import effective_status, mark_interrupted, process_info
 from simeval.store import Eval, Result, Review, Run

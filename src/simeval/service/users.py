@@ -1,6 +1,6 @@
 """Users: people and services with a role and their own key (``simeval users``, the studio's
 Users page, ``/api/users``). Keys and passwords are made and checked in
-``simeval.service.credentials``; only their hashes reach the store (``simeval.store.users``).
+``simeval.service.credentials``; only their hashes reach the store (``simeval.store.users_sql``).
 Every change is recorded in the audit log (``user.add``, ``user.role``, ``user.disable``,
 ``user.enable``, ``user.key``, ``user.password``)."""
 
@@ -27,8 +27,8 @@ from simeval.service.credentials import (
     password_matches,
 )
 from simeval.service.user_models import NewKey, UserOut
-from simeval.store.models import User
-from simeval.store.users import (
+from simeval.store.tables import User
+from simeval.store.users_sql import (
     add_user,
     count_admins,
     count_users,

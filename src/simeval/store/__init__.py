@@ -5,7 +5,7 @@ service's run part) is the only caller. SQLite is the embedded default; PostgreS
 (``postgresql+psycopg://...``, the ``simeval[postgres]`` extra) is the team store, tested by
 the same suites.
 
-- ``models``: the tables (``Eval``, ``Capture``, ``Result``, ...).
+- ``tables``: the tables, as SQLAlchemy models (``Eval``, ``Capture``, ``Result``, ...).
 - ``engine``: database URLs, SQLite's set-up (WAL, busy timeout, ``BEGIN IMMEDIATE``), the
   check of a SQLite file, what a driver error means (``database_problem``, ``is_locked``).
 - ``migrate``: the packaged migrations (``migrations/``), run when a database is opened.
@@ -59,7 +59,27 @@ if TYPE_CHECKING:
         head_revision,
         upgrade,
     )
-    from simeval.store.models import (
+    from simeval.store.packing import (
+        PACK_HEAD,
+        PACK_VERSION,
+        PackedResults,
+        f64_bytes,
+        i32_bytes,
+        le_bytes,
+        pack_parts,
+        pack_results,
+        packed_fingerprints,
+        pick_entries,
+        unpack_results,
+    )
+    from simeval.store.sql import (
+        bind_processor,
+        bucket_start,
+        bulk_insert,
+        insert_row,
+        parse_bucket,
+    )
+    from simeval.store.tables import (
         Alert,
         AlertDelivery,
         AlertRule,
@@ -85,26 +105,6 @@ if TYPE_CHECKING:
         conversations_table,
         results_table,
     )
-    from simeval.store.packing import (
-        PACK_HEAD,
-        PACK_VERSION,
-        PackedResults,
-        f64_bytes,
-        i32_bytes,
-        le_bytes,
-        pack_parts,
-        pack_results,
-        packed_fingerprints,
-        pick_entries,
-        unpack_results,
-    )
-    from simeval.store.sql import (
-        bind_processor,
-        bucket_start,
-        bulk_insert,
-        insert_row,
-        parse_bucket,
-    )
 
 _MODULES = {
     "simeval.store.database": ("CAPTURE_LOCK", "Store"),
@@ -128,7 +128,7 @@ _MODULES = {
         "head_revision",
         "upgrade",
     ),
-    "simeval.store.models": (
+    "simeval.store.tables": (
         "Alert",
         "AlertDelivery",
         "AlertRule",

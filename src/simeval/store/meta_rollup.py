@@ -31,14 +31,14 @@ from sqlalchemy.orm import Session
 from simeval.checks import naive_utc
 from simeval.store.database import CAPTURE_LOCK
 from simeval.store.meta_index import NOT_ROLLED_UP, rolled_up
-from simeval.store.models import (
+from simeval.store.packing import PACK_HEAD, PACK_VERSION
+from simeval.store.tables import (
     Setting,
     capture_meta_table,
     captures_table,
     meta_capture_rollup_table,
     meta_rollup_table,
 )
-from simeval.store.packing import PACK_HEAD, PACK_VERSION
 
 ROLLUP_KEY = "rollup_upto"  # the setting holding the watermark (``simeval.service.rollup``)
 _IN_CHUNK = 500  # ids in one IN (...) list

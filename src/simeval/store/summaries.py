@@ -20,9 +20,9 @@ from sqlalchemy.engine import Connection
 from simeval.store.database import CAPTURE_LOCK
 from simeval.store.meta_index import index_entries
 from simeval.store.meta_rollup import backfill_rollup, drop_rollup_key
-from simeval.store.models import capture_meta_table, captures_table, conversations_table
 from simeval.store.packing import unpack_results
 from simeval.store.sql import insert_rows, upsert_conversation
+from simeval.store.tables import capture_meta_table, captures_table, conversations_table
 
 _IN_CHUNK = 500  # ids in one IN (...) list
 _META_COLUMNS = ("capture_id", "key", "value", "captured_at")

@@ -30,13 +30,10 @@ from simeval import __version__
 from simeval.checks import DEEP_OFFSET_HINT
 from simeval.errors import SimevalError
 from simeval.service import Service
-from simeval.service.database import DatabaseBusyError, database_problem
+from simeval.service.store_names import DatabaseBusyError, database_problem
 from simeval.web import api, otlp, pages, schema
-from simeval.web.api_alerts import ALERT_INTERVAL_S, start_alerts, stop_alerts
-from simeval.web.api_alerts import router as alerts_api
-from simeval.web.api_datasets import router as datasets_api
-from simeval.web.api_overview import router as overview_api
-from simeval.web.api_run_groups import router as run_groups_api
+from simeval.web.api import ALERT_INTERVAL_S, start_alerts, stop_alerts
+from simeval.web.capture_writer import LOCK_WAIT_S, CaptureWriter
 from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
 from simeval.web.identity import Identities, SignInThrottle
 from simeval.web.idf_files import resolve_idf_dir
@@ -51,14 +48,11 @@ from simeval.web.security import (
     is_api_path,
 )
 from simeval.web.sso import PeerMiddleware, UserHeader
-from simeval.web.writer import LOCK_WAIT_S, CaptureWriter
 
 if TYPE_CHECKING:
     from simeval.web.proxy import Proxy
 
 HERE = Path(__file__).parent
-# the JSON API's routers, by resource (each included, and each known to the 405 middleware)
-API_ROUTERS = (*api.ROUTERS, datasets_api, alerts_api, run_groups_api, overview_api)
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
 
 
@@ -120,7 +114,7 @@ def create_app(
     ``gen_ai.evaluation.result`` events (``simeval.web.otlp_export``; default: the stored
     setting ``otlp_export``, else none). ``alert_interval``: seconds between evaluations of
     the alert rules on a timer (they also run as results arrive; None: the server watches no
-    rules, ``simeval.web.api_alerts``). ``sessions``: where the studio's logins are kept
+    rules, ``simeval.web.api.alerts``). ``sessions``: where the studio's logins are kept
     (default: this process's memory; ``simeval.web.workers`` shares them between workers).
     ``otlp_join_bytes``: how much the OTLP calls waiting for their other half may hold (their
     texts and attributes, ``simeval.web.otlp.Joiner``); past it the oldest are settled early.
@@ -281,10 +275,10 @@ def _add_routes(app: FastAPI, proxy: Proxy | None) -> None:
     """Static files, the API (the capture hot path first), OTLP, the proxy, then the pages."""
     app.add_api_route("/vendor/plotly.min.js", _plotly_js, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    for router in API_ROUTERS:
+    for router in api.ROUTERS:
         app.include_router(router)
     # the capture hot path, matched before every other route (see api.capture_fast)
-    app.router.routes.insert(0, Route("/api/capture", api.capture_fast, methods=["POST"]))
+    app.router.routes[:0] = api.fast_routes()
     app.include_router(otlp.router)
     if proxy is not None:
         # after the OTLP routes (never forwarded): the OpenAI API's paths under /v1 go to
@@ -306,7 +300,7 @@ def _add_middleware(
     # the API router's own routes: the app lists an included router as one opaque entry
     app.add_middleware(
         MethodMiddleware,
-        routes=lambda: [*app.routes, *(r for router in API_ROUTERS for r in router.routes)],
+        routes=lambda: [*app.routes, *(r for router in api.ROUTERS for r in router.routes)],
     )
     app.add_middleware(DocsHeadersMiddleware, page_csp=pages.CSP)
     app.add_middleware(

@@ -10,7 +10,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from simeval.errors import SimevalError
-from simeval.service.database import database_problem
+from simeval.service.store_names import database_problem
 
 # Retry-After of a 503 for an outage (the database server restarting, the disk full): long
 # enough not to hammer it, short enough that a restart is noticed soon

@@ -62,7 +62,7 @@ from starlette.types import Message, Receive, Scope, Send
 from simeval.checks import KeyedCapture
 from simeval.errors import SimevalError
 from simeval.service.credentials import KEY_START
-from simeval.service.database import database_problem
+from simeval.service.store_names import database_problem
 from simeval.web.replies import (
     MAX_CAPTURED_BYTES,
     Reply,
@@ -704,34 +704,18 @@ def create_proxy_app(
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from simeval import __version__
     from simeval.service import Service
-    from simeval.web import otlp
-    from simeval.web.health import OUTAGE_RETRY_S, DatabaseCheck
+    from simeval.web import api, otlp
+    from simeval.web.capture_writer import CaptureWriter
+    from simeval.web.health import DatabaseCheck
     from simeval.web.identity import Identities
     from simeval.web.security import BodyLimitMiddleware, GuardMiddleware
-    from simeval.web.writer import CaptureWriter
 
     own = service is None
     svc = Service(db) if service is None else service
     captures = CaptureQueue(proxy_store(svc), queue_size, upstream)
     proxy = Proxy(upstream, captures, token=token)
     writer = CaptureWriter(svc)  # what the OTLP routes store through, as in `serve`
-
-    database = DatabaseCheck(svc)
-
-    async def health(request: Request) -> JSONResponse:
-        # the database first, as ``serve`` answers: an outage is a 503 naming it, not "ok"
-        problem = await database.problem()
-        if problem is not None:
-            return JSONResponse(
-                {"status": "unavailable", "database": "unreachable", "error": problem},
-                status_code=503,
-                headers={"Retry-After": str(OUTAGE_RETRY_S)},
-            )
-        stats = captures.stats()
-        status = "degraded" if stats["problem"] else "ok"
-        return JSONResponse({"status": status, "version": __version__, "proxy": stats})
 
     async def elsewhere(request: Request) -> JSONResponse:
         return JSONResponse(
@@ -750,13 +734,16 @@ def create_proxy_app(
 
     # FastAPI (no docs) for the OTLP router's routes, matched before the proxy's /v1
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.router.routes.append(Route("/api/health", health, methods=["GET"]))
+    # ``serve``'s own /api/health: the database first (an outage is a 503 naming it, not
+    # "ok"), then the capture queue's and OTLP's counters
+    app.include_router(api.HEALTH_ROUTER)
     app.include_router(otlp.router)
     app.router.routes.append(Route("/v1/{path:path}", proxy))
     every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     app.router.routes.append(Route("/{path:path}", elsewhere, methods=every))
     app.state.proxy = captures
     app.state.service = svc
+    app.state.database_check = DatabaseCheck(svc)
     app.state.writer = writer
     # once the database has users, a key whose role may write captures (ingest, editor,
     # admin) is needed here as in `serve` (``X-Simeval-Token: KEY`` beside the upstream's own)

@@ -52,7 +52,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from simeval.errors import InvalidInput
-from simeval.web.api_alerts import start_alerts, stop_alerts
+from simeval.web.api import start_alerts, stop_alerts
 from simeval.web.otlp_export import follow_setting
 from simeval.web.parent_watch import die_with_parent, parent_gone
 from simeval.web.security import SessionStore

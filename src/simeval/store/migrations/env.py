@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from simeval.store.models import Base
+from simeval.store.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -29,6 +29,8 @@ from simeval.web.schema import (
 )
 
 router = APIRouter(prefix="/api", responses=declared.ERRORS)
+# the server's health, a router of its own: the standalone proxy serves it too (web.proxy)
+health_router = APIRouter(prefix="/api", responses=declared.ERRORS)
 
 
 class CaptureIn(Body):
@@ -187,7 +189,7 @@ async def capture(body: CaptureIn, request: Request) -> Response:
 
 async def _captured(request: Request, body: CaptureIn) -> Response:
     # checked here (a mistake answers at once), stored by the app's one capture writer, which
-    # gathers the captures arriving together into one transaction (simeval.web.writer)
+    # gathers the captures arriving together into one transaction (simeval.web.capture_writer)
     out = await request.app.state.writer.capture(body.checked())
     status = 200 if out.replayed else 201
     return Response(out.dump_json(), status_code=status, media_type="application/json")
@@ -282,7 +284,7 @@ async def _body(request: Request) -> bytes:
             return b"".join(chunks)
 
 
-@router.get("/health", response_model=Health, tags=["meta"])
+@health_router.get("/health", response_model=Health, tags=["meta"])
 async def health(request: Request) -> Any:
     """The server is up and its database answers (and, when it proxies an upstream, its
     capture queue's counters); 503 naming the database while it cannot be reached."""

@@ -18,9 +18,21 @@ from simeval.service.models import (
 )
 from simeval.web import schema as declared
 from simeval.web.api.common import CursorParam, FilterDep, ResultId, ServiceDep, json_reply
-from simeval.web.api_review import ReviewIn
+from simeval.web.schema import UNIT, Body, StrictFloat
 
 router = APIRouter(prefix="/api", responses=declared.ERRORS)
+
+
+class ReviewIn(Body):
+    """A human override of a result's score; it decides pass/fail from now on."""
+
+    score: StrictFloat = Field(description="The reviewed score, in [0, 1].", json_schema_extra=UNIT)
+    note: str = Field("", json_schema_extra=declared.NOTE)
+    reviewer: str | None = Field(
+        None,
+        description="Who reviewed (kept with the review); left out or empty: not recorded.",
+        json_schema_extra=declared.SHORT,
+    )
 
 
 class ResultPage(BaseModel):

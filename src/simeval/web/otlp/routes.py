@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from simeval.checks import KeyedCapture, check_capture_key, check_texts
 from simeval.errors import SimevalError
 from simeval.service.adopt import SPAN_KEYS
-from simeval.service.database import DatabaseBusyError
+from simeval.service.store_names import DatabaseBusyError
 from simeval.web.otlp.decode import (
     check_metrics,
     payload_media,

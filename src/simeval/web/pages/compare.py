@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from simeval.errors import InvalidInput, SimevalError
-from simeval.service.compare import META_RECENT, parse_side
+from simeval.service.compare_sides import META_RECENT, parse_side
 from simeval.web.pages._render import render, service_of
 
 router = APIRouter(include_in_schema=False)

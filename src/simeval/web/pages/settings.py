@@ -12,8 +12,8 @@ from starlette.concurrency import run_in_threadpool
 from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import RETENTION_CHOICES
 from simeval.service import UNSET
-from simeval.service.database import describe_url
 from simeval.service.settings import DEFAULT_META_KEYS, MAX_DECLARED_KEYS
+from simeval.service.store_names import describe_url
 from simeval.web.otlp_export import follow_setting
 from simeval.web.pages._render import form_text, redirect, render, service_of
 from simeval.web.security import checked_form

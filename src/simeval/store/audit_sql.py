@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from simeval.store.models import AuditEntry
+from simeval.store.tables import AuditEntry
 
 
 def add_entry(

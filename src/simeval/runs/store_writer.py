@@ -1,7 +1,7 @@
 """The database writer of ``simeval run --store``: a process of its own.
 
-``simeval.runs.RunStoreProcess`` starts it as ``python -m simeval.runs.writer`` and talks to it
-over its standard input and output in frames (``send_frame``/``read_frame``: an 8-byte length,
+``simeval.runs.RunStoreProcess`` starts it as ``python -m simeval.runs.store_writer`` and talks
+to it over its standard input and output in frames (``send_frame``/``read_frame``: an 8-byte length,
 then a pickle). The first frame says where and what to store (``start``), then come
 ``("rows", rows)`` frames (a chunk's rows, or the bytes a pool worker pickled them into), then
 ``("finish", summary)`` or ``("abort", None)``. The writer answers once: ``("done", run_id)``,

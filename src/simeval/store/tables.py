@@ -499,7 +499,7 @@ Index("ix_meta_capture_rollup_bucket", meta_capture_rollup_table.c.bucket)
 
 class User(Base):
     """A person or service with a role and its own API key (migration 0016;
-    ``simeval.store.users``). The key and the password are kept only as hashes."""
+    ``simeval.store.users_sql``). The key and the password are kept only as hashes."""
 
     __tablename__ = "users"
 
@@ -516,7 +516,7 @@ class User(Base):
 
 
 class AuditEntry(Base):
-    """One change, as the audit log keeps it (migration 0016; ``simeval.store.audit``):
+    """One change, as the audit log keeps it (migration 0016; ``simeval.store.audit_sql``):
     append-only, triggers refuse to update or delete a row."""
 
     __tablename__ = "audit_log"

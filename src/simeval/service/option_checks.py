@@ -1,22 +1,16 @@
-"""The service's checks that need more than the standard library: scorer options (checked by
-building the scorer) and rows looked up by id. The checks that need neither (texts, names,
-times, capture payloads, ids, paging) are in ``simeval.checks``."""
+"""Scorer options checked by building the scorer (``check_options``): what the service
+stores with an eval is valid, canonical, and has its fingerprint. The checks that need no
+scorer (texts, names, times, capture payloads, ids, paging) are in ``simeval.checks``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy.orm import Session
-
-from simeval.checks import check_id
-from simeval.errors import InvalidOption, NotFound
+from simeval.errors import InvalidOption
 from simeval.scoring.options import required_words, synonym_groups
 from simeval.scoring.required import required_of
 from simeval.scoring.scorer import get_scorer
-from simeval.store import Capture, Result, Run
-
-_M = TypeVar("_M", Capture, Result, Run)
 
 
 def check_options(options: Any) -> tuple[dict[str, Any], str]:
@@ -49,12 +43,3 @@ def check_options(options: Any) -> tuple[dict[str, Any], str]:
     scorer = get_scorer(**opts)
     required_of(scorer)  # a required term without a scorable word is refused here
     return opts, scorer.fingerprint
-
-
-def get_row(s: Session, model: type[_M], value: Any, what: str) -> _M:
-    """The row of ``model`` whose id is ``value`` (checked by ``check_id``), else
-    ``NotFound`` naming ``what``."""
-    row = s.get(model, check_id(value, what))
-    if row is None:
-        raise NotFound(f"no {what} with id {value}")
-    return row

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from simeval.store.models import User
+from simeval.store.tables import User
 
 
 def count_users(s: Session) -> int:

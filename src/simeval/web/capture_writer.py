@@ -21,8 +21,8 @@ from typing import Any
 from simeval.checks import CheckedCapture, KeyedCapture
 from simeval.errors import Unavailable
 from simeval.service import Service
-from simeval.service.database import DatabaseBusyError
 from simeval.service.models import CaptureOut
+from simeval.service.store_names import DatabaseBusyError
 
 MAX_BATCH = 256  # captures per transaction at most
 LOCK_WAIT_S = 5.0  # the longest a capture waits for the write lock before a 503

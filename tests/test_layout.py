@@ -1,0 +1,101 @@
+"""Where things live: a module's file name says what it is, and one API package
+(``simeval.web.api``) holds every ``/api`` route.
+
+Outside the thin layers (``cli/``, ``web/api/``, ``web/pages/``, whose modules are named after
+the commands, resources and pages they expose), no two modules share a file name: a name met in
+a traceback or an import leads to one file. ``tests/test_imports.py`` holds the arrows between
+the packages; this holds the rooms.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from starlette.routing import BaseRoute
+
+import simeval
+from simeval.web import create_app
+from simeval.web.proxy import create_proxy_app
+
+PACKAGE = Path(simeval.__file__).parent
+API_PACKAGE = "simeval.web.api"
+# named after what they expose: a command, a resource, a page
+THIN_LAYERS = ("cli", "web/api", "web/pages")
+
+
+def _named_alike() -> dict[str, list[str]]:
+    """File names held by more than one module outside the thin layers, with their modules."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        inside = path.relative_to(PACKAGE)
+        if path.name == "__init__.py" or "__pycache__" in inside.parts:
+            continue
+        if any(inside.as_posix().startswith(layer + "/") for layer in THIN_LAYERS):
+            continue
+        where[path.name].append(inside.as_posix())
+    return {name: paths for name, paths in where.items() if len(paths) > 1}
+
+
+def test_no_two_modules_outside_the_thin_layers_share_a_file_name() -> None:
+    assert _named_alike() == {}
+
+
+def test_the_thin_layers_exist() -> None:
+    # a layer renamed away would silently widen the check above
+    assert all((PACKAGE / layer).is_dir() for layer in THIN_LAYERS)
+
+
+def test_no_api_module_beside_the_api_package() -> None:
+    beside = sorted(p.name for p in (PACKAGE / "web").glob("api_*.py"))
+    assert beside == [], f"move {beside} into web/api/"
+
+
+def _flat(routes: Iterable[BaseRoute], prefix: str = "") -> Iterator[tuple[str, BaseRoute]]:
+    """Every route of an app with its full path; an included router (FastAPI lists it as one
+    entry holding ``original_router``) is opened, with the prefix it was included under."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            extra = getattr(getattr(route, "include_context", None), "prefix", "") or ""
+            yield from _flat(inner.routes, prefix + extra)
+        else:
+            yield prefix + str(getattr(route, "path", "")), route
+
+
+def _api_routes(app: FastAPI) -> list[tuple[str, BaseRoute]]:
+    return [(p, r) for p, r in _flat(app.routes) if p == "/api" or p.startswith("/api/")]
+
+
+def _outside(app: FastAPI) -> list[str]:
+    """The ``/api`` routes (or mounts) whose endpoint is not declared in the API package."""
+    found = []
+    for path, route in _api_routes(app):
+        endpoint = getattr(route, "endpoint", None) or getattr(route, "app", None)
+        module = getattr(endpoint, "__module__", None) or type(endpoint).__module__
+        if not (module == API_PACKAGE or module.startswith(API_PACKAGE + ".")):
+            found.append(f"{path}: {module}.{getattr(endpoint, '__qualname__', endpoint)}")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("upstream", [None, "http://127.0.0.1:9/v1"], ids=["serve", "upstream"])
+def test_every_api_route_of_the_server_is_the_api_packages(
+    tmp_path: Path, upstream: str | None
+) -> None:
+    app = create_app(db=str(tmp_path / "evals.db"), upstream=upstream)
+    with TestClient(app, base_url="http://127.0.0.1:8000"):
+        assert len(list(_api_routes(app))) > 40  # the walk sees the API
+        assert _outside(app) == []
+
+
+def test_the_standalone_proxy_serves_the_api_packages_health(tmp_path: Path) -> None:
+    app = create_proxy_app("http://127.0.0.1:9/v1", str(tmp_path / "evals.db"))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        assert [path for path, _ in _api_routes(app)] == ["/api/health"]
+        assert _outside(app) == []
+        body = c.get("/api/health").json()
+        assert body["status"] == "ok" and body["proxy"]["upstream"] == "http://127.0.0.1:9/v1"
