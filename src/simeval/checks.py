@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import unicodedata
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -255,6 +257,18 @@ def check_lookup(value: str, what: str) -> str | None:
         return check_storable(value, what)
     except Unstorable:
         return None
+
+
+def read_text_file(path: str | os.PathLike[str], what: str) -> str:
+    """A UTF-8 text file's content, with a one-line error for a missing or non-UTF-8 file."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{what} file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"{what} path {path} is a directory, not a file") from None
 
 
 def load_json(text: str | bytes, what: str) -> Any:

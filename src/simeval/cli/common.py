@@ -333,7 +333,7 @@ def output_file(path: str | None) -> Iterator[Any]:
 
 def read_input(value: str | None, path: str | None, what: str) -> str | None:
     """Text from an argument, a file, or stdin (``-`` for either)."""
-    from simeval.scoring.scorer import read_text_file
+    from simeval.checks import read_text_file
 
     if value is not None and path is not None:
         raise UserError(f"give the {what} as an argument or with --{what}-file, not both")

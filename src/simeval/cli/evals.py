@@ -20,6 +20,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from simeval.checks import read_text_file
 from simeval.cli.common import (
     Group,
     UserError,
@@ -43,7 +44,6 @@ from simeval.cli.common import (
 )
 from simeval.errors import Conflict
 from simeval.scoring.options import DEFAULT_THRESHOLD
-from simeval.scoring.scorer import read_text_file
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
     from simeval.service.models import EvalOut, TestOut

@@ -231,7 +231,7 @@ def load_evals(path: str) -> tuple[EvalDef, ...]:
     Archived evals are left out; draft and active ones are used, since a file kept in version
     control is the definition a CI run checks. Errors name the file and the eval.
     """
-    from simeval.scoring.scorer import read_text_file
+    from simeval.checks import read_text_file
     from simeval.service.evalfiles import parse_evals_document, validate_evals_document
 
     doc = parse_evals_document(read_text_file(path, "evals"), path)

@@ -41,7 +41,6 @@ import json
 import os
 from array import array
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from simeval.checks import check_text
@@ -796,15 +795,3 @@ def explain(
 def fingerprint(**options: Any) -> str:
     """The short hash of everything that determines a score under these options."""
     return get_scorer(**options).fingerprint
-
-
-def read_text_file(path: str | os.PathLike[str], what: str) -> str:
-    """A UTF-8 text file's content, with a one-line error for a missing or non-UTF-8 file."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidInput(f"{what} file not found: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"{what} path {path} is a directory, not a file") from None

@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from simeval.checks import check_name, check_scope, check_storable_all, load_json
+from simeval.checks import check_name, check_scope, check_storable_all, load_json, read_text_file
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
-from simeval.scoring.scorer import check_references, read_text_file
+from simeval.scoring.scorer import check_references
 from simeval.service.alert_rules import (
     export_alert_rules,
     store_alert_rules,
