@@ -4,9 +4,11 @@
    library people reach for to compare two strings), at 12, 100 and 2,000 words, without and
    with a question, on two kinds of pairs: unrelated texts (drawn by frequency from the English
    word list) and close ones (the reference with two of its words changed, so the score passes
-   the veto floor and the text checks run). ``warm``: one scorer whose token cache has seen
-   the texts; ``cold``: a fresh scorer and fresh texts each round (nothing cached but the
-   background IDF table).
+   the veto floor and the text checks run). ``warm``: one scorer that has scored these very
+   pairs; ``new``: a scorer that has seen the references and their words, each output a text
+   it has not seen (what a capture or a data set's row is: a new output, known words); ``cold``:
+   a fresh scorer and texts (nothing cached but the background IDF table). Each side of a
+   ``new`` or ``cold`` round scores outputs of its own, so no side reads another's cache.
 2. One capture scored against 1,000 evals (``EvalSet.score``, what ``POST /api/capture`` does
    with 1,000 active evals), today's default beside 0.1.0's (``RELEASE_0_1_DEFAULTS``: no
    answer reading, no vetoes), with and without a question.
@@ -64,25 +66,55 @@ def per_call(fn: Callable[[str, str], Any], pairs: list[tuple[str, str]]) -> flo
     return (time.perf_counter() - start) / len(pairs)
 
 
-def pair_round(words: int, n: int, close: bool, cold: bool, seed: int) -> dict[str, float]:
+def fresh_outputs(pairs: list[tuple[str, str]], close: bool, seed: int) -> list[tuple[str, str]]:
+    """The pairs with outputs no scorer has seen, of the same words: a close output with two
+    other words changed, an unrelated one with its words in another order."""
+    rng = random.Random(seed)
+    vocab = " ".join(r for _, r in pairs).split()
+    out = []
+    for a, b in pairs:
+        if close:
+            out.append((close_copy(b, rng, vocab), b))
+        else:
+            words = a.split()
+            rng.shuffle(words)
+            out.append((" ".join(words), b))
+    return out
+
+
+def pair_round(words: int, n: int, close: bool, mode: str, seed: int) -> dict[str, float]:
     pairs = pairs_of(words, n, close, seed)
-    scorer, release = Scorer(), Scorer(**RELEASE_0_1_DEFAULTS)
-    if not cold:  # warm: the token cache and the text checks' cache have seen the texts
-        for a, b in pairs:
-            for s in (scorer, release):
-                s.score(a, b)
-                s.score(a, b, QUESTION)
-    sides: dict[str, Callable[[str, str], Any]] = {
-        "rapidfuzz": fuzz.token_set_ratio,
-        "simeval": scorer.score,
-        "simeval+question": lambda a, b: scorer.score(a, b, QUESTION),
-        "0.1.0": release.score,
-        "0.1.0+question": lambda a, b: release.score(a, b, QUESTION),
-    }
-    order = list(sides)
+    scorers: dict[str, Scorer] = {}
+
+    def scorer_for(name: str) -> Scorer:
+        # warm and new: one scorer per option set, warmed on the pairs; cold: one per side
+        options = RELEASE_0_1_DEFAULTS if name.startswith("0.1.0") else {}
+        key = name if mode == "cold" else name.split("+")[0]
+        if key not in scorers:
+            scorers[key] = Scorer(**options)
+            if mode != "cold":
+                for a, b in pairs:
+                    scorers[key].score(a, b)
+                    scorers[key].score(a, b, QUESTION)
+        return scorers[key]
+
+    def call(name: str) -> Callable[[str, str], Any]:
+        if name == "rapidfuzz":
+            return fuzz.token_set_ratio
+        sc = scorer_for(name)
+        if name.endswith("+question"):
+            return lambda a, b: sc.score(a, b, QUESTION)
+        return sc.score
+
+    order = ["rapidfuzz", "simeval", "simeval+question", "0.1.0", "0.1.0+question"]
     if seed % 2:
         order.reverse()
-    return {name: per_call(sides[name], pairs) for name in order}
+    out = {}
+    for k, name in enumerate(order):
+        fn = call(name)  # scorers are made and warmed before the clock starts
+        side = pairs if mode == "warm" else fresh_outputs(pairs, close, seed * 10 + k)
+        out[name] = per_call(fn, side)
+    return out
 
 
 def capture_round(evals: int, seed: int) -> dict[str, float]:
@@ -126,13 +158,13 @@ def main() -> None:
     report: dict[str, Any] = {"rounds": args.rounds, "pairs": {}, "capture": {}}
     for words, n in ((12, args.pairs), (100, max(args.pairs // 5, 50)), (2000, 40)):
         for close in (False, True):
-            for cold in (False, True):
+            for mode in ("warm", "new", "cold"):
                 rounds, loads = [], []
                 for r in range(args.rounds):
-                    rounds.append(pair_round(words, n, close, cold, seed=1000 * r + words))
+                    rounds.append(pair_round(words, n, close, mode, seed=1000 * r + words))
                     loads.append(os.getloadavg()[0])
                 kind = "close" if close else "unrelated"
-                key = f"{words} words, {kind}, {'cold' if cold else 'warm'}"
+                key = f"{words} words, {kind}, {mode}"
                 report["pairs"][key] = {
                     "simeval_us": statistics.median(x["simeval"] for x in rounds) * 1e6,
                     "simeval_question_us": statistics.median(x["simeval+question"] for x in rounds)
