@@ -17,7 +17,7 @@ import sys
 import textwrap
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def test_two_engines_stored_compared_gated_and_the_key_nowhere(
-    tmp_path: Path, upstream: Proc, key: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    new_sqlite: Callable[..., str],
+    upstream: Proc,
+    key: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)  # httpx and httpcore log every request at DEBUG
     data = golden(tmp_path / "golden.jsonl")
@@ -117,7 +121,7 @@ def test_two_engines_stored_compared_gated_and_the_key_nowhere(
         http(upstream, "a", "small-model", system="Answer in one sentence.", temperature=0),
         http(upstream, "b", "weak-model", prices={"prompt": 1.0, "completion": 2.0}),
     )
-    db = tmp_path / "runs.db"
+    db = Path(new_sqlite("runs.db"))
     before = count(upstream)
     res = invoke(
         "run", str(data), "--engines", str(eng), "--store", "--db", str(db),
@@ -449,10 +453,12 @@ def test_engines_file_reads_every_kind(tmp_path: Path) -> None:
     assert "key" not in json.dumps(a.identity())
 
 
-def test_a_stored_data_set_and_its_versions(tmp_path: Path, upstream: Proc, key: str) -> None:
+def test_a_stored_data_set_and_its_versions(
+    tmp_path: Path, new_sqlite: Callable[..., str], upstream: Proc, key: str
+) -> None:
     from simeval.service import Service
 
-    db = tmp_path / "ds.db"
+    db = Path(new_sqlite("ds.db"))
     svc = Service(str(db))
     svc.import_dataset("golden", str(golden(tmp_path / "golden.jsonl", n=4)))
     # version 2: q1's reference no longer matches what the engine answers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -757,10 +758,12 @@ def test_bad_evals_file(tmp_path: Path, content: str, args: list[str], message: 
 
 
 # -- stored runs -----------------------------------------------------------------------------
-def test_store_a_run_and_compare_with_it_later(tmp_path: Path) -> None:
+def test_store_a_run_and_compare_with_it_later(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     src = write_jsonl(tmp_path / "cases.jsonl", ROWS)
     # no stored run of this name yet: run:latest is an empty baseline, every case is new
     res = invoke("run", str(src), "--store", "--db", db, "--baseline", "run:latest", "--json")
@@ -812,10 +815,12 @@ def test_store_a_run_and_compare_with_it_later(tmp_path: Path) -> None:
         assert runs_[1].summary["gates"][0]["gate"] == "max-regressions"
 
 
-def test_store_with_evals_links_results_to_stored_evals(tmp_path: Path) -> None:
+def test_store_with_evals_links_results_to_stored_evals(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     evals = tmp_path / "evals.yaml"
     evals.write_text(EVALS_YAML, encoding="utf-8")
     with Service(db) as svc:
@@ -830,10 +835,10 @@ def test_store_with_evals_links_results_to_stored_evals(tmp_path: Path) -> None:
         assert result.run_id is not None and result.eval_name == "eiffel"
 
 
-def test_bad_input_stores_nothing(tmp_path: Path) -> None:
+def test_bad_input_stores_nothing(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     src = tmp_path / "cases.jsonl"
     src.write_text(json.dumps(ROWS[0]) + "\n{broken\n", encoding="utf-8")
     res = CliRunner().invoke(cli, ["run", str(src), "--store", "--db", db])

@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -344,8 +344,8 @@ def test_the_stored_setting_is_used_shown_and_followed(tmp_path: Path, receiver:
         assert client.get("/api/health").json()["otlp_export"]["url"] == receiver.url + "/v1/logs"
 
 
-def test_the_settings_command_sets_and_clears_it(tmp_path: Path) -> None:
-    db = str(tmp_path / "cli.db")
+def test_the_settings_command_sets_and_clears_it(new_sqlite: Callable[..., str]) -> None:
+    db = new_sqlite("cli.db")
     runner = CliRunner()
     bad = runner.invoke(cli, ["settings", "--db", db, "--otlp-export", "ftp://h"])
     assert bad.exit_code == 2 and "OTLP export URL" in bad.output

@@ -17,7 +17,7 @@ import sqlite3
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -505,14 +505,14 @@ def test_reply_capture_refuses_with_a_named_error() -> None:
     assert reply_key(5) is None
 
 
-def test_serve_health_says_degraded_after_a_failed_reply(tmp_path: Path) -> None:
+def test_serve_health_says_degraded_after_a_failed_reply(new_sqlite: Callable[..., str]) -> None:
     """``serve --upstream``'s ``/api/health`` (the API's own route and model) shows the
     failure too: ``failed``, the ``problem``, and the status ``degraded``."""
     from fastapi.testclient import TestClient
 
     from simeval.web import create_app
 
-    app = create_app(str(tmp_path / "h.db"), upstream="http://127.0.0.1:9/v1")
+    app = create_app(new_sqlite("h.db"), upstream="http://127.0.0.1:9/v1")
     with TestClient(app, base_url="http://127.0.0.1") as c:
         before = c.get("/api/health").json()
         assert before["status"] == "ok" and before["proxy"]["failed"] == 0

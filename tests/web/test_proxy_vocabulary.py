@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ SIMEVAL = [sys.executable, "-c", "from simeval.cli import main; main()"]
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    db = tmp_path / "vocabulary.db"
+def served(new_sqlite: Callable[..., str]) -> Iterator[tuple[str, Path]]:
+    db = Path(new_sqlite("vocabulary.db"))
     with Upstream() as upstream:
         proc = Proc(
             [*SIMEVAL, "serve", "--port", "0", "--db", str(db), "--upstream", upstream.url],

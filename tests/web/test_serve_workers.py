@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -234,10 +234,10 @@ def hook() -> Iterator[Any]:
 
 @pytest.fixture
 def run_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: Any
+    new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch, hook: Any
 ) -> Iterator[tuple[Path, str]]:
     monkeypatch.setenv("SIMEVAL_ALERT_SECRET", SECRET)
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     seed(db, hook.url)
     config = WorkerConfig(
         db=db, workers=2, csrf_secret=new_secret(), token=TOKEN, alert_interval=600.0

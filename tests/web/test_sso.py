@@ -5,7 +5,7 @@ allowed address (a forwarded address cannot fake one); an unknown name becomes a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -104,8 +104,8 @@ def test_bad_serve_options_are_one_line(tmp_path: Path, args: tuple[str, ...], n
     one_line_error(res, needle)
 
 
-def test_serve_signs_in_from_the_allowed_address_only(tmp_path: Path) -> None:
-    db = tmp_path / "sso.db"
+def test_serve_signs_in_from_the_allowed_address_only(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("sso.db"))
     options = ("--user-header", WHO, "--forwarded-allow-ips", "127.0.0.1")
     with running_server(db, *options) as (base, _):
         with httpx.Client(base_url=base) as proxy:
