@@ -28,7 +28,9 @@ from pathlib import Path
 
 import pytest
 
-BACKENDS = ("sqlite", "postgresql")
+# make quick (--in-process-only): the rule and its hooks
+pytest_plugins = ["inprocess"]
+BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
 _TEMPLATE = "simeval_template"
 _counter = itertools.count()
 
@@ -220,6 +222,20 @@ def pg_url(pg_databases: PgDatabases | str) -> Iterator[str]:
         yield url
     finally:
         pg_databases.drop(url)
+
+
+# docstring examples that leave the process (they cannot carry a marker): the Client's starts
+# its sending thread, which connects to 127.0.0.1:9
+PROCESS_EXAMPLES = {"simeval.client.Client"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        # a test on the run's PostgreSQL server, whichever way it reaches it
+        if {"pg_url", "pg_databases"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+        if isinstance(item, pytest.DoctestItem) and item.name in PROCESS_EXAMPLES:
+            item.add_marker(pytest.mark.process)
 
 
 @pytest.fixture(params=BACKENDS)

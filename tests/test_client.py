@@ -58,6 +58,7 @@ def test_captures_arrive_exactly_once_across_a_restart(new_sqlite: Callable[...,
     assert client.dropped == 0
 
 
+@pytest.mark.process
 def test_flush_at_exit_and_batches(new_sqlite: Callable[..., str]) -> None:
     db = Path(new_sqlite("exit.db"))
     script = (
@@ -76,6 +77,7 @@ def test_flush_at_exit_and_batches(new_sqlite: Callable[..., str]) -> None:
     assert sorted(stored_keys(db)) == sorted(f"k{i}" for i in range(250))
 
 
+@pytest.mark.process
 def test_bad_input_is_refused_at_once() -> None:
     client = simeval.Client("http://127.0.0.1:9", flush_timeout=0)
     try:

@@ -44,6 +44,7 @@ def _child_just_returns(client: simeval.Client) -> None:
     # no flush: the multiprocessing child's exit sends what is left
 
 
+@pytest.mark.process
 def test_a_forked_child_sends_its_own_and_the_parent_its_own_once(
     new_sqlite: Callable[..., str],
 ) -> None:
@@ -74,6 +75,7 @@ def test_a_forked_child_sends_its_own_and_the_parent_its_own_once(
     assert sorted(stored) == sorted([f"p{i}" for i in range(10)] + [f"c{i}" for i in range(100)])
 
 
+@pytest.mark.process
 def test_a_multiprocessing_child_is_flushed_when_it_ends(new_sqlite: Callable[..., str]) -> None:
     assert FORK is not None
     db = Path(new_sqlite("exit.db"))
@@ -90,6 +92,7 @@ def test_a_multiprocessing_child_is_flushed_when_it_ends(new_sqlite: Callable[..
     assert sorted(stored) == sorted(["before"] + [f"e{i}" for i in range(100)])
 
 
+@pytest.mark.process
 def test_an_os_fork_child_stores_100_of_100(new_sqlite: Callable[..., str]) -> None:
     db = Path(new_sqlite("osfork.db"))
     with running_server(db) as (url, _proc):

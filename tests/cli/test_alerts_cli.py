@@ -50,6 +50,7 @@ def write_evals(tmp_path: Path, webhook: str, **extra: Any) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_import_then_list_and_test(
     tmp_path: Path, new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,6 +83,7 @@ def test_import_then_list_and_test(
     assert out["alerts"][0]["name"] == "capital-low"
 
 
+@pytest.mark.process
 def test_a_failed_test_shows_every_attempt_and_exits_1(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:

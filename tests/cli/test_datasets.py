@@ -122,6 +122,7 @@ def test_help_has_examples() -> None:
         assert "simeval datasets" in res.output and "Example" in res.output
 
 
+@pytest.mark.process
 def test_a_run_on_version_2_after_an_edit_says_so(
     tmp_path: Path, new_sqlite: Callable[..., str], golden: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

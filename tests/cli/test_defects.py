@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from simeval.cli import cli
@@ -59,6 +60,7 @@ def _write(path: Path) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_a_stored_run_baseline_matching_no_stored_run_is_refused(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:

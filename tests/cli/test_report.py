@@ -65,6 +65,7 @@ def two_runs(tmp_path: Path, new_sqlite: Callable[..., str]) -> tuple[Path, Path
     return db, tmp_path
 
 
+@pytest.mark.process
 def test_run_html_against_a_stored_baseline_marks_every_row(two_runs: tuple[Path, Path]) -> None:
     db, tmp = two_runs
     html, md = tmp / "report.html", tmp / "summary.md"
@@ -109,6 +110,7 @@ def test_run_html_against_a_stored_baseline_marks_every_row(two_runs: tuple[Path
     assert "| **all** | 11 | 63.6% | +10.0 pts (2 regressed, 3 improved) | ❌ failed |" in summary
 
 
+@pytest.mark.process
 def test_report_of_a_stored_run_with_and_without_a_baseline(two_runs: tuple[Path, Path]) -> None:
     db, tmp = two_runs
     res = invoke(
@@ -294,6 +296,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(
     one_line_error(invoke("report", str(run_id), "-o", out, "--db", str(db)), "not all stored")
 
 
+@pytest.mark.process
 def test_a_stored_summary_reads_back_as_the_summary(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:

@@ -107,6 +107,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.process
 def test_two_engines_stored_compared_gated_and_the_key_nowhere(
     tmp_path: Path,
     new_sqlite: Callable[..., str],
@@ -166,6 +167,7 @@ def test_two_engines_stored_compared_gated_and_the_key_nowhere(
     assert "ENGINE_TEST_KEY" in json.dumps(out)  # the variable's name is what is kept
 
 
+@pytest.mark.process
 def test_an_engine_as_good_as_the_first_exits_0(tmp_path: Path, upstream: Proc, key: str) -> None:
     data = golden(tmp_path / "golden.jsonl")
     eng = engines_file(
@@ -183,6 +185,7 @@ def test_an_engine_as_good_as_the_first_exits_0(tmp_path: Path, upstream: Proc, 
     assert (tmp_path / "out" / "r.a.jsonl").exists() and (tmp_path / "out" / "r.b.jsonl").exists()
 
 
+@pytest.mark.process
 def test_the_cache_asks_only_for_what_changed(tmp_path: Path, upstream: Proc, key: str) -> None:
     data = golden(tmp_path / "golden.jsonl", n=6)
     cache = str(tmp_path / "cache.sqlite3")
@@ -208,6 +211,7 @@ def test_the_cache_asks_only_for_what_changed(tmp_path: Path, upstream: Proc, ke
     assert count(upstream, "cached-model") - first == 24
 
 
+@pytest.mark.process
 def test_429_is_retried_after_retry_after(tmp_path: Path, upstream: Proc, key: str) -> None:
     data = golden(tmp_path / "golden.jsonl", n=3, tag=uuid.uuid4().hex)
     eng = engines_file(tmp_path / "e.yaml", http(upstream, "rl", "ratelimit"))
@@ -221,6 +225,7 @@ def test_429_is_retried_after_retry_after(tmp_path: Path, upstream: Proc, key: s
     assert answering["latency_ms_p50"] >= 900
 
 
+@pytest.mark.process
 def test_a_hang_past_the_timeout_and_a_500_are_case_errors(
     tmp_path: Path, upstream: Proc, key: str
 ) -> None:
@@ -245,6 +250,7 @@ def test_a_hang_past_the_timeout_and_a_500_are_case_errors(
     assert "golden.jsonl line 1: engine hang: no answer within 0.3 s (timeout)" in res.output
 
 
+@pytest.mark.process
 def test_a_command_engine_and_a_python_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -375,6 +381,7 @@ def test_engine_file_mistakes_are_named(
     assert message in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.process
 def test_usage_mistakes(tmp_path: Path, upstream: Proc, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ENGINE_TEST_KEY", raising=False)
     data = str(golden(tmp_path / "golden.jsonl", n=2))
@@ -453,6 +460,7 @@ def test_engines_file_reads_every_kind(tmp_path: Path) -> None:
     assert "key" not in json.dumps(a.identity())
 
 
+@pytest.mark.process
 def test_a_stored_data_set_and_its_versions(
     tmp_path: Path, new_sqlite: Callable[..., str], upstream: Proc, key: str
 ) -> None:
@@ -519,6 +527,7 @@ def test_the_request_body_and_an_async_callable(
     sys.modules.pop("async_engine", None)
 
 
+@pytest.mark.process
 def test_an_unreachable_engine_is_a_case_error(tmp_path: Path) -> None:
     import socket
 

@@ -83,6 +83,7 @@ def test_a_case_id_names_a_scoped_eval(tmp_path: Path) -> None:
     assert out[0]["score"] == 1.0 and out[3]["score"] == 1.0
 
 
+@pytest.mark.process
 def test_stored_rows_match_the_results_file(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from simeval.service import Service
 

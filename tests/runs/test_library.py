@@ -63,6 +63,7 @@ def test_run_file_summary_and_results_file(tmp_path: Path) -> None:
     assert d["worst"][0]["pass"] is False and d["worst"][0]["id"] == "tokyo"
 
 
+@pytest.mark.process
 def test_run_request_gates_baseline_and_store(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:
@@ -173,6 +174,7 @@ NEVER = ("fastapi", "starlette", "click", "rich", "pydantic", "alembic", "yaml",
          "jinja2", "uvicorn", "httpx", "dask")  # fmt: skip
 
 
+@pytest.mark.process
 def test_the_writer_process_imports_only_what_storing_needs() -> None:
     code = (
         "import sys, simeval.runs.writer as w; w.storage(); print('\\n'.join(sorted(sys.modules)))"

@@ -210,6 +210,7 @@ def test_no_results_flag_writes_nothing(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.process
 def test_workers_and_chunks_give_the_same_file(tmp_path: Path) -> None:
     texts = synthetic_texts(400, words=30, seed=3)
     rows = [
@@ -486,6 +487,7 @@ def test_all_rows_bad_with_skip_is_an_error(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.process
 def test_bad_row_deep_in_a_parallel_run_leaves_nothing(tmp_path: Path) -> None:
     rows = [{"output": f"text {i}", "reference": f"text {i}"} for i in range(500)]
     src = tmp_path / "deep.jsonl"
@@ -758,6 +760,7 @@ def test_bad_evals_file(tmp_path: Path, content: str, args: list[str], message: 
 
 
 # -- stored runs -----------------------------------------------------------------------------
+@pytest.mark.process
 def test_store_a_run_and_compare_with_it_later(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:
@@ -815,6 +818,7 @@ def test_store_a_run_and_compare_with_it_later(
         assert runs_[1].summary["gates"][0]["gate"] == "max-regressions"
 
 
+@pytest.mark.process
 def test_store_with_evals_links_results_to_stored_evals(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:
@@ -835,6 +839,7 @@ def test_store_with_evals_links_results_to_stored_evals(
         assert result.run_id is not None and result.eval_name == "eiffel"
 
 
+@pytest.mark.process
 def test_bad_input_stores_nothing(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from simeval.service import Service
 

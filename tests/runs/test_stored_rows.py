@@ -46,6 +46,7 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("flags", "options"),
     [([], {}), (["--no-stemming", "--negation", "0.8"], {"stemming": False, "negation": 0.8})],
@@ -77,6 +78,7 @@ def test_stored_then_shown_explanation_is_explain(
         assert got.matched_reference == refs[want["matched_reference"]]
 
 
+@pytest.mark.process
 def test_eval_file_run_rows_are_explained_with_each_evals_options(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:
@@ -106,6 +108,7 @@ def test_eval_file_run_rows_are_explained_with_each_evals_options(
         assert {k: v for k, v in (got.explanation or {}).items() if k != "case"} == want
 
 
+@pytest.mark.process
 def test_a_failed_stored_run_leaves_nothing(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from simeval import runs
 
@@ -187,6 +190,7 @@ def _cli(*args: str, timeout: float = 180) -> Any:
     )
 
 
+@pytest.mark.process
 def test_store_with_worker_processes_opens_the_database_while_scoring(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:
@@ -211,6 +215,7 @@ def test_store_with_worker_processes_opens_the_database_while_scoring(
         assert svc.count_results(run_id=run.id) == n
 
 
+@pytest.mark.process
 def test_store_into_a_bad_database_fails_in_one_line(tmp_path: Path) -> None:
     src = tmp_path / "cases.jsonl"
     src.write_text(
@@ -231,6 +236,7 @@ def test_store_into_a_bad_database_fails_in_one_line(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.process
 def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:
@@ -288,6 +294,7 @@ def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(
         assert 0 < svc.count_results(run_id=run.id) < n
 
 
+@pytest.mark.process
 def test_the_writer_ignores_modules_in_the_current_directory(
     tmp_path: Path, new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -119,6 +119,7 @@ def _assert_rollup_exact(db: str) -> None:
 FILTERS = [["engine=v2"], ["model=3"], ["engine=" + "é" * 201], ["engine=v1", "model=m-0"]]
 
 
+@pytest.mark.slow
 def test_counts_under_one_filter_equal_a_direct_scan(db: str, svc: Service) -> None:
     rng = random.Random(7)
     base = (utc_now() - timedelta(days=3)).replace(tzinfo=None, minute=10, second=0, microsecond=0)

@@ -99,6 +99,7 @@ def test_a_result_the_database_rejects_rolls_back_the_capture(db: str) -> None:
 # -- concurrency --------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_two_processes_capture_into_one_database(db: str, tmp_path: Path) -> None:
     n, evals = 500, 4
     with Service(db) as svc:
@@ -251,6 +252,7 @@ def test_wal_and_busy_timeout(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
+@pytest.mark.process
 def test_opening_a_database_twice_in_one_process_keeps_the_first_connections_locks(
     new_sqlite: Callable[..., str],
 ) -> None:
@@ -289,6 +291,7 @@ def test_opening_a_database_twice_in_one_process_keeps_the_first_connections_loc
         con.close()
 
 
+@pytest.mark.process
 def test_the_head_revision_constant_is_the_scripts_head(new_sqlite: Callable[..., str]) -> None:
     """A database at the head opens without reading the migration scripts, so the constant
     naming the head must follow the newest script (add a migration: bump it)."""

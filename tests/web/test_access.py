@@ -207,6 +207,7 @@ def test_sign_in_with_a_password_then_pages_follow_the_role(db: str, client: Tes
     assert client.get("/results", follow_redirects=False).status_code == 303  # to sign-in
 
 
+@pytest.mark.slow
 def test_failed_sign_ins_are_throttled_per_name(client: TestClient) -> None:
     for _ in range(10):
         assert sign_in(client, "admin", "not-the-password").status_code == 401

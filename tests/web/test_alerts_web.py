@@ -67,6 +67,7 @@ def wait_until(predicate: Any, seconds: float = 20.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_the_api_and_the_page_show_an_alert_the_captures_opened(client: TestClient) -> None:
     assert client.get("/api/alerts").json() == []
     assert [r["name"] for r in client.get("/api/alerts/rules").json()] == ["capital-low"]
@@ -115,6 +116,7 @@ def test_mistakes_get_a_json_error(client: TestClient) -> None:
     assert resp.status_code == 400 and "has no webhook" in resp.json()["error"]
 
 
+@pytest.mark.process
 def test_the_test_route_posts_a_sample(
     new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,6 +135,7 @@ def _events(hook: Any) -> list[str]:
     return [r.json()["event"] for r in hook.got]
 
 
+@pytest.mark.browser
 def test_a_drop_fires_is_delivered_shows_in_the_studio_and_closes(
     new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

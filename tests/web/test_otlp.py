@@ -67,6 +67,7 @@ def genai_spans() -> list[Any]:
     return list(memory.get_finished_spans())
 
 
+@pytest.mark.process
 def test_the_sdk_exporter_sends_genai_spans(new_sqlite: Callable[..., str]) -> None:
     db = Path(new_sqlite("otel.db"))
     svc = Service(db)

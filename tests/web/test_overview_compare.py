@@ -206,6 +206,7 @@ def test_metadata_values_are_bounded_and_fit_side_specs(tmp_path: Path) -> None:
     assert svc.metadata_values(values=1)["engine"] == ["v1"]
 
 
+@pytest.mark.browser
 def test_overview_and_compare_pickers_in_chromium(new_sqlite: Callable[..., str]) -> None:
     """25 evals, one dropping: the overview lists it first, with its interval; the eval's
     link opens its health below; Compare through the pickers shows B worse, the threshold

@@ -89,6 +89,7 @@ def clients(upstream: Proc, server: str) -> tuple[Any, Any]:
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
+@pytest.mark.process
 def test_openai_client_through_the_proxy(served: tuple[Proc, Path], upstream: Proc) -> None:
     server, db = served
     activate_eval(server.url)
@@ -206,6 +207,7 @@ def test_openai_client_through_the_proxy(served: tuple[Proc, Path], upstream: Pr
     assert "/v1/chat/completions" in server.output  # the debug log did log the requests
 
 
+@pytest.mark.process
 def test_streams_are_not_buffered(served: tuple[Proc, Path], upstream: Proc) -> None:
     """The upstream sends its first chunk and waits for /release: a proxy that buffered the
     stream would never hand the client that first chunk."""
@@ -223,6 +225,7 @@ def test_streams_are_not_buffered(served: tuple[Proc, Path], upstream: Proc) -> 
     assert rest.endswith(b"data: [DONE]\n\n")
 
 
+@pytest.mark.process
 def test_the_requests_traceparent_is_kept_with_its_capture(
     served: tuple[Proc, Path], upstream: Proc
 ) -> None:
@@ -262,6 +265,7 @@ def test_the_requests_traceparent_is_kept_with_its_capture(
     assert ids == {name: (trace, span) if name in valid else (None, None) for name in headers}
 
 
+@pytest.mark.process
 def test_standalone_proxy_with_the_store_unavailable(
     new_sqlite: Callable[..., str], upstream: Proc
 ) -> None:
@@ -301,6 +305,7 @@ def test_standalone_proxy_with_the_store_unavailable(
         svc.close()
 
 
+@pytest.mark.process
 def test_proxy_cli_errors() -> None:
     bad = subprocess.run(
         [*SIMEVAL, "proxy", "--upstream", "ftp://x"], capture_output=True, text=True, timeout=60

@@ -142,6 +142,7 @@ def _leaks(upstream: Upstream, since: int) -> list[str]:
     return found
 
 
+@pytest.mark.process
 def test_no_token_and_no_otlp_signal_reaches_the_upstream(
     server: tuple[str, Path], upstream: Upstream
 ) -> None:

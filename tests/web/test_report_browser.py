@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from clihelp import invoke
 
@@ -40,6 +42,7 @@ def scores_shown(page: Any) -> list[float]:
     )]  # fmt: skip
 
 
+@pytest.mark.browser
 def test_the_report_page_from_disk(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright

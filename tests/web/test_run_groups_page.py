@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from simeval import runs
 from simeval.service import Service
@@ -57,6 +59,7 @@ def _ids(page: Any) -> list[str]:
     return [str(t).strip() for t in page.locator("#group-table a.case-link").all_inner_texts()]
 
 
+@pytest.mark.browser
 def test_a_run_group_side_by_side_in_a_real_browser(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:

@@ -288,6 +288,7 @@ def test_default_limit_is_one_mebibyte(client: TestClient) -> None:
 
 
 # -- the real server: `simeval serve` options and environment -------------------------------
+@pytest.mark.process
 def test_served_body_limit_and_token(new_sqlite: Callable[..., str]) -> None:
     db = new_sqlite("served.db")
     with running_server(db, "--max-body", "4096", token="served-token") as (url, _):

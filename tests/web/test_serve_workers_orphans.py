@@ -49,6 +49,7 @@ def worker_pids(base: str, workers: int) -> set[int]:
     return pids
 
 
+@pytest.mark.process
 def test_workers_die_with_a_killed_parent(
     tmp_path: Path, new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,6 +36,7 @@ CAPTURES = [
 ]
 
 
+@pytest.mark.browser
 def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
@@ -180,6 +181,7 @@ GOOD_ANSWERS = [
 NEW_PAGES = ["/compare", "/conversations", "/runs", "/", "/results", "/settings", "/evals/new"]
 
 
+@pytest.mark.browser
 def test_compare_conversations_runs_backtest_and_live_edit(new_sqlite: Callable[..., str]) -> None:
     """Two engines' captures with metadata → Compare shows B worse with its regressed cases →
     a conversation's turns in order → a stored run and run-vs-run compare → Backtest of a
@@ -337,6 +339,7 @@ def test_compare_conversations_runs_backtest_and_live_edit(new_sqlite: Callable[
     assert problems == [], problems
 
 
+@pytest.mark.browser
 def test_empty_database_offers_an_example(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
@@ -356,6 +359,7 @@ def test_empty_database_offers_an_example(tmp_path: Path) -> None:
         browser.close()
 
 
+@pytest.mark.browser
 def test_the_tester_scores_an_empty_output(new_sqlite: Callable[..., str]) -> None:
     """Run Test with the output left empty: scored 0 and failed, with the reason and the
     reference's terms missing at their shares of its weight (the form refused to send it)."""

@@ -65,6 +65,7 @@ def section(html: str, start: str, end: str = "</table>") -> str:
 
 
 # 1 ---------------------------------------------------------------------------------------------
+@pytest.mark.process
 def test_run_worst_cases_and_run_compare_show_missing_terms(
     client: TestClient, db: str, tmp_path: Path
 ) -> None:

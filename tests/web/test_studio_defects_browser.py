@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from browser import CHROMIUM_ARGS, need_browser, shot
 from simeval.service import Service
 from simeval.web.server_process import running_server
@@ -31,6 +33,7 @@ def box(page: Any, selector: str) -> dict[str, float]:
     return got
 
 
+@pytest.mark.browser
 def test_long_names_narrow_screens_and_copyable_snippets(new_sqlite: Callable[..., str]) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright

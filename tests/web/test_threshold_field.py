@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from browser import CHROMIUM_ARGS, need_browser
@@ -29,6 +30,7 @@ def cli_message(db: Path, threshold: str) -> str:
     return lines[0].removeprefix("error: ")
 
 
+@pytest.mark.browser
 def test_threshold_outside_unit_refused_in_browser(
     tmp_path: Path, new_sqlite: Callable[..., str]
 ) -> None:

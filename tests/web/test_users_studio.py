@@ -105,6 +105,7 @@ def test_the_users_page_adds_and_changes_users(db: str, client: TestClient) -> N
     assert bad.status_code == 400 and "invalid user name" in bad.text
 
 
+@pytest.mark.browser
 def test_sign_in_hidden_control_and_refused_route_in_chromium(
     new_sqlite: Callable[..., str],
 ) -> None:

@@ -64,6 +64,7 @@ def test_a_session_is_the_same_user_on_every_worker_until_disabled(
             assert worker.get("/api/me", headers=key).status_code == 401
 
 
+@pytest.mark.process
 def test_serve_workers_refuse_a_replaced_key_on_every_worker(
     new_sqlite: Callable[..., str],
 ) -> None:
