@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench install clean dist test-wheel docs tables
+.PHONY: run test quick lint bench install clean dist test-wheel docs tables
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ test: $(VENV)/.installed-test
 	$(MAKE) docs
 	$(BIN)/python -m pytest
 	$(MAKE) test-wheel
+
+# The edit-test loop: the unit tests that run inside pytest's own process, in under 3 minutes on
+# 2 cores. The rule is the markers: every test but those marked slow, process (starts a process,
+# a server or a browser, or opens a socket), browser or postgres (every PostgreSQL case, set by
+# tests/conftest.py). --in-process-only fails a test that starts a process or opens an internet
+# socket all the same (tests/inprocess.py), so a test that needs one is marked instead of slowing
+# this down; a test over ~1.5 s is marked slow. test_fuzz_api.py is not even collected: its
+# schema-driven fuzz test (slow) costs ~30 s to collect. `make test` runs everything.
+QUICK := not slow and not process and not browser and not postgres
+quick: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q --in-process-only -m "$(QUICK)" --ignore=tests/web/test_fuzz_api.py
 
 # An sdist and a wheel in dist/ (the wheel is built from the sdist, so both are checked).
 dist: $(VENV)/.installed-test

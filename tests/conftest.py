@@ -23,12 +23,14 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-BACKENDS = ("sqlite", "postgresql")
+# make quick (--in-process-only): the rule and its hooks
+pytest_plugins = ["inprocess"]
+BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
 _TEMPLATE = "simeval_template"
 _counter = itertools.count()
 
@@ -222,14 +224,67 @@ def pg_url(pg_databases: PgDatabases | str) -> Iterator[str]:
         pg_databases.drop(url)
 
 
+# docstring examples that leave the process (they cannot carry a marker): the Client's starts
+# its sending thread, which connects to 127.0.0.1:9
+PROCESS_EXAMPLES = {"simeval.client.Client"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        # a test on the run's PostgreSQL server, whichever way it reaches it
+        if {"pg_url", "pg_databases"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+        if isinstance(item, pytest.DoctestItem) and item.name in PROCESS_EXAMPLES:
+            item.add_marker(pytest.mark.process)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to the newest revision once per run, for ``new_sqlite`` to copy.
+
+    Its write-ahead log is checkpointed into the file and removed before it is copied, so a
+    copy of the one file is the whole database.
+    """
+    from simeval.store import Store, resolve_db_url
+
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    store = Store(resolve_db_url(str(path)))
+    try:
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        store.close()
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists() and side.stat().st_size:
+            raise AssertionError(f"the template left {side.name} behind after close")
+    return path
+
+
 @pytest.fixture
-def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    """The test's database: a SQLite file path, or a fresh PostgreSQL database's URL."""
+def new_sqlite(sqlite_template: Path, tmp_path: Path) -> Callable[..., str]:
+    """``new_sqlite(name="evals.db", directory=tmp_path)``: the path of a fresh SQLite database
+    at the newest revision, a copy of ``sqlite_template`` (no migration run per test). The code
+    under test opens it as it would any database; tests of the migrations themselves build
+    their old files and do not use this."""
+
+    def make(name: str = "evals.db", directory: Path | None = None) -> str:
+        path = (directory or tmp_path) / name
+        shutil.copyfile(sqlite_template, path)
+        return str(path)
+
+    return make
+
+
+@pytest.fixture
+def db(backend: str, request: pytest.FixtureRequest) -> str:
+    """The test's database: a fresh SQLite file's path (a copy of the migrated template), or a
+    fresh PostgreSQL database's URL."""
     if backend == "sqlite":
-        return str(tmp_path / "evals.db")
+        return str(request.getfixturevalue("new_sqlite")())
     return str(request.getfixturevalue("pg_url"))

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,8 @@ def stored_keys(db: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_captures_arrive_exactly_once_across_a_restart(tmp_path: Path) -> None:
-    db = tmp_path / "client.db"
+def test_captures_arrive_exactly_once_across_a_restart(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("client.db"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     client = simeval.Client(url, max_retry_delay=0.5)
@@ -57,8 +58,9 @@ def test_captures_arrive_exactly_once_across_a_restart(tmp_path: Path) -> None:
     assert client.dropped == 0
 
 
-def test_flush_at_exit_and_batches(tmp_path: Path) -> None:
-    db = tmp_path / "exit.db"
+@pytest.mark.process
+def test_flush_at_exit_and_batches(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("exit.db"))
     script = (
         "import sys, simeval\n"
         "c = simeval.Client(sys.argv[1], batch_size=40)\n"
@@ -75,6 +77,7 @@ def test_flush_at_exit_and_batches(tmp_path: Path) -> None:
     assert sorted(stored_keys(db)) == sorted(f"k{i}" for i in range(250))
 
 
+@pytest.mark.process
 def test_bad_input_is_refused_at_once() -> None:
     client = simeval.Client("http://127.0.0.1:9", flush_timeout=0)
     try:

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import socket
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,12 @@ def _child_just_returns(client: simeval.Client) -> None:
     # no flush: the multiprocessing child's exit sends what is left
 
 
-def test_a_forked_child_sends_its_own_and_the_parent_its_own_once(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_a_forked_child_sends_its_own_and_the_parent_its_own_once(
+    new_sqlite: Callable[..., str],
+) -> None:
     assert FORK is not None
-    db = tmp_path / "fork.db"
+    db = Path(new_sqlite("fork.db"))
     port = free_port()
     # the server is not up yet: the parent's 10 are still queued when it forks
     client = simeval.Client(f"http://127.0.0.1:{port}", max_retry_delay=0.2, flush_timeout=5)
@@ -71,9 +75,10 @@ def test_a_forked_child_sends_its_own_and_the_parent_its_own_once(tmp_path: Path
     assert sorted(stored) == sorted([f"p{i}" for i in range(10)] + [f"c{i}" for i in range(100)])
 
 
-def test_a_multiprocessing_child_is_flushed_when_it_ends(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_a_multiprocessing_child_is_flushed_when_it_ends(new_sqlite: Callable[..., str]) -> None:
     assert FORK is not None
-    db = tmp_path / "exit.db"
+    db = Path(new_sqlite("exit.db"))
     with running_server(db) as (url, _proc):
         client = simeval.Client(url, max_retry_delay=0.2)
         client.capture("q", "before the fork", capture_key="before")
@@ -87,8 +92,9 @@ def test_a_multiprocessing_child_is_flushed_when_it_ends(tmp_path: Path) -> None
     assert sorted(stored) == sorted(["before"] + [f"e{i}" for i in range(100)])
 
 
-def test_an_os_fork_child_stores_100_of_100(tmp_path: Path) -> None:
-    db = tmp_path / "osfork.db"
+@pytest.mark.process
+def test_an_os_fork_child_stores_100_of_100(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("osfork.db"))
     with running_server(db) as (url, _proc):
         client = simeval.Client(url, max_retry_delay=0.2)
         pid = os.fork()

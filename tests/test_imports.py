@@ -66,6 +66,7 @@ def _imports(name: str, path: Path) -> set[str]:
 GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
+@pytest.mark.process
 def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
     def load(name: str) -> tuple[str, str]:
         proc = subprocess.run(
@@ -198,6 +199,7 @@ def _loaded_after(statement: str) -> set[str]:
     return set(proc.stdout.split())
 
 
+@pytest.mark.process
 def test_the_client_imports_neither_sqlalchemy_nor_fastapi() -> None:
     loaded = _loaded_after("import simeval; simeval.Client")
     assert not {m for m in loaded if m.split(".")[0] in ("sqlalchemy", "fastapi", "alembic")}

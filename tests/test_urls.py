@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from fastapi.testclient import TestClient
@@ -86,8 +86,8 @@ def test_an_ipv6_host_is_an_address() -> None:
     ipaddress.IPv6Address("2001:db8::8a2e:370:7334")
 
 
-def test_settings_refuse_what_the_schema_refuses(tmp_path: Path) -> None:
-    app = create_app(str(tmp_path / "urls.db"))
+def test_settings_refuse_what_the_schema_refuses(new_sqlite: Callable[..., str]) -> None:
+    app = create_app(new_sqlite("urls.db"))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         r = client.patch("/api/settings", json={"otlp_export": "https://00iCZM7c0sq*"})
         assert r.status_code == 400 and "URL" in r.json()["error"]

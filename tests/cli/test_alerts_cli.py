@@ -4,6 +4,7 @@ taken from the evals YAML by `simeval evals import` and a real webhook receiver 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,12 @@ def write_evals(tmp_path: Path, webhook: str, **extra: Any) -> Path:
     return path
 
 
-def test_import_then_list_and_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.process
+def test_import_then_list_and_test(
+    tmp_path: Path, new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SIMEVAL_ALERT_SECRET", "k")
-    db = tmp_path / "s.db"
+    db = Path(new_sqlite("s.db"))
     with webhook_receiver() as hook:
         res = run(db, "evals", "import", str(write_evals(tmp_path, hook.url)))
         assert res.exit_code == 0, res.output
@@ -79,8 +83,11 @@ def test_import_then_list_and_test(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert out["alerts"][0]["name"] == "capital-low"
 
 
-def test_a_failed_test_shows_every_attempt_and_exits_1(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+@pytest.mark.process
+def test_a_failed_test_shows_every_attempt_and_exits_1(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
+    db = Path(new_sqlite("s.db"))
     res = run(db, "evals", "import", str(write_evals(tmp_path, closed_port_url())))
     assert res.exit_code == 0, res.output
     res = run(db, "alerts", "test", "capital-low", "--attempts", "3", "--backoff", "0")
@@ -90,8 +97,8 @@ def test_a_failed_test_shows_every_attempt_and_exits_1(tmp_path: Path) -> None:
     assert "not delivered" in res.output
 
 
-def test_mistakes_are_one_line_with_exit_2(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def test_mistakes_are_one_line_with_exit_2(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("s.db"))
     res = run(db, "alerts", "test", "nope")
     assert res.exit_code == 2 and "no alert rule named 'nope'" in res.output
     assert "Traceback" not in res.output
@@ -102,8 +109,8 @@ def test_mistakes_are_one_line_with_exit_2(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "no alert rule named 'nope'" in res.output
 
 
-def test_delete_a_rule(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def test_delete_a_rule(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("s.db"))
     assert (
         run(db, "evals", "import", str(write_evals(tmp_path, "http://127.0.0.1:9/x"))).exit_code
         == 0

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,9 +188,11 @@ def test_capture_file_again_and_own_keys(db: str, tmp_path: Path) -> None:
     assert "--again" in help_text and "stores only the lines" in help_text
 
 
-def test_capture_file_lines_end_at_newlines_only(tmp_path: Path) -> None:
+def test_capture_file_lines_end_at_newlines_only(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     """JSON may hold U+2028 and U+0085 unescaped; CRLF files read as LF files."""
-    db = str(tmp_path / "n.db")
+    db = new_sqlite("n.db")
     path = tmp_path / "c.jsonl"
     outputs = ["line\u2028separator", "next\x85line"]
     text = "\r\n".join(json.dumps({"output": o}, ensure_ascii=False) for o in outputs) + "\r\n"

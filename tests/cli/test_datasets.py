@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,10 @@ def golden(tmp_path: Path) -> Path:
     return path
 
 
-def test_import_list_show_export(tmp_path: Path, golden: Path) -> None:
-    db = tmp_path / "s.db"
+def test_import_list_show_export(
+    tmp_path: Path, new_sqlite: Callable[..., str], golden: Path
+) -> None:
+    db = Path(new_sqlite("s.db"))
     made = ok(db, "datasets", "import", str(golden), "--name", "golden")
     assert (made["name"], made["version"], made["cases"]) == ("golden", 1, 2)
     res = run(db, "datasets", "import", str(golden), "--name", "other")
@@ -73,8 +76,8 @@ def test_import_list_show_export(tmp_path: Path, golden: Path) -> None:
     assert ok(db, "datasets", "show", "copy")["cases"] == shown["cases"]
 
 
-def test_replace_makes_a_new_version(tmp_path: Path, golden: Path) -> None:
-    db = tmp_path / "s.db"
+def test_replace_makes_a_new_version(new_sqlite: Callable[..., str], golden: Path) -> None:
+    db = Path(new_sqlite("s.db"))
     ok(db, "datasets", "import", str(golden), "--name", "g")
     res = run(db, "datasets", "import", str(golden), "--name", "g")
     assert res.exit_code == 2 and "--replace" in res.stderr
@@ -95,9 +98,9 @@ def test_replace_makes_a_new_version(tmp_path: Path, golden: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, golden: Path, args: list[str], message: str
+    tmp_path: Path, new_sqlite: Callable[..., str], golden: Path, args: list[str], message: str
 ) -> None:
-    db = tmp_path / "s.db"
+    db = Path(new_sqlite("s.db"))
     ok(db, "datasets", "import", str(golden), "--name", "g")
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(ROWS[0]) + "\n{oops\n", encoding="utf-8")
@@ -119,8 +122,9 @@ def test_help_has_examples() -> None:
         assert "simeval datasets" in res.output and "Example" in res.output
 
 
+@pytest.mark.process
 def test_a_run_on_version_2_after_an_edit_says_so(
-    tmp_path: Path, golden: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, new_sqlite: Callable[..., str], golden: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`simeval run dataset:NAME[@V]` reads the version's cases (``Service.dataset_cases``)
     and the stored run records the version it used."""
@@ -131,7 +135,7 @@ def test_a_run_on_version_2_after_an_edit_says_so(
     monkeypatch.chdir(tmp_path)  # a dataset run writes its results file here
     engines = tmp_path / "engines.yaml"
     engines.write_text("engines:\n  - name: local\n    python: paris_engine:answer\n")
-    db = tmp_path / "s.db"
+    db = Path(new_sqlite("s.db"))
     ok(db, "datasets", "import", str(golden), "--name", "golden")
     args = ("--engines", str(engines), "--store", "--no-cache")
     first = ok(db, "run", "dataset:golden", *args)
@@ -153,14 +157,16 @@ def test_a_run_on_version_2_after_an_edit_says_so(
 FORMULAS = ['=HYPERLINK("http://x")', "+1+1", "-2", "@SUM(A1)", "\tx", "\rx", "'=quoted", "'plain"]
 
 
-def test_csv_exports_never_hold_a_formula_and_import_back_the_same(tmp_path: Path) -> None:
+def test_csv_exports_never_hold_a_formula_and_import_back_the_same(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     # CLI and API alike: every text cell that a spreadsheet would run starts with "'"; the
     # file imports back as the very texts it was made from
     from fastapi.testclient import TestClient
 
     from simeval.web.app import create_app
 
-    db = tmp_path / "f.db"
+    db = Path(new_sqlite("f.db"))
     cases = [
         {"id": f"c{i}", "input": text, "references": [text], "metadata": {"k": text}}
         for i, text in enumerate(FORMULAS)

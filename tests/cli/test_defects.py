@@ -5,8 +5,10 @@ click runner."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from simeval.cli import cli
@@ -23,8 +25,10 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
 
 
-def test_results_export_refuses_a_format_it_cannot_write(tmp_path: Path) -> None:
-    db = str(tmp_path / "x.db")
+def test_results_export_refuses_a_format_it_cannot_write(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
+    db = new_sqlite("x.db")
     with Service(db) as svc:
         svc.capture("q", REF)
     out = tmp_path / "out.xlsx"
@@ -40,8 +44,8 @@ def test_results_export_refuses_a_format_it_cannot_write(tmp_path: Path) -> None
     assert isinstance(json.loads(forced.read_text(encoding="utf-8")), list)
 
 
-def test_an_empty_capture_output_is_refused(tmp_path: Path) -> None:
-    db = str(tmp_path / "x.db")
+def test_an_empty_capture_output_is_refused(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
+    db = new_sqlite("x.db")
     for args in ([""], ["   "], ["--output-file", str(tmp_path / "empty.txt")]):
         (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
         res = run("capture", *args, "-i", "q", "--db", db)
@@ -56,8 +60,11 @@ def _write(path: Path) -> Path:
     return path
 
 
-def test_a_stored_run_baseline_matching_no_stored_run_is_refused(tmp_path: Path) -> None:
-    db = str(tmp_path / "x.db")
+@pytest.mark.process
+def test_a_stored_run_baseline_matching_no_stored_run_is_refused(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
+    db = new_sqlite("x.db")
     src = _write(tmp_path / "cases.jsonl")
     # the first run of all: nothing stored yet, every case is new (how a gate starts)
     first = run("run", str(src), "--store", "--db", db, "--baseline", "run:latest", "--json")

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -367,8 +368,10 @@ def test_database_errors_are_one_line(tmp_path: Path) -> None:
     one_line_error(run(newer, "evals", "list"), "'ffff'", "newer simeval")
 
 
-def test_database_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "env.db"
+def test_database_from_the_environment(
+    new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = Path(new_sqlite("env.db"))
     monkeypatch.setenv("SIMEVAL_DATABASE_URL", str(path))
     res = run(None, "evals", "create", "capital", "-r", REFERENCE)
     assert res.exit_code == 0, res.output
@@ -395,10 +398,10 @@ def test_db_may_come_before_the_command(tmp_path: Path) -> None:
     assert run(first, "evals", "list", "--json").output == listed.output
 
 
-def test_json_may_come_before_the_command(tmp_path: Path) -> None:
+def test_json_may_come_before_the_command(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     """``simeval --json COMMAND`` is ``simeval COMMAND --json``; a command with no JSON to
     print says so in one line instead of printing text."""
-    db = tmp_path / "e.db"
+    db = Path(new_sqlite("e.db"))
     made = CliRunner().invoke(cli, ["--db", str(db), "evals", "create", "e", "-r", REFERENCE])
     assert made.exit_code == 0, made.output
     listed = CliRunner().invoke(cli, ["--json", "--db", str(db), "evals", "list"])

@@ -114,6 +114,7 @@ RUN_LINES = [
 ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("line", "needle"), RUN_LINES)
 def test_a_bad_data_set_row_is_one_line_and_nothing_stored(
     seeded: str, tmp_path: Path, line: str, needle: str
@@ -150,6 +151,7 @@ def counts(db: Path) -> dict[str, int]:
     return table_counts(str(db), ("captures", "results", "runs"))
 
 
+@pytest.mark.process
 def test_a_full_disk_in_capture_and_run_store_is_one_line(tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk") as disk:
         db = disk / "evals.db"

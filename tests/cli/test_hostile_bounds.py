@@ -5,6 +5,7 @@ traceback or exit 1, the "gate failed" code), and nothing stored changes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,8 @@ def evals_file(tmp_path: Path, alert: dict[str, object]) -> str:
 
 
 @pytest.fixture
-def seeded(tmp_path: Path) -> str:
-    db = str(tmp_path / "bounds.db")
+def seeded(new_sqlite: Callable[..., str]) -> str:
+    db = new_sqlite("bounds.db")
     with Service(db) as svc:
         svc.create_eval("capital", REF)
         svc.test_eval("capital", Q, REF)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,9 @@ def rows_by_case(data: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 @pytest.fixture
-def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+def two_runs(tmp_path: Path, new_sqlite: Callable[..., str]) -> tuple[Path, Path]:
     """A database with run 1 (V1) stored, and V2 written beside it."""
-    db = tmp_path / "runs.db"
+    db = Path(new_sqlite("runs.db"))
     (tmp_path / "v1.jsonl").write_text(cases(V1))
     (tmp_path / "v2.jsonl").write_text(cases(V2))
     res = invoke(
@@ -64,6 +65,7 @@ def two_runs(tmp_path: Path) -> tuple[Path, Path]:
     return db, tmp_path
 
 
+@pytest.mark.process
 def test_run_html_against_a_stored_baseline_marks_every_row(two_runs: tuple[Path, Path]) -> None:
     db, tmp = two_runs
     html, md = tmp / "report.html", tmp / "summary.md"
@@ -108,6 +110,7 @@ def test_run_html_against_a_stored_baseline_marks_every_row(two_runs: tuple[Path
     assert "| **all** | 11 | 63.6% | +10.0 pts (2 regressed, 3 improved) | ❌ failed |" in summary
 
 
+@pytest.mark.process
 def test_report_of_a_stored_run_with_and_without_a_baseline(two_runs: tuple[Path, Path]) -> None:
     db, tmp = two_runs
     res = invoke(
@@ -263,8 +266,10 @@ def test_an_eval_file_run_has_a_line_and_a_histogram_per_eval(tmp_path: Path) ->
     assert "| unused | 0 | – | – | – |" in text  # an eval no row went to is still listed
 
 
-def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path: Path) -> None:
-    db = tmp_path / "runs.db"
+def test_bad_input_is_one_line_and_exit_2_before_any_work(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
+    db = Path(new_sqlite("runs.db"))
     out = str(tmp_path / "r.html")
     one_line_error(invoke("report", "run:latest", "-o", out, "--db", str(db)), "no stored run")
     one_line_error(invoke("report", "7", "-o", out, "--db", str(db)), "no run with id 7")
@@ -291,10 +296,13 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path: Path) -> Non
     one_line_error(invoke("report", str(run_id), "-o", out, "--db", str(db)), "not all stored")
 
 
-def test_a_stored_summary_reads_back_as_the_summary(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_a_stored_summary_reads_back_as_the_summary(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     src = tmp_path / "cases.jsonl"
     src.write_text(cases({"a": GOOD, "b": BAD, "c": HOSTILE}))
-    db = str(tmp_path / "runs.db")
+    db = new_sqlite("runs.db")
     assert invoke("run", str(src), "--store", "--db", db).exit_code == 0
     res = invoke(
         "run", str(src), "--store", "--db", db, "--baseline", "run:latest",

@@ -4,6 +4,7 @@ hashes, on both backends; bad input is one line, exit 2."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,8 +97,8 @@ def test_bad_input_is_one_line(tmp_path: Path, args: tuple[str, ...], needle: st
     one_line_error(run(str(tmp_path / "e.db"), *args), needle)
 
 
-def test_a_duplicate_or_a_short_password_is_one_line(tmp_path: Path) -> None:
-    db = str(tmp_path / "e.db")
+def test_a_duplicate_or_a_short_password_is_one_line(new_sqlite: Callable[..., str]) -> None:
+    db = new_sqlite("e.db")
     add(db, "ana", "admin")
     one_line_error(run(db, "users", "add", "ana", "--role", "viewer"), "already exists")
     one_line_error(run(db, "users", "password", "ana", input="short\n"), "8 to 1024")
@@ -120,8 +121,8 @@ def test_the_last_enabled_admin_keeps_its_rights(db: str) -> None:
         }
 
 
-def test_no_key_or_password_is_in_the_file(tmp_path: Path) -> None:
-    db = tmp_path / "e.db"
+def test_no_key_or_password_is_in_the_file(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("e.db"))
     keys = [add(str(db), f"u{i}", "editor").strip() for i in range(3)]
     keys.append(run(str(db), "users", "key", "u0").stdout.strip())
     password = "a very particular password"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from simeval.cli import cli
@@ -18,6 +19,7 @@ from simeval.service import Service
 REF = "Paris is the capital of France and its largest city."
 
 
+@pytest.mark.process
 def test_a_stored_baseline_equals_the_file_baseline_of_the_same_run(tmp_path: Path) -> None:
     rows = []
     for i in range(25):

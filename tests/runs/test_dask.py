@@ -25,6 +25,7 @@ def make_cases(path: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
 def test_dask_cluster_gives_the_local_numbers(tmp_path: Path, processes: bool) -> None:
     src = make_cases(tmp_path / "cases.jsonl", 2300)  # three chunks of the CLI's 1000 rows
@@ -48,6 +49,7 @@ def test_dask_cluster_gives_the_local_numbers(tmp_path: Path, processes: bool) -
     assert b["dask"] == cluster.scheduler_address
 
 
+@pytest.mark.process
 def test_dask_reports_bad_rows_like_a_local_run(tmp_path: Path) -> None:
     src = make_cases(tmp_path / "cases.jsonl", 120)
     lines = src.read_text().splitlines()

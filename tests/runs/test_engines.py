@@ -17,7 +17,7 @@ import sys
 import textwrap
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +107,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.process
 def test_two_engines_stored_compared_gated_and_the_key_nowhere(
-    tmp_path: Path, upstream: Proc, key: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    new_sqlite: Callable[..., str],
+    upstream: Proc,
+    key: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)  # httpx and httpcore log every request at DEBUG
     data = golden(tmp_path / "golden.jsonl")
@@ -117,7 +122,7 @@ def test_two_engines_stored_compared_gated_and_the_key_nowhere(
         http(upstream, "a", "small-model", system="Answer in one sentence.", temperature=0),
         http(upstream, "b", "weak-model", prices={"prompt": 1.0, "completion": 2.0}),
     )
-    db = tmp_path / "runs.db"
+    db = Path(new_sqlite("runs.db"))
     before = count(upstream)
     res = invoke(
         "run", str(data), "--engines", str(eng), "--store", "--db", str(db),
@@ -162,6 +167,7 @@ def test_two_engines_stored_compared_gated_and_the_key_nowhere(
     assert "ENGINE_TEST_KEY" in json.dumps(out)  # the variable's name is what is kept
 
 
+@pytest.mark.process
 def test_an_engine_as_good_as_the_first_exits_0(tmp_path: Path, upstream: Proc, key: str) -> None:
     data = golden(tmp_path / "golden.jsonl")
     eng = engines_file(
@@ -179,6 +185,7 @@ def test_an_engine_as_good_as_the_first_exits_0(tmp_path: Path, upstream: Proc, 
     assert (tmp_path / "out" / "r.a.jsonl").exists() and (tmp_path / "out" / "r.b.jsonl").exists()
 
 
+@pytest.mark.process
 def test_the_cache_asks_only_for_what_changed(tmp_path: Path, upstream: Proc, key: str) -> None:
     data = golden(tmp_path / "golden.jsonl", n=6)
     cache = str(tmp_path / "cache.sqlite3")
@@ -204,6 +211,7 @@ def test_the_cache_asks_only_for_what_changed(tmp_path: Path, upstream: Proc, ke
     assert count(upstream, "cached-model") - first == 24
 
 
+@pytest.mark.process
 def test_429_is_retried_after_retry_after(tmp_path: Path, upstream: Proc, key: str) -> None:
     data = golden(tmp_path / "golden.jsonl", n=3, tag=uuid.uuid4().hex)
     eng = engines_file(tmp_path / "e.yaml", http(upstream, "rl", "ratelimit"))
@@ -217,6 +225,7 @@ def test_429_is_retried_after_retry_after(tmp_path: Path, upstream: Proc, key: s
     assert answering["latency_ms_p50"] >= 900
 
 
+@pytest.mark.process
 def test_a_hang_past_the_timeout_and_a_500_are_case_errors(
     tmp_path: Path, upstream: Proc, key: str
 ) -> None:
@@ -241,6 +250,7 @@ def test_a_hang_past_the_timeout_and_a_500_are_case_errors(
     assert "golden.jsonl line 1: engine hang: no answer within 0.3 s (timeout)" in res.output
 
 
+@pytest.mark.process
 def test_a_command_engine_and_a_python_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -371,6 +381,7 @@ def test_engine_file_mistakes_are_named(
     assert message in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.process
 def test_usage_mistakes(tmp_path: Path, upstream: Proc, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ENGINE_TEST_KEY", raising=False)
     data = str(golden(tmp_path / "golden.jsonl", n=2))
@@ -449,10 +460,13 @@ def test_engines_file_reads_every_kind(tmp_path: Path) -> None:
     assert "key" not in json.dumps(a.identity())
 
 
-def test_a_stored_data_set_and_its_versions(tmp_path: Path, upstream: Proc, key: str) -> None:
+@pytest.mark.process
+def test_a_stored_data_set_and_its_versions(
+    tmp_path: Path, new_sqlite: Callable[..., str], upstream: Proc, key: str
+) -> None:
     from simeval.service import Service
 
-    db = tmp_path / "ds.db"
+    db = Path(new_sqlite("ds.db"))
     svc = Service(str(db))
     svc.import_dataset("golden", str(golden(tmp_path / "golden.jsonl", n=4)))
     # version 2: q1's reference no longer matches what the engine answers
@@ -513,6 +527,7 @@ def test_the_request_body_and_an_async_callable(
     sys.modules.pop("async_engine", None)
 
 
+@pytest.mark.process
 def test_an_unreachable_engine_is_a_case_error(tmp_path: Path) -> None:
     import socket
 

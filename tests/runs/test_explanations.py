@@ -4,6 +4,7 @@ evals named by case id, stored rows."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +83,11 @@ def test_a_case_id_names_a_scoped_eval(tmp_path: Path) -> None:
     assert out[0]["score"] == 1.0 and out[3]["score"] == 1.0
 
 
-def test_stored_rows_match_the_results_file(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_stored_rows_match_the_results_file(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     texts = synthetic_texts(300, words=20, seed=13)
     src = tmp_path / "cases.jsonl"
     src.write_text(

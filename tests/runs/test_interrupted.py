@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
@@ -48,6 +49,7 @@ def run_cli(db: str, *args: str) -> object:
     return json.loads(res.stdout) if "--json" in args else res.stdout
 
 
+@pytest.mark.process
 def test_a_killed_run_is_interrupted_everywhere_and_can_be_deleted(db: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", KILLED, db], capture_output=True, text=True, timeout=300
@@ -102,6 +104,7 @@ def test_a_run_being_stored_cannot_be_deleted_and_a_finished_one_is_complete(db:
     assert isinstance(out, dict) and out["results"] == 3
 
 
+@pytest.mark.process
 def test_temp_files_of_dead_processes_are_removed_by_the_next_run(tmp_path: Path) -> None:
     src = tmp_path / "cases.jsonl"
     src.write_text(json.dumps({"output": "Paris.", "reference": "Paris."}) + "\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,11 @@ def test_run_file_summary_and_results_file(tmp_path: Path) -> None:
     assert d["worst"][0]["pass"] is False and d["worst"][0]["id"] == "tokyo"
 
 
-def test_run_request_gates_baseline_and_store(tmp_path: Path) -> None:
-    db = str(tmp_path / "runs.db")
+@pytest.mark.process
+def test_run_request_gates_baseline_and_store(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
+    db = new_sqlite("runs.db")
     src = _write(tmp_path / "cases.jsonl", ROWS)
     first = runs.run_request(
         runs.RunRequest(str(src), store=True, db=db, gates=runs.GateLimits(min_pass_rate=0.5)),
@@ -169,6 +173,7 @@ NEVER = ("fastapi", "starlette", "click", "rich", "pydantic", "alembic", "yaml",
          "jinja2", "uvicorn", "httpx", "dask")  # fmt: skip
 
 
+@pytest.mark.process
 def test_the_writer_process_imports_only_what_storing_needs() -> None:
     code = (
         "import sys, simeval.runs.store_writer as w; w.storage(); "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,7 @@ def test_no_results_flag_writes_nothing(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.process
 def test_workers_and_chunks_give_the_same_file(tmp_path: Path) -> None:
     texts = synthetic_texts(400, words=30, seed=3)
     rows = [
@@ -485,6 +487,7 @@ def test_all_rows_bad_with_skip_is_an_error(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.process
 def test_bad_row_deep_in_a_parallel_run_leaves_nothing(tmp_path: Path) -> None:
     rows = [{"output": f"text {i}", "reference": f"text {i}"} for i in range(500)]
     src = tmp_path / "deep.jsonl"
@@ -757,10 +760,13 @@ def test_bad_evals_file(tmp_path: Path, content: str, args: list[str], message: 
 
 
 # -- stored runs -----------------------------------------------------------------------------
-def test_store_a_run_and_compare_with_it_later(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_store_a_run_and_compare_with_it_later(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     src = write_jsonl(tmp_path / "cases.jsonl", ROWS)
     # no stored run of this name yet: run:latest is an empty baseline, every case is new
     res = invoke("run", str(src), "--store", "--db", db, "--baseline", "run:latest", "--json")
@@ -812,10 +818,13 @@ def test_store_a_run_and_compare_with_it_later(tmp_path: Path) -> None:
         assert runs_[1].summary["gates"][0]["gate"] == "max-regressions"
 
 
-def test_store_with_evals_links_results_to_stored_evals(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_store_with_evals_links_results_to_stored_evals(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     evals = tmp_path / "evals.yaml"
     evals.write_text(EVALS_YAML, encoding="utf-8")
     with Service(db) as svc:
@@ -830,10 +839,11 @@ def test_store_with_evals_links_results_to_stored_evals(tmp_path: Path) -> None:
         assert result.run_id is not None and result.eval_name == "eiffel"
 
 
-def test_bad_input_stores_nothing(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_bad_input_stores_nothing(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     src = tmp_path / "cases.jsonl"
     src.write_text(json.dumps(ROWS[0]) + "\n{broken\n", encoding="utf-8")
     res = CliRunner().invoke(cli, ["run", str(src), "--store", "--db", db])

@@ -4,6 +4,7 @@ input as the question (a gate must not pass what production fails)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -21,7 +22,7 @@ QUESTIONS = [
 REFS = ["Paris", "It opened in 1912.", "It translates source code to machine code.", "Michelangelo"]
 
 
-def test_run_by_eval_id_scores_as_a_capture(tmp_path: Path) -> None:
+def test_run_by_eval_id_scores_as_a_capture(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     evals = [{"name": f"e{i}", "references": [r]} for i, r in enumerate(REFS)]
     (tmp_path / "evals.json").write_text(json.dumps({"evals": evals}), encoding="utf-8")
     noise = synthetic_texts(40, 12, seed=3)
@@ -40,7 +41,7 @@ def test_run_by_eval_id_scores_as_a_capture(tmp_path: Path) -> None:
     assert res.exit_code in (0, 1), res.output
     got = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(got) == len(rows)
-    db = str(tmp_path / "prod.db")
+    db = new_sqlite("prod.db")
     with Service(db) as svc:
         for i, ref in enumerate(REFS):
             name = f"e{i}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +46,16 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("flags", "options"),
     [([], {}), (["--no-stemming", "--negation", "0.8"], {"stemming": False, "negation": 0.8})],
     ids=["default", "options"],
 )
 def test_stored_then_shown_explanation_is_explain(
-    tmp_path: Path, flags: list[str], options: dict[str, Any]
+    tmp_path: Path, new_sqlite: Callable[..., str], flags: list[str], options: dict[str, Any]
 ) -> None:
-    db = str(tmp_path / "a.db")
+    db = new_sqlite("a.db")
     rows = _rows()
     src = _write(tmp_path / "cases.jsonl", rows)
     res = CliRunner().invoke(cli, ["run", str(src), "--store", "--db", db, "--json", *flags])
@@ -76,8 +78,11 @@ def test_stored_then_shown_explanation_is_explain(
         assert got.matched_reference == refs[want["matched_reference"]]
 
 
-def test_eval_file_run_rows_are_explained_with_each_evals_options(tmp_path: Path) -> None:
-    db = str(tmp_path / "a.db")
+@pytest.mark.process
+def test_eval_file_run_rows_are_explained_with_each_evals_options(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
+    db = new_sqlite("a.db")
     evals = tmp_path / "evals.json"
     defs = [
         {"name": "plain", "references": [TEXTS[40], TEXTS[5]]},
@@ -103,10 +108,11 @@ def test_eval_file_run_rows_are_explained_with_each_evals_options(tmp_path: Path
         assert {k: v for k, v in (got.explanation or {}).items() if k != "case"} == want
 
 
-def test_a_failed_stored_run_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_a_failed_stored_run_leaves_nothing(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from simeval import runs
 
-    db = str(tmp_path / "a.db")
+    db = new_sqlite("a.db")
     rows: list[Any] = [{"output": TEXTS[i], "reference": TEXTS[i + 1]} for i in range(30)]
     src = _write(tmp_path / "cases.jsonl", rows)
     with src.open("a", encoding="utf-8") as fh:
@@ -122,11 +128,11 @@ def test_a_failed_stored_run_leaves_nothing(tmp_path: Path) -> None:
         assert svc.count_results() == 0
 
 
-def test_store_thread_overlaps_chunks(tmp_path: Path) -> None:
+def test_store_thread_overlaps_chunks(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     """Several chunks, several transactions: every row stored once, in input order."""
     from simeval import runs
 
-    db = str(tmp_path / "a.db")
+    db = new_sqlite("a.db")
     rows = [{"output": TEXTS[i % 40], "reference": TEXTS[(i * 3) % 40]} for i in range(250)]
     src = _write(tmp_path / "cases.jsonl", rows)
     with Service(db) as svc:
@@ -184,7 +190,10 @@ def _cli(*args: str, timeout: float = 180) -> Any:
     )
 
 
-def test_store_with_worker_processes_opens_the_database_while_scoring(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_store_with_worker_processes_opens_the_database_while_scoring(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     # several chunks, two worker processes: the database is opened on the writer thread once
     # the workers are forked (a fork during an import could leave a worker holding its lock)
     n = 3 * runs.CHUNK_ROWS + 500
@@ -196,7 +205,7 @@ def test_store_with_worker_processes_opens_the_database_while_scoring(tmp_path: 
         ),
         encoding="utf-8",
     )
-    db = tmp_path / "runs.db"
+    db = Path(new_sqlite("runs.db"))
     done = _cli("run", str(src), "--store", "--db", str(db), "--workers", "2", "--json")
     assert done.returncode in (0, 1), done.stderr
     summary = json.loads(done.stdout)
@@ -206,6 +215,7 @@ def test_store_with_worker_processes_opens_the_database_while_scoring(tmp_path: 
         assert svc.count_results(run_id=run.id) == n
 
 
+@pytest.mark.process
 def test_store_into_a_bad_database_fails_in_one_line(tmp_path: Path) -> None:
     src = tmp_path / "cases.jsonl"
     src.write_text(
@@ -226,7 +236,10 @@ def test_store_into_a_bad_database_fails_in_one_line(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     # `run --store` writes through a writer process: when the run's process is killed, the
     # writer sees its pipe close and stops, so the run shows as interrupted, not running
     import os
@@ -245,7 +258,7 @@ def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(tmp_path: Path)
         ),
         encoding="utf-8",
     )
-    db = tmp_path / "runs.db"
+    db = Path(new_sqlite("runs.db"))
     proc = subprocess.Popen(
         [
             *(sys.executable, "-c", "from simeval.cli import main; main()", "run", str(src)),
@@ -281,8 +294,9 @@ def test_a_killed_stored_run_is_interrupted_and_its_writer_stops(tmp_path: Path)
         assert 0 < svc.count_results(run_id=run.id) < n
 
 
+@pytest.mark.process
 def test_the_writer_ignores_modules_in_the_current_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run's database writer is a Python process of its own: a json.py (or any module
     name) in the directory the run is started from must not replace the standard library's
@@ -290,7 +304,7 @@ def test_the_writer_ignores_modules_in_the_current_directory(
     work = tmp_path / "work"
     work.mkdir()
     (work / "json.py").write_text("raise SystemExit('the json.py of the current directory')\n")
-    db = str(tmp_path / "a.db")
+    db = new_sqlite("a.db")
     rows: list[Any] = [{"output": TEXTS[i], "reference": TEXTS[i + 1]} for i in range(20)]
     src = _write(tmp_path / "cases.jsonl", rows)
     monkeypatch.chdir(work)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from simeval.cli import cli
@@ -121,6 +122,7 @@ def test_quality_bad_directory(tmp_path) -> None:
     assert res.exit_code == 2 and "no benchmark files" in res.output
 
 
+@pytest.mark.process
 def test_speed_report_small() -> None:
     res = CliRunner().invoke(
         cli, ["bench", "speed", "--pairs", "5000", "--single", "100", "--json"]
@@ -142,6 +144,7 @@ def test_speed_report_small() -> None:
     assert all(r > 0 for r in latency["ratios"].values())  # figures, not timing assertions
 
 
+@pytest.mark.slow
 def test_benchmark_texts() -> None:
     zh = synthetic_chinese(3)
     assert [len(t) for t in zh] == [100, 100, 100] and zh == synthetic_chinese(3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -197,10 +198,10 @@ def reviewed_eval(db: str) -> None:
             svc.review_result(result.id, 1.0 if label == "pass" else 0.0, "checked by hand")
 
 
-def test_calibrate_from_reviews_and_write_the_threshold(tmp_path: Path) -> None:
+def test_calibrate_from_reviews_and_write_the_threshold(new_sqlite: Callable[..., str]) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     reviewed_eval(db)
     res = CliRunner().invoke(cli, ["calibrate", "--eval", "eiffel", "--db", db, "--json"])
     assert res.exit_code == 0, res.output
@@ -224,8 +225,10 @@ def test_calibrate_from_reviews_and_write_the_threshold(tmp_path: Path) -> None:
     assert f"eval eiffel already has threshold {t:.2f}" in again.output
 
 
-def test_calibrate_an_eval_with_a_labelled_file_too(tmp_path: Path) -> None:
-    db = str(tmp_path / "evals.db")
+def test_calibrate_an_eval_with_a_labelled_file_too(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
+    db = new_sqlite("evals.db")
     reviewed_eval(db)
     src = tmp_path / "more.jsonl"  # outputs only: the eval's references score them
     src.write_text(
@@ -251,10 +254,12 @@ def test_calibrate_an_eval_with_a_labelled_file_too(tmp_path: Path) -> None:
         (["--eval", "fresh", "--label-col", "x"], "--label-col needs a FILE"),
     ],
 )
-def test_calibrate_eval_errors(tmp_path: Path, args: list[str], message: str) -> None:
+def test_calibrate_eval_errors(
+    tmp_path: Path, new_sqlite: Callable[..., str], args: list[str], message: str
+) -> None:
     from simeval.service import Service
 
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     with Service(db) as svc:
         svc.create_eval("fresh", REFERENCE)
     src = write_labelled(tmp_path / "l.csv")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,14 +116,16 @@ def side(path: Path, scores: dict[str, float]) -> str:
     return write_results(path, rows)
 
 
-def test_cli_gate_fails_when_b_is_worse_and_lists_the_cases(tmp_path: Path) -> None:
+def test_cli_gate_fails_when_b_is_worse_and_lists_the_cases(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     base = {f"case-{i:02d}": 0.8 + 0.005 * (i % 7) for i in range(40)}
     worse = dict(base)
     regressed = ["case-03", "case-11", "case-17", "case-22", "case-30", "case-38"]
     for cid in regressed:
         worse[cid] = 0.3
     a, b = side(tmp_path / "a.jsonl", base), side(tmp_path / "b.jsonl", worse)
-    db = str(tmp_path / "s.db")
+    db = new_sqlite("s.db")
     res = CliRunner().invoke(cli, ["compare", a, b, "--db", db, "--json"])
     assert res.exit_code == 1, res.output
     report = json.loads(res.output)
@@ -165,8 +168,8 @@ def test_cli_bad_sides_are_one_line_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "not a results file" in res.output
 
 
-def test_compare_stored_runs(tmp_path: Path) -> None:
-    db = str(tmp_path / "s.db")
+def test_compare_stored_runs(new_sqlite: Callable[..., str]) -> None:
+    db = new_sqlite("s.db")
     with Service(db) as svc:
         ids = []
         for name, scores in (("a", [0.9] * 10), ("b", [0.9] * 7 + [0.2] * 3)):

@@ -133,6 +133,7 @@ unicode_text = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _vector.ACCELERATED, reason="C core not built")
 @settings(max_examples=1500, deadline=None)
 @given(s=unicode_text, tokenizer=st.sampled_from(["unicode", "words"]))

@@ -270,6 +270,7 @@ def test_threshold_accepts_numbers_and_strings() -> None:
     assert simeval.DEFAULT_THRESHOLD == 0.80
 
 
+@pytest.mark.process
 def test_score_many_equals_score() -> None:
     outs = [p[0] for p in PAIRS] * 3 + ["", "x"]
     refs = [p[1] for p in PAIRS] * 3 + ["a", ["x", "y"]]
@@ -283,6 +284,7 @@ def test_score_many_equals_score() -> None:
     ]
 
 
+@pytest.mark.process
 def test_score_many_errors() -> None:
     with pytest.raises(simeval.InvalidInput, match="different lengths"):
         simeval.score_many(["a", "b"], ["a"], workers=1)
@@ -315,11 +317,13 @@ def _in_fresh_process(
     return result
 
 
+@pytest.mark.process
 def test_same_numbers_in_a_fresh_process() -> None:
     a, b = PAIRS[1]
     assert _in_fresh_process(a, b) == [simeval.score(a, b), simeval.fingerprint()]
 
 
+@pytest.mark.process
 def test_background_table_cache_gives_the_same_scores(tmp_path) -> None:
     """The derived background table is cached on disk; a cached, missing or corrupt cache all
     give bit-identical scores (each run in a fresh process, so nothing is shared in memory).
@@ -358,6 +362,7 @@ def test_c_core_matches_python_reference() -> None:
         assert _vector.best(a, vecs, False) == _vector.best_py(a, vecs, False)
 
 
+@pytest.mark.slow
 def test_large_text_is_scored() -> None:
     big = "The quick brown fox jumps over the lazy dog. " * 230_000  # ~10 MB
     assert len(big) > 10_000_000

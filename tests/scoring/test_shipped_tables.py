@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from simeval.scoring.idf import SHIPPED_TABLES, ship_background_tables
 
 FIRST_RUN = """
@@ -17,6 +19,7 @@ simeval.score("巴黎是法国的首都。", "法国的首都是巴黎。")
 """
 
 
+@pytest.mark.process
 def test_a_first_run_reads_the_shipped_tables(tmp_path: Path) -> None:
     """A fresh cache directory and home: the default scorer (its CJK table too) scores
     without deriving a table, so it writes none to the cache. Fails when the shipped tables
@@ -30,6 +33,7 @@ def test_a_first_run_reads_the_shipped_tables(tmp_path: Path) -> None:
     assert not cache.exists() or sorted(p.name for p in cache.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_shipped_tables_are_what_deriving_gives(tmp_path: Path) -> None:
     written = ship_background_tables(tmp_path)
     shipped = sorted(SHIPPED_TABLES.glob("background-*.json.gz"))

@@ -75,6 +75,7 @@ def raw_server(answer: Any) -> Iterator[str]:
         listener.close()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_is_a_failed_delivery_and_never_followed(
     svc: Service, status: int, monkeypatch: pytest.MonkeyPatch
@@ -100,6 +101,7 @@ def test_a_redirect_is_a_failed_delivery_and_never_followed(
     assert logged.status == status and not logged.ok
 
 
+@pytest.mark.process
 def test_a_trickling_receiver_is_cut_at_the_deadline(svc: Service) -> None:
     def trickle(conn: socket.socket, stop: threading.Event) -> None:
         for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:  # never a whole header

@@ -198,6 +198,7 @@ def test_a_bad_rule_is_named_and_nothing_is_stored(
     assert "new-one" not in [e.name for e in svc.list_evals()]
 
 
+@pytest.mark.process
 def test_an_alert_is_delivered_signed_to_a_webhook(
     svc: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,6 +218,7 @@ def test_an_alert_is_delivered_signed_to_a_webhook(
     assert [d.ok for d in svc.alert_deliveries(alert_id=alert.id)] == [True]
 
 
+@pytest.mark.process
 def test_slack_hooks_get_text(svc: Service) -> None:
     with webhook_receiver() as hook:
         svc.set_alert_rules([rule(webhook=hook.url, format="slack")])
@@ -226,6 +228,7 @@ def test_slack_hooks_get_text(svc: Service) -> None:
     assert list(got.json()) == ["text"] and "[simeval alert TEST] capital-low" in got.json()["text"]
 
 
+@pytest.mark.process
 def test_a_failing_receiver_is_tried_five_times_each_attempt_logged(svc: Service) -> None:
     with webhook_receiver(status=500) as hook:
         svc.set_alert_rules([rule(webhook=hook.url)])
@@ -243,6 +246,7 @@ def test_a_failing_receiver_is_tried_five_times_each_attempt_logged(svc: Service
         assert [t.status for t in svc.test_alert("capital-low", backoff=0.01).attempts] == [404]
 
 
+@pytest.mark.process
 def test_a_missing_secret_sends_nothing_and_says_so(
     svc: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,6 +279,7 @@ def _wait(predicate: Any, seconds: float = 20.0) -> bool:
     return False
 
 
+@pytest.mark.process
 def test_a_slow_receiver_never_delays_captures(svc: Service) -> None:
     """The watcher is woken by captures (its timer is off); while the receiver holds the
     alert's delivery, every capture still completes: none waits for the receiver."""
@@ -298,6 +303,7 @@ def test_a_slow_receiver_never_delays_captures(svc: Service) -> None:
     assert svc.count_results(eval_name="capital") == 22
 
 
+@pytest.mark.process
 def test_a_slow_receiver_never_holds_up_another_rules_receiver(svc: Service) -> None:
     """Two rules, two receivers: while the first holds its delivery (for a minute), the
     second rule's alert reaches its receiver (one delivery thread queued it behind)."""
@@ -322,6 +328,7 @@ def test_a_slow_receiver_never_holds_up_another_rules_receiver(svc: Service) -> 
             watcher.stop()
 
 
+@pytest.mark.process
 def test_a_down_receiver_never_delays_captures_and_logs_each_attempt(svc: Service) -> None:
     url = closed_port_url()
     svc.set_alert_rules([rule(webhook=url, window=2)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ def rows(db: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM captures").fetchone()[0])
 
 
-def test_service_capture_key(tmp_path: Path) -> None:
-    db = tmp_path / "k.db"
+def test_service_capture_key(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("k.db"))
     svc = active_service(db)
     try:
         first = svc.capture("Capital?", GOOD, capture_key="resp-1", metadata={"n": 1})
@@ -56,8 +56,8 @@ def test_service_capture_key(tmp_path: Path) -> None:
         svc.close()
 
 
-def test_capture_checked_batch_with_repeated_keys(tmp_path: Path) -> None:
-    db = tmp_path / "b.db"
+def test_capture_checked_batch_with_repeated_keys(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("b.db"))
     svc = active_service(db)
     try:
         svc.capture("q", GOOD, capture_key="old")
@@ -86,8 +86,10 @@ def _race(db: str, start: Any, n: int) -> None:
 
 
 @pytest.mark.slow
-def test_processes_racing_with_the_same_keys_store_each_once(tmp_path: Path) -> None:
-    db = tmp_path / "race.db"
+def test_processes_racing_with_the_same_keys_store_each_once(
+    new_sqlite: Callable[..., str],
+) -> None:
+    db = Path(new_sqlite("race.db"))
     active_service(db).close()
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
@@ -105,9 +107,10 @@ def test_processes_racing_with_the_same_keys_store_each_once(tmp_path: Path) -> 
 
 # -- HTTP ----------------------------------------------------------------------------------
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    active_service(tmp_path / "api.db").close()
-    with TestClient(create_app(str(tmp_path / "api.db")), base_url="http://127.0.0.1") as c:
+def client(new_sqlite: Callable[..., str]) -> Iterator[TestClient]:
+    db = new_sqlite("api.db")
+    active_service(Path(db)).close()
+    with TestClient(create_app(db), base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -180,13 +183,13 @@ def test_capture_file_rows_with_keys(tmp_path: Path) -> None:
 
 
 def test_a_writer_that_loses_the_race_answers_the_stored_capture(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another writer's capture with the key was committed after this writer looked the key
     up (as on PostgreSQL, where writers do not wait for each other; here the look-up is made
     to miss it once): the unique index refuses the insert, the transaction is rolled back and
     run again, and the stored capture is the answer."""
-    db = tmp_path / "lost.db"
+    db = Path(new_sqlite("lost.db"))
     svc = active_service(db)
     try:
         svc.capture("q", "the other writer's output", capture_key="race")

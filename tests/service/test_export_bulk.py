@@ -167,6 +167,7 @@ def expected_rows(svc: Service, ids: list[str]) -> list[dict[str, Any]]:
     return [expected_row(runs[i] if i.startswith("r") else svc.get_result(i)) for i in ids]
 
 
+@pytest.mark.slow
 def test_bulk_explanations_equal_one_at_a_time(db: str) -> None:
     svc = Service(db)
     try:

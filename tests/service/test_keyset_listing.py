@@ -229,6 +229,7 @@ FILTERS: list[list[str]] = [
 ]
 
 
+@pytest.mark.slow
 def test_metadata_filters_equal_a_direct_scan(svc: Service) -> None:
     svc.update_settings(indexed_meta=["team"])
     rng = random.Random(22)

@@ -13,7 +13,7 @@ taken down to revision 0011 gets the same counts after the upgrade.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -119,6 +119,7 @@ def _assert_rollup_exact(db: str) -> None:
 FILTERS = [["engine=v2"], ["model=3"], ["engine=" + "é" * 201], ["engine=v1", "model=m-0"]]
 
 
+@pytest.mark.slow
 def test_counts_under_one_filter_equal_a_direct_scan(db: str, svc: Service) -> None:
     rng = random.Random(7)
     base = (utc_now() - timedelta(days=3)).replace(tzinfo=None, minute=10, second=0, microsecond=0)
@@ -204,10 +205,10 @@ def test_a_0011_store_gets_the_same_counts_after_the_upgrade(db: str, svc: Servi
     assert any(n > 0 for n in after.values())
 
 
-def test_the_rollup_sum_reads_one_range_of_the_primary_key(tmp_path: Any) -> None:
+def test_the_rollup_sum_reads_one_range_of_the_primary_key(new_sqlite: Callable[..., str]) -> None:
     """SQLite plans the sum of one value's hours (with and without an eval and a range) as a
     search of ``meta_rollup``'s primary key, never a scan of the table."""
-    db = str(tmp_path / "plan.db")
+    db = new_sqlite("plan.db")
     with Service(db) as svc, svc.store.read() as s:
         hour = datetime(2026, 5, 1, 8)
         for eval_id, h1, h2 in [(None, None, None), (3, hour, hour + timedelta(days=2))]:

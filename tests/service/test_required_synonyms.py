@@ -8,7 +8,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +120,8 @@ def test_bad_synonyms_are_refused(groups: Any, message: str) -> None:
 
 # -- the service, the API, exports ----------------------------------------------------------
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(db=str(tmp_path / "terms.db")), base_url=BASE) as c:
+def client(new_sqlite: Callable[..., str]) -> Iterator[TestClient]:
+    with TestClient(create_app(db=new_sqlite("terms.db")), base_url=BASE) as c:
         yield c
 
 
@@ -229,8 +229,8 @@ def run(db: Path, *args: str) -> Result:
     return CliRunner().invoke(cli, [*args, "--db", str(db)])
 
 
-def test_required_terms_through_the_cli(tmp_path: Path) -> None:
-    db = tmp_path / "cli.db"
+def test_required_terms_through_the_cli(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("cli.db"))
     made = run(db, "evals", "create", "capital", "-r", REF, "-t", "0.3", "--require", "Seine",
                "--require", "paris", "--json")  # fmt: skip
     assert made.exit_code == 0, made.output
@@ -295,8 +295,8 @@ def _reviewed(svc: Service, outputs: list[str]) -> None:
             svc.review_result(result.id, 1.0, "right answer, other words")
 
 
-def test_synonym_suggestions_from_real_reviews(tmp_path: Path) -> None:
-    db = tmp_path / "reviews.db"
+def test_synonym_suggestions_from_real_reviews(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("reviews.db"))
     svc = Service(str(db))
     svc.create_eval("meet", ["The meeting will commence at nine in the hall."], threshold=0.99)
     svc.test_eval("meet", "", "The meeting will commence at nine in the hall.")

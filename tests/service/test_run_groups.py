@@ -193,6 +193,7 @@ def test_an_eval_file_run_has_a_case_per_eval(db: str, tmp_path: Path) -> None:
         assert "paris" in [m["term"] for m in (detail.results[1].explanation or {})["missing"]]
 
 
+@pytest.mark.process
 def test_the_writer_process_and_store_run_keep_the_labels(db: str, tmp_path: Path) -> None:
     src = _write(tmp_path / "a.jsonl", "a")
     labels = {"engine": "a", "group": "g2", "dataset": "golden", "dataset_version": 3}
@@ -279,6 +280,7 @@ def _big_rows(engine: str) -> Iterator[list[tuple[object, ...]]]:
             batch = []
 
 
+@pytest.mark.slow
 def test_a_100000_case_group_is_read_a_page_at_a_time(db: str) -> None:
     """Each page is chosen by the database and only its cells are read: the memory a page
     takes does not grow with the group (a whole group's rows would take over 50 MB here)."""

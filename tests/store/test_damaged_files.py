@@ -106,6 +106,7 @@ def test_the_server_answers_a_damaged_file_with_a_message(tmp_path: Path) -> Non
         assert r.status_code == 503 and "damaged" in r.json()["error"]
 
 
+@pytest.mark.process
 def test_a_read_only_file_is_one_line_and_untouched(tmp_path: Path) -> None:
     db = simeval_db(tmp_path, captures=3)
     for side in ("-wal", "-shm"):

@@ -22,6 +22,7 @@ import textwrap
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -210,8 +211,8 @@ HOLDER = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_lock_wait_bounds_the_whole_request(tmp_path: Path) -> None:
-    db = tmp_path / "evals.db"
+def test_lock_wait_bounds_the_whole_request(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("evals.db"))
     _seed(db)
     wait = 2.0
     with running_server(db, "--lock-wait", str(wait)) as (base, _proc):

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -42,9 +43,9 @@ def count(db: Path) -> int:
 
 @pytest.mark.slow
 def test_health_and_pages_answer_while_another_process_holds_the_write_lock(
-    tmp_path: Path,
+    new_sqlite: Callable[..., str],
 ) -> None:
-    db = tmp_path / "evals.db"
+    db = Path(new_sqlite("evals.db"))
     with Service(db) as svc:
         svc.create_eval("capital", REF)
         svc.test_eval("capital", "q", REF)

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,7 @@ def test_a_result_the_database_rejects_rolls_back_the_capture(db: str) -> None:
 # -- concurrency --------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_two_processes_capture_into_one_database(db: str, tmp_path: Path) -> None:
     n, evals = 500, 4
     with Service(db) as svc:
@@ -250,14 +252,15 @@ def test_wal_and_busy_timeout(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
+@pytest.mark.process
 def test_opening_a_database_twice_in_one_process_keeps_the_first_connections_locks(
-    tmp_path: Path,
+    new_sqlite: Callable[..., str],
 ) -> None:
     """A second ``Service`` on a file this process already has open checks the file without
     dropping the first one's locks (closing any descriptor of a file drops all of a process's
     POSIX locks on it): another process that writes and closes must still see a reader, so it
     leaves the WAL in place, and the first service goes on reading a sound database."""
-    db = tmp_path / "evals.db"
+    db = Path(new_sqlite("evals.db"))
     first = Service(db)
     try:
         first.create_eval("before", REFERENCE)
@@ -288,11 +291,12 @@ def test_opening_a_database_twice_in_one_process_keeps_the_first_connections_loc
         con.close()
 
 
-def test_the_head_revision_constant_is_the_scripts_head(tmp_path: Path) -> None:
+@pytest.mark.process
+def test_the_head_revision_constant_is_the_scripts_head(new_sqlite: Callable[..., str]) -> None:
     """A database at the head opens without reading the migration scripts, so the constant
     naming the head must follow the newest script (add a migration: bump it)."""
     assert head_revision() == store_mod.HEAD_REVISION
-    db = tmp_path / "evals.db"
+    db = Path(new_sqlite("evals.db"))
     Service(db).close()
     code = (
         "import sys; from simeval.store import Store\n"

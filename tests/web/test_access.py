@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -34,8 +34,8 @@ def app_routes(routes: Iterable[Any], prefix: str = "") -> Iterator[tuple[list[s
             yield sorted(route.methods or ["GET"]), prefix + route.path
 
 
-def test_every_route_has_a_role(tmp_path: Any) -> None:
-    app = create_app(str(tmp_path / "r.db"), upstream="http://127.0.0.1:9/v1", alert_interval=None)
+def test_every_route_has_a_role(new_sqlite: Callable[..., str]) -> None:
+    app = create_app(new_sqlite("r.db"), upstream="http://127.0.0.1:9/v1", alert_interval=None)
     routes = list(app_routes(app.routes))
     assert len(routes) > 100
     assert unmapped(routes) == []
@@ -165,8 +165,8 @@ def test_the_token_opens_nothing_once_users_exist(
         assert c.get("/api/evals", headers={"X-Simeval-Token": keys["viewer"]}).status_code == 200
 
 
-def test_the_token_still_works_without_users(tmp_path: Any) -> None:
-    app = create_app(db=str(tmp_path / "t.db"), token="team-token", alert_interval=None)
+def test_the_token_still_works_without_users(new_sqlite: Callable[..., str]) -> None:
+    app = create_app(db=new_sqlite("t.db"), token="team-token", alert_interval=None)
     with TestClient(app, base_url=BASE) as c:
         assert c.get("/api/evals").status_code == 401
         assert c.get("/api/evals", headers=auth("team-token")).status_code == 200
@@ -207,6 +207,7 @@ def test_sign_in_with_a_password_then_pages_follow_the_role(db: str, client: Tes
     assert client.get("/results", follow_redirects=False).status_code == 303  # to sign-in
 
 
+@pytest.mark.slow
 def test_failed_sign_ins_are_throttled_per_name(client: TestClient) -> None:
     for _ in range(10):
         assert sign_in(client, "admin", "not-the-password").status_code == 401

@@ -10,8 +10,7 @@ the studio, and closes when the pass rate recovers.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -68,6 +67,7 @@ def wait_until(predicate: Any, seconds: float = 20.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_the_api_and_the_page_show_an_alert_the_captures_opened(client: TestClient) -> None:
     assert client.get("/api/alerts").json() == []
     assert [r["name"] for r in client.get("/api/alerts/rules").json()] == ["capital-low"]
@@ -116,9 +116,12 @@ def test_mistakes_get_a_json_error(client: TestClient) -> None:
     assert resp.status_code == 400 and "has no webhook" in resp.json()["error"]
 
 
-def test_the_test_route_posts_a_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.process
+def test_the_test_route_posts_a_sample(
+    new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SIMEVAL_ALERT_SECRET", SECRET)
-    db = str(tmp_path / "t.db")
+    db = new_sqlite("t.db")
     with webhook_receiver() as hook:
         seed(db, hook.url)
         with TestClient(create_app(db, alert_interval=None), base_url="http://127.0.0.1") as c:
@@ -132,14 +135,15 @@ def _events(hook: Any) -> list[str]:
     return [r.json()["event"] for r in hook.got]
 
 
+@pytest.mark.browser
 def test_a_drop_fires_is_delivered_shows_in_the_studio_and_closes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("SIMEVAL_ALERT_SECRET", SECRET)  # the server process inherits it
-    db = str(tmp_path / "studio.db")
+    db = new_sqlite("studio.db")
     with webhook_receiver() as hook:
         seed(db, hook.url)
         # the timer is off (600 s): the stored captures wake the server's watcher

@@ -4,8 +4,7 @@ veto and the answer's coverage are named wherever a result is explained."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,10 +16,8 @@ QUESTION = "What is the capital of France?"
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(
-        create_app(db=str(tmp_path / "answers.db")), base_url="http://127.0.0.1:8000"
-    ) as c:
+def client(new_sqlite: Callable[..., str]) -> Iterator[TestClient]:
+    with TestClient(create_app(db=new_sqlite("answers.db")), base_url="http://127.0.0.1:8000") as c:
         yield c
 
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -378,10 +379,10 @@ def _body_valid(doc: dict[str, Any], component: str, body: Any) -> bool:
     return _valid(doc, {"$ref": f"#/components/schemas/{component}"}, body)
 
 
-def test_the_schema_holds_valid_what_the_service_takes(tmp_path: Path) -> None:
+def test_the_schema_holds_valid_what_the_service_takes(new_sqlite: Callable[..., str]) -> None:
     from fastapi.testclient import TestClient
 
-    db = str(tmp_path / "agree.db")
+    db = new_sqlite("agree.db")
     with Service(db) as svc:
         svc.create_eval("capital", REF)
         svc.capture("q", REF)  # capture 1

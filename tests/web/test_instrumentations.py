@@ -137,6 +137,7 @@ def by_input(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "mode", [m for m in MODES if m not in ("openai-v2 content off", "logfire")]
 )
@@ -169,6 +170,7 @@ def test_each_call_captured_once(mode: str, upstream: str, tmp_path: Path) -> No
     assert france["metadata"]["latency_ms"] >= 0 and japan["metadata"]["latency_ms"] >= 0
 
 
+@pytest.mark.process
 def test_a_call_seen_by_the_proxy_and_an_instrumentation_is_stored_once(
     upstream: str, tmp_path: Path
 ) -> None:
@@ -192,6 +194,7 @@ def test_a_call_seen_by_the_proxy_and_an_instrumentation_is_stored_once(
     assert len(set(keys)) == 6 and all(k.startswith("chatcmpl-") for k in keys)
 
 
+@pytest.mark.process
 def test_a_value_cut_by_the_sdk_length_limit_is_stored_unscored(
     upstream: str, tmp_path: Path
 ) -> None:
@@ -214,6 +217,7 @@ def test_a_value_cut_by_the_sdk_length_limit_is_stored_unscored(
     assert not cap["evaluated"] and cap["results"] == []
 
 
+@pytest.mark.process
 def test_calls_without_content_are_counted_never_scored(upstream: str, tmp_path: Path) -> None:
     """openai-v2 in its default mode sends its spans and records without content: no capture
     is stored (so no fail is scored, nor exported onto the caller's spans); the drops are
@@ -239,6 +243,7 @@ def test_calls_without_content_are_counted_never_scored(upstream: str, tmp_path:
         assert httpx.get(url + "/api/captures").json()["captures"] == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("mode", ["openllmetry", "openllmetry events"])
 def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Path) -> None:
     """OpenLLMetry in both modes: a plain and a streamed call, each captured once, with its
@@ -269,6 +274,7 @@ def test_openllmetry_calls_captured_once(mode: str, upstream: str, tmp_path: Pat
     assert not otlp.get("dropped") and not otlp.get("rejected"), otlp
 
 
+@pytest.mark.process
 def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
     """logfire: the plain call's span and the streamed call's "streaming response" span are
     captured, named by their rendered message; the streamed call's request-only span waits for
@@ -297,6 +303,7 @@ def test_logfire_calls_captured_once(upstream: str, tmp_path: Path) -> None:
     }, otlp
 
 
+@pytest.mark.process
 def test_a_call_through_the_proxy_keeps_its_spans_conversation(
     upstream: str, tmp_path: Path
 ) -> None:
@@ -333,6 +340,7 @@ def test_a_call_through_the_proxy_keeps_its_spans_conversation(
     assert talk["turns"] == 2, talk
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("order", ["spans-first", "logs-first"])
 def test_records_without_a_span_id_join_the_call_of_their_trace(
     order: str, upstream: str, tmp_path: Path
@@ -364,6 +372,7 @@ def test_records_without_a_span_id_join_the_call_of_their_trace(
     assert not otlp.get("dropped") and otlp["waiting"] == 0, otlp
 
 
+@pytest.mark.process
 def test_a_call_whose_span_came_first_takes_the_proxys_exact_text(
     upstream: str, tmp_path: Path
 ) -> None:
@@ -404,6 +413,7 @@ def test_a_call_whose_span_came_first_takes_the_proxys_exact_text(
     assert france["results"][0]["passed"] and not japan["results"][0]["passed"]
 
 
+@pytest.mark.process
 def test_a_proxied_calls_scores_go_out_once_on_its_callers_span(
     upstream: str, tmp_path: Path
 ) -> None:

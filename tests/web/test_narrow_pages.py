@@ -103,6 +103,7 @@ def main_pages(ids: dict[str, str]) -> list[str]:
     ]
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("width", [420, 1280])
 def test_main_pages_fit_the_window(tmp_path: Path, width: int) -> None:
     browser_path = need_browser()

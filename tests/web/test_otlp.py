@@ -4,7 +4,7 @@ against a real ``simeval serve``, OTLP JSON and malformed payloads through the A
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +67,9 @@ def genai_spans() -> list[Any]:
     return list(memory.get_finished_spans())
 
 
-def test_the_sdk_exporter_sends_genai_spans(tmp_path: Path) -> None:
-    db = tmp_path / "otel.db"
+@pytest.mark.process
+def test_the_sdk_exporter_sends_genai_spans(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("otel.db"))
     svc = Service(db)
     svc.create_eval("capital", REF)
     svc.test_eval("capital", "Capital?", REF)
@@ -106,8 +107,8 @@ def test_the_sdk_exporter_sends_genai_spans(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(str(tmp_path / "j.db")), base_url="http://127.0.0.1") as c:
+def client(new_sqlite: Callable[..., str]) -> Iterator[TestClient]:
+    with TestClient(create_app(new_sqlite("j.db")), base_url="http://127.0.0.1") as c:
         yield c
 
 

@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,7 @@ def by_output(svc: Service) -> dict[str, Any]:
     return {c.output: c for c in svc.list_captures(limit=100)}
 
 
+@pytest.mark.process
 def test_every_capture_path_sends_its_results_with_the_evaluated_span(
     tmp_path: Path, receiver: Receiver
 ) -> None:
@@ -167,6 +168,7 @@ def test_every_capture_path_sends_its_results_with_the_evaluated_span(
     assert all("protobuf" in kind for kind in receiver.requests)
 
 
+@pytest.mark.process
 def test_retried_after_503_and_sent_once(tmp_path: Path) -> None:
     receiver = Receiver(fail_first=2)
     try:
@@ -187,6 +189,7 @@ def test_retried_after_503_and_sent_once(tmp_path: Path) -> None:
         receiver.close()
 
 
+@pytest.mark.process
 def test_json_encoding(tmp_path: Path, receiver: Receiver) -> None:
     svc = Service(active_db(tmp_path / "json.db"))
     exporter = ScoreExporter(receiver.url, svc, encoding="json")
@@ -246,6 +249,7 @@ def hanging_receiver() -> Iterator[tuple[str, list[socket.socket]]]:
         listener.close()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("mode", ["hangs", "refuses"])
 def test_a_receiver_down_never_slows_a_capture(tmp_path: Path, mode: str) -> None:
     bound = 5.0  # the exporter's timeout: one capture waiting on it would take this long
@@ -301,6 +305,7 @@ def test_bad_urls_are_one_line_errors(tmp_path: Path) -> None:
     assert "OTLP export URL" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.process
 def test_the_stored_setting_is_used_shown_and_followed(tmp_path: Path, receiver: Receiver) -> None:
     db = active_db(tmp_path / "setting.db")
     with Service(db) as svc:
@@ -344,8 +349,8 @@ def test_the_stored_setting_is_used_shown_and_followed(tmp_path: Path, receiver:
         assert client.get("/api/health").json()["otlp_export"]["url"] == receiver.url + "/v1/logs"
 
 
-def test_the_settings_command_sets_and_clears_it(tmp_path: Path) -> None:
-    db = str(tmp_path / "cli.db")
+def test_the_settings_command_sets_and_clears_it(new_sqlite: Callable[..., str]) -> None:
+    db = new_sqlite("cli.db")
     runner = CliRunner()
     bad = runner.invoke(cli, ["settings", "--db", db, "--otlp-export", "ftp://h"])
     assert bad.exit_code == 2 and "OTLP export URL" in bad.output
@@ -357,6 +362,7 @@ def test_the_settings_command_sets_and_clears_it(tmp_path: Path) -> None:
     assert cleared.exit_code == 0 and "scores out (OTLP): none" in cleared.output
 
 
+@pytest.mark.process
 def test_the_settings_page_sets_it_and_shows_a_bad_url(tmp_path: Path, receiver: Receiver) -> None:
     app = create_app(active_db(tmp_path / "page.db"))
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:

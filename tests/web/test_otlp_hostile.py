@@ -8,7 +8,7 @@ import gzip
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,8 +217,8 @@ HOSTILE: dict[str, tuple[bytes, dict[str, str], int]] = {
 
 
 @pytest.fixture
-def app(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
-    db = tmp_path / "otlp.db"
+def app(new_sqlite: Callable[..., str]) -> Iterator[tuple[TestClient, Path]]:
+    db = Path(new_sqlite("otlp.db"))
     with TestClient(create_app(str(db)), base_url="http://127.0.0.1") as client:
         yield client, db
 
@@ -297,11 +297,11 @@ def test_inflating_waits_for_no_other_payload(app: tuple[TestClient, Path]) -> N
     assert answers == [413, 413]
 
 
-def test_the_join_table_is_bounded_in_bytes(tmp_path: Path) -> None:
+def test_the_join_table_is_bounded_in_bytes(new_sqlite: Callable[..., str]) -> None:
     """Spans whose content never comes (4,000 of them, with a 64 KiB GenAI attribute each, held
     256 MB): what waits is bounded by its bytes, the oldest settled early and counted on
     /api/health. The bound here: 2 MB (``serve --otlp-join-mb``; 64 MB by default)."""
-    app = create_app(str(tmp_path / "otlp.db"), otlp_join_bytes=2 * 1024 * 1024)
+    app = create_app(new_sqlite("otlp.db"), otlp_join_bytes=2 * 1024 * 1024)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         assert client.get("/api/health").json()["otlp"] is None
         big = string_attr("gen_ai.tool.definitions", "b" * 65_536)  # kept with its call

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +111,8 @@ CHOICE = record(
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "logs.db"
+def db(new_sqlite: Callable[..., str]) -> Path:
+    path = Path(new_sqlite("logs.db"))
     svc = Service(path)
     svc.create_eval("capital", FRANCE, threshold=0.5)
     svc.test_eval("capital", "Capital?", FRANCE)

@@ -40,6 +40,7 @@ def _db(tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.process
 def test_one_long_span_does_not_lose_its_batch(tmp_path: Path) -> None:
     """A span with 2 MiB of output, exported in one batch with two normal calls: the batch is
     taken (over the API's 1 MiB body limit: OTLP's paths take what the exporters send), the
@@ -149,6 +150,7 @@ def test_spans_refused_on_their_own_and_calls_without_input_unscored(
     assert health["rejected"] == {"spans": 2} and health["unscored"] == {"no input text": 2}
 
 
+@pytest.mark.slow
 def test_log_records_refused_on_their_own(tmp_path: Path) -> None:
     def record(event: str, body: dict[str, Any], span_id: str = "00f067aa0ba902b7") -> Any:
         return {

@@ -41,6 +41,7 @@ def stopped_and_said(server: PgServer, http: Any) -> None:
     assert int(health.headers["retry-after"]) >= 1
 
 
+@pytest.mark.process
 def test_postgresql_crashed_is_503_everywhere_and_recovers() -> None:
     with own_pg_server() as server:
         url = f"{server.base_url}/postgres"
@@ -65,6 +66,7 @@ def test_postgresql_crashed_is_503_everywhere_and_recovers() -> None:
             assert set(statuses.values()) == {200}, statuses
 
 
+@pytest.mark.process
 def test_the_proxys_health_says_the_database_is_gone() -> None:
     """``simeval proxy``'s ``/api/health`` checks the database as ``serve``'s does: 503 naming
     it while PostgreSQL is down (it said "ok"), 200 once it is back."""
@@ -86,6 +88,7 @@ def test_the_proxys_health_says_the_database_is_gone() -> None:
             assert http.get("/api/health").json()["status"] == "ok"
 
 
+@pytest.mark.process
 def test_sqlite_failing_reads_are_503_not_damaged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,7 @@ pages through the in-process app, then in real headless Chromium at 1280 and 420
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -52,8 +52,8 @@ def build(svc: Service, evals: int = 25, per_window: int = 20) -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    app = create_app(db=str(tmp_path / "overview.db"))
+def client(new_sqlite: Callable[..., str]) -> Iterator[TestClient]:
+    app = create_app(db=new_sqlite("overview.db"))
     with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         yield c
 
@@ -206,14 +206,15 @@ def test_metadata_values_are_bounded_and_fit_side_specs(tmp_path: Path) -> None:
     assert svc.metadata_values(values=1)["engine"] == ["v1"]
 
 
-def test_overview_and_compare_pickers_in_chromium(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_overview_and_compare_pickers_in_chromium(new_sqlite: Callable[..., str]) -> None:
     """25 evals, one dropping: the overview lists it first, with its interval; the eval's
     link opens its health below; Compare through the pickers shows B worse, the threshold
     line and both case lists; at 1280 and 420 px without horizontal scrolling."""
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    db = tmp_path / "overview.db"
+    db = Path(new_sqlite("overview.db"))
     build(Service(db))
     with running_server(db) as (base, _), sync_playwright() as pw:
         browser = pw.chromium.launch(

@@ -3,8 +3,7 @@ captures, metadata, visible errors. Real SQLite files, the ASGI app in process."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import plotly.graph_objects as go
@@ -20,8 +19,8 @@ GOOD = "The capital of France is Paris, which is also its largest city."
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    app = create_app(db=str(tmp_path / "fix.db"))
+def client(new_sqlite: Callable[..., str]) -> Iterator[TestClient]:
+    app = create_app(db=new_sqlite("fix.db"))
     with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         yield c
 

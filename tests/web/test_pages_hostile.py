@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -49,8 +49,8 @@ def parsed(html: str) -> Page:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    db = tmp_path / "hostile.db"
+def client(new_sqlite: Callable[..., str]) -> Iterator[TestClient]:
+    db = Path(new_sqlite("hostile.db"))
     with Service(db) as svc:
         svc.create_eval("capital", [REF, HOSTILE])
         svc.test_eval("capital", Q, REF)

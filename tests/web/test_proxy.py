@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +48,8 @@ def upstream() -> Iterator[Proc]:
 
 
 @pytest.fixture
-def served(tmp_path: Path, upstream: Proc) -> Iterator[tuple[Proc, Path]]:
-    db = tmp_path / "proxy.db"
+def served(new_sqlite: Callable[..., str], upstream: Proc) -> Iterator[tuple[Proc, Path]]:
+    db = Path(new_sqlite("proxy.db"))
     proc = Proc(
         [
             *SIMEVAL,
@@ -89,6 +89,7 @@ def clients(upstream: Proc, server: str) -> tuple[Any, Any]:
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
+@pytest.mark.process
 def test_openai_client_through_the_proxy(served: tuple[Proc, Path], upstream: Proc) -> None:
     server, db = served
     activate_eval(server.url)
@@ -206,6 +207,7 @@ def test_openai_client_through_the_proxy(served: tuple[Proc, Path], upstream: Pr
     assert "/v1/chat/completions" in server.output  # the debug log did log the requests
 
 
+@pytest.mark.process
 def test_streams_are_not_buffered(served: tuple[Proc, Path], upstream: Proc) -> None:
     """The upstream sends its first chunk and waits for /release: a proxy that buffered the
     stream would never hand the client that first chunk."""
@@ -223,6 +225,7 @@ def test_streams_are_not_buffered(served: tuple[Proc, Path], upstream: Proc) -> 
     assert rest.endswith(b"data: [DONE]\n\n")
 
 
+@pytest.mark.process
 def test_the_requests_traceparent_is_kept_with_its_capture(
     served: tuple[Proc, Path], upstream: Proc
 ) -> None:
@@ -262,10 +265,13 @@ def test_the_requests_traceparent_is_kept_with_its_capture(
     assert ids == {name: (trace, span) if name in valid else (None, None) for name in headers}
 
 
-def test_standalone_proxy_with_the_store_unavailable(tmp_path: Path, upstream: Proc) -> None:
+@pytest.mark.process
+def test_standalone_proxy_with_the_store_unavailable(
+    new_sqlite: Callable[..., str], upstream: Proc
+) -> None:
     """``simeval proxy``: while another process holds the database's write lock, clients are
     answered as always; the replies wait in the queue and are stored once the store is back."""
-    db = tmp_path / "standalone.db"
+    db = Path(new_sqlite("standalone.db"))
     Service(db).close()  # created (and migrated) up front
     proxy = Proc(
         [*SIMEVAL, "proxy", "--upstream", upstream.url, "--port", "0", "--db", str(db)],
@@ -299,6 +305,7 @@ def test_standalone_proxy_with_the_store_unavailable(tmp_path: Path, upstream: P
         svc.close()
 
 
+@pytest.mark.process
 def test_proxy_cli_errors() -> None:
     bad = subprocess.run(
         [*SIMEVAL, "proxy", "--upstream", "ftp://x"], capture_output=True, text=True, timeout=60
@@ -333,12 +340,12 @@ def test_reply_output_of_each_endpoint() -> None:
     assert request_input("/completions", {"prompt": ["x", "y"]}) == "y"
 
 
-def test_settings_page_shows_how_to_connect(tmp_path: Path) -> None:
+def test_settings_page_shows_how_to_connect(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     from fastapi.testclient import TestClient
 
     from simeval.web import create_app
 
-    app = create_app(str(tmp_path / "s.db"), upstream="http://127.0.0.1:9/v1")
+    app = create_app(new_sqlite("s.db"), upstream="http://127.0.0.1:9/v1")
     with TestClient(app, base_url="http://127.0.0.1:8123") as c:
         page = html.unescape(c.get("/settings").text)
         assert c.get("/api/health").json()["proxy"]["upstream"] == "http://127.0.0.1:9/v1"
@@ -346,7 +353,7 @@ def test_settings_page_shows_how_to_connect(tmp_path: Path) -> None:
     assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:8123/v1/traces" in page
     assert 'simeval.Client("http://127.0.0.1:8123")' in page
     assert "http://127.0.0.1:9/v1" in page
-    app = create_app(str(tmp_path / "t.db"), token="s3cret", upstream="http://127.0.0.1:9/v1")
+    app = create_app(new_sqlite("t.db"), token="s3cret", upstream="http://127.0.0.1:9/v1")
     with TestClient(app) as c:
         page = c.get("/settings?token=s3cret").text
     assert "X-Simeval-Token" in page and "s3cret" not in page

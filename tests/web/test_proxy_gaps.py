@@ -65,6 +65,7 @@ def captured(server: str, prompt: str, count: int) -> list[dict[str, Any]]:
     raise AssertionError(f"{len(found)} of {count} captures of {prompt!r}: {health(server)}")
 
 
+@pytest.mark.process
 def test_streamed_completions_are_captured(server: str) -> None:
     prompt = "Streamed completion: the capital of France?"
     stream = client(server).completions.create(model="gpt-test", prompt=prompt, stream=True)
@@ -78,6 +79,7 @@ def test_streamed_completions_are_captured(server: str) -> None:
     assert meta["first_token_ms"] > 0
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("encoding", ["br", "gzip"])
 def test_compressed_replies_are_captured(server: str, encoding: str) -> None:
     before = health(server)
@@ -95,6 +97,7 @@ def test_compressed_replies_are_captured(server: str, encoding: str) -> None:
     assert after["failed"] == before["failed"] and after["dropped"] == before["dropped"]
 
 
+@pytest.mark.process
 def test_zstd_replies_are_captured(server: str) -> None:
     """zstd with httpx (the openai package's HTTP client asks for it only with
     ``backports.zstd`` installed); the reply reaches the client as the upstream sent it."""
@@ -114,6 +117,7 @@ def test_zstd_replies_are_captured(server: str) -> None:
     assert health(server)["failed"] == before["failed"]
 
 
+@pytest.mark.process
 def test_a_reply_that_cannot_be_read_is_counted(server: str) -> None:
     """A reply that says ``br`` but is not: passed through as it is, and counted ``failed``
     on /api/health (never silently lost)."""
@@ -135,6 +139,7 @@ def test_a_reply_that_cannot_be_read_is_counted(server: str) -> None:
     assert after["captured"] == before["captured"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("stream", [False, True])
 def test_n_choices_are_n_captures(server: str, stream: bool) -> None:
     prompt = f"Three answers, streamed={stream}: the capital of France?"
@@ -174,6 +179,7 @@ def test_n_choices_are_n_captures(server: str, stream: bool) -> None:
     assert "input_tokens" not in by_choice[1]["metadata"]
 
 
+@pytest.mark.process
 def test_a_chained_responses_turn_is_captured_with_the_tool_output(server: str) -> None:
     via = client(server)
     tools = [
@@ -206,6 +212,7 @@ def test_a_chained_responses_turn_is_captured_with_the_tool_output(server: str) 
     assert not [c for c in rows["captures"] if c["capture_key"] == first.id]
 
 
+@pytest.mark.process
 def test_replies_carry_one_date_header(server: str, upstream: Upstream) -> None:
     body = {"model": "gpt-test", "messages": [{"role": "user", "content": "One date?"}]}
     direct = httpx.post(upstream.url + "/chat/completions", json=body, timeout=10)

@@ -17,7 +17,7 @@ import sqlite3
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +300,7 @@ def good_replies(client: httpx.Client, url: str, tag: str, n: int = 100) -> set[
     return ids
 
 
+@pytest.mark.process
 def test_each_poison_then_100_good_replies(proxied: tuple[Proc, Path], upstream: Proc) -> None:
     proxy, db = proxied
     client = httpx.Client(headers=AUTH, timeout=30)
@@ -344,6 +345,7 @@ def test_each_poison_then_100_good_replies(proxied: tuple[Proc, Path], upstream:
     assert "Traceback" not in proxy.output  # every poison was an expected, checked failure
 
 
+@pytest.mark.process
 def test_gzip_replies_inflate_within_bounds(proxied: tuple[Proc, Path], upstream: Proc) -> None:
     """A gzip bomb costs the proxy no more than the cap; a reply of two gzip members is read
     whole; a response id of 500 characters is captured under a hashed key."""
@@ -379,6 +381,7 @@ def test_gzip_replies_inflate_within_bounds(proxied: tuple[Proc, Path], upstream
     assert "A long id, replayed." not in rows  # the same id: stored once
 
 
+@pytest.mark.process
 def test_a_client_that_hangs_up_mid_stream(proxied: tuple[Proc, Path], upstream: Proc) -> None:
     """The upstream request is closed (the upstream stops sending), and what the client was
     given is captured, marked ``client_disconnected``."""
@@ -426,6 +429,7 @@ def _reply(n: int, content: str = "An answer.") -> Reply:
 
 
 # the thread's end is the point: pytest would report it as a warning
+@pytest.mark.process
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_the_watchdog_restarts_a_stopped_capture_thread(tmp_path: Path) -> None:
     """A capture thread stopped by something no handler may catch (``SystemExit`` from the
@@ -505,14 +509,14 @@ def test_reply_capture_refuses_with_a_named_error() -> None:
     assert reply_key(5) is None
 
 
-def test_serve_health_says_degraded_after_a_failed_reply(tmp_path: Path) -> None:
+def test_serve_health_says_degraded_after_a_failed_reply(new_sqlite: Callable[..., str]) -> None:
     """``serve --upstream``'s ``/api/health`` (the API's own route and model) shows the
     failure too: ``failed``, the ``problem``, and the status ``degraded``."""
     from fastapi.testclient import TestClient
 
     from simeval.web import create_app
 
-    app = create_app(str(tmp_path / "h.db"), upstream="http://127.0.0.1:9/v1")
+    app = create_app(new_sqlite("h.db"), upstream="http://127.0.0.1:9/v1")
     with TestClient(app, base_url="http://127.0.0.1") as c:
         before = c.get("/api/health").json()
         assert before["status"] == "ok" and before["proxy"]["failed"] == 0

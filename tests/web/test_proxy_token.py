@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +61,12 @@ def upstream() -> Iterator[Upstream]:
 def server(
     request: pytest.FixtureRequest,
     upstream: Upstream,
-    tmp_path: Path,
+    new_sqlite: Callable[..., str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[str, Path]]:
     """``simeval serve --upstream`` or ``simeval proxy``, with SIMEVAL_TOKEN set."""
     monkeypatch.setenv("SIMEVAL_TOKEN", TOKEN)  # inherited by the subprocess
-    db = tmp_path / "token.db"
+    db = Path(new_sqlite("token.db"))
     common = ["--port", "0", "--db", str(db), "--upstream", upstream.url]
     if request.param == "serve":
         proc = Proc([*SIMEVAL, "serve", *common], r"Eval Studio: (\S+)")
@@ -142,6 +142,7 @@ def _leaks(upstream: Upstream, since: int) -> list[str]:
     return found
 
 
+@pytest.mark.process
 def test_no_token_and_no_otlp_signal_reaches_the_upstream(
     server: tuple[str, Path], upstream: Upstream
 ) -> None:

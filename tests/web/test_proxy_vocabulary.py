@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ SIMEVAL = [sys.executable, "-c", "from simeval.cli import main; main()"]
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    db = tmp_path / "vocabulary.db"
+def served(new_sqlite: Callable[..., str]) -> Iterator[tuple[str, Path]]:
+    db = Path(new_sqlite("vocabulary.db"))
     with Upstream() as upstream:
         proc = Proc(
             [*SIMEVAL, "serve", "--port", "0", "--db", str(db), "--upstream", upstream.url],
@@ -145,6 +145,7 @@ def _listed(url: str, *meta: str) -> list[dict[str, Any]]:
     return captures
 
 
+@pytest.mark.process
 def test_one_vocabulary_the_meta_filter_finds_all_29(served: tuple[str, Path]) -> None:
     url, db = served
     expected = _proxied(url) + _traced(url) + _batched(url) + _library(db) + _client(url)
@@ -184,6 +185,7 @@ def _settled(url: str) -> list[dict[str, Any]]:
     return _listed(url)
 
 
+@pytest.mark.process
 def test_a_call_seen_by_the_proxy_and_a_span_is_stored_once(served: tuple[str, Path]) -> None:
     """The proxy keys a reply by its response id, OTLP a span by ``gen_ai.response.id``: the
     same ``call_key``, so one call seen both ways is one capture, in either order."""

@@ -7,8 +7,11 @@ Screenshots at 1280 and 420 px go to ``test-artifacts/``."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from clihelp import invoke
@@ -39,7 +42,8 @@ def scores_shown(page: Any) -> list[float]:
     )]  # fmt: skip
 
 
-def test_the_report_page_from_disk(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_the_report_page_from_disk(tmp_path: Path, new_sqlite: Callable[..., str]) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
@@ -49,7 +53,7 @@ def test_the_report_page_from_disk(tmp_path: Path) -> None:
     v2 = {k: BAD if i % 5 == 0 else REF for i, k in enumerate(ids)}
     v2["case-123"], v2["case-200"] = NEEDLE, HOSTILE
     failed = sum(1 for v in v2.values() if v != REF)
-    db = str(tmp_path / "runs.db")
+    db = new_sqlite("runs.db")
     write_cases(tmp_path / "v1.jsonl", v1)
     write_cases(tmp_path / "v2.jsonl", v2)
     assert (

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from simeval.web.server_process import running_server
@@ -34,6 +35,7 @@ POOR = [
 NAME = "Ada Lovelace"
 
 
+@pytest.mark.browser
 def test_review_queue_by_keyboard_alone(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright

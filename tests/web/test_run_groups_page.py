@@ -8,8 +8,11 @@ sideways (the table scrolls inside its card). Screenshots go to ``test-artifacts
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from browser import CHROMIUM_ARGS, need_browser, no_horizontal_scroll, shot
 from simeval import runs
@@ -56,11 +59,14 @@ def _ids(page: Any) -> list[str]:
     return [str(t).strip() for t in page.locator("#group-table a.case-link").all_inner_texts()]
 
 
-def test_a_run_group_side_by_side_in_a_real_browser(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_a_run_group_side_by_side_in_a_real_browser(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    db = tmp_path / "groups.db"
+    db = Path(new_sqlite("groups.db"))
     _store_group(db, tmp_path)
     differ = [f"case-{i:02d}" for i in range(N) if i % 4 == 0 or i % 6 == 0]
     with running_server(db) as (base, _), sync_playwright() as pw:

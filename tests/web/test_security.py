@@ -5,8 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -25,8 +24,8 @@ XSS = "<script>alert('x')</script><img src=x onerror=alert(1)>"
 
 
 @pytest.fixture
-def db(tmp_path: Any) -> str:
-    return str(tmp_path / "sec.db")
+def db(new_sqlite: Callable[..., str]) -> str:
+    return new_sqlite("sec.db")
 
 
 @pytest.fixture
@@ -289,8 +288,9 @@ def test_default_limit_is_one_mebibyte(client: TestClient) -> None:
 
 
 # -- the real server: `simeval serve` options and environment -------------------------------
-def test_served_body_limit_and_token(tmp_path: Path) -> None:
-    db = str(tmp_path / "served.db")
+@pytest.mark.process
+def test_served_body_limit_and_token(new_sqlite: Callable[..., str]) -> None:
+    db = new_sqlite("served.db")
     with running_server(db, "--max-body", "4096", token="served-token") as (url, _):
         auth = {"Authorization": "Bearer served-token"}
         api = httpx.Client(base_url=url, headers=auth)

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -234,10 +234,10 @@ def hook() -> Iterator[Any]:
 
 @pytest.fixture
 def run_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: Any
+    new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch, hook: Any
 ) -> Iterator[tuple[Path, str]]:
     monkeypatch.setenv("SIMEVAL_ALERT_SECRET", SECRET)
-    db = str(tmp_path / "evals.db")
+    db = new_sqlite("evals.db")
     seed(db, hook.url)
     config = WorkerConfig(
         db=db, workers=2, csrf_secret=new_secret(), token=TOKEN, alert_interval=600.0
@@ -260,6 +260,7 @@ def _watching(client: TestClient) -> bool:
     return bool(client.get("/api/health").json()["worker"]["alerts"])
 
 
+@pytest.mark.process
 def test_workers_share_logins_and_forms(run_dir: tuple[Path, str]) -> None:
     run, _ = run_dir
     assert oct(run.stat().st_mode & 0o777) == "0o700"
@@ -282,6 +283,7 @@ def test_workers_share_logins_and_forms(run_dir: tuple[Path, str]) -> None:
         assert b.get("/api/evals").status_code == 401
 
 
+@pytest.mark.process
 def test_one_worker_watches_and_another_takes_over(run_dir: tuple[Path, str], hook: Any) -> None:
     base = "http://127.0.0.1:8000"
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -327,6 +329,7 @@ def test_shared_sessions_expire_and_keep_a_limit(tmp_path: Path) -> None:
 # -- a real multi-process server, on SQLite and on PostgreSQL -----------------------------------
 
 
+@pytest.mark.process
 def test_two_workers_serve_store_once_alert_once_and_stop_cleanly(
     db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -403,6 +406,7 @@ def test_two_workers_serve_store_once_alert_once_and_stop_cleanly(
         assert sum(b.count for b in svc.trend("capital", bucket="day").buckets) == len(every)
 
 
+@pytest.mark.process
 def test_sigint_stops_every_worker(db: str) -> None:
     with running_server(db, "--workers", "2", "--alert-interval", "0", timeout=180) as (url, proc):
         workers = worker_health(url, watchers=0)

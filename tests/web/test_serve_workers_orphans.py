@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -48,8 +49,11 @@ def worker_pids(base: str, workers: int) -> set[int]:
     return pids
 
 
-def test_workers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = tmp_path / "evals.db"
+@pytest.mark.process
+def test_workers_die_with_a_killed_parent(
+    tmp_path: Path, new_sqlite: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = Path(new_sqlite("evals.db"))
     Service(db).close()
     temp = tmp_path / "tmp"  # where the server makes its run directory
     temp.mkdir()

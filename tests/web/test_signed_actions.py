@@ -5,8 +5,7 @@ the log reads by actor, action, target and time, a page at a time. Both backends
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -79,8 +78,8 @@ def test_two_users_changes_carry_their_names(
     assert "eval.threshold" in table.stdout and "ana" in table.stdout
 
 
-def test_without_users_a_review_keeps_the_name_given(tmp_path: Any) -> None:
-    db = str(tmp_path / "local.db")
+def test_without_users_a_review_keeps_the_name_given(new_sqlite: Callable[..., str]) -> None:
+    db = new_sqlite("local.db")
     with TestClient(create_app(db=db, alert_interval=None), base_url=BASE) as c:
         c.post("/api/evals", json={"name": "cap", "references": [REF]})
         c.post("/api/evals/cap/test", json={"input": "q", "output": REF})

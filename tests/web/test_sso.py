@@ -5,7 +5,7 @@ allowed address (a forwarded address cannot fake one); an unknown name becomes a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -36,6 +36,7 @@ def proxy(db: str) -> Iterator[TestClient]:
         yield c
 
 
+@pytest.mark.slow
 def test_the_proxy_names_the_user_who_is_made_a_viewer(db: str, proxy: TestClient) -> None:
     ana = {WHO: "ana@example.org"}
     r = proxy.get("/api/me", headers=ana)
@@ -104,8 +105,9 @@ def test_bad_serve_options_are_one_line(tmp_path: Path, args: tuple[str, ...], n
     one_line_error(res, needle)
 
 
-def test_serve_signs_in_from_the_allowed_address_only(tmp_path: Path) -> None:
-    db = tmp_path / "sso.db"
+@pytest.mark.process
+def test_serve_signs_in_from_the_allowed_address_only(new_sqlite: Callable[..., str]) -> None:
+    db = Path(new_sqlite("sso.db"))
     options = ("--user-header", WHO, "--forwarded-allow-ips", "127.0.0.1")
     with running_server(db, *options) as (base, _):
         with httpx.Client(base_url=base) as proxy:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ CAPTURES = [
 ]
 
 
+@pytest.mark.browser
 def test_seed_flow_in_a_real_browser(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
@@ -179,7 +181,8 @@ GOOD_ANSWERS = [
 NEW_PAGES = ["/compare", "/conversations", "/runs", "/", "/results", "/settings", "/evals/new"]
 
 
-def test_compare_conversations_runs_backtest_and_live_edit(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_compare_conversations_runs_backtest_and_live_edit(new_sqlite: Callable[..., str]) -> None:
     """Two engines' captures with metadata → Compare shows B worse with its regressed cases →
     a conversation's turns in order → a stored run and run-vs-run compare → Backtest of a
     draft → an active eval edited keeps scoring until the new version is activated; every new
@@ -189,7 +192,7 @@ def test_compare_conversations_runs_backtest_and_live_edit(tmp_path: Path) -> No
 
     from simeval.service import Service
 
-    db = tmp_path / "studio2.db"
+    db = Path(new_sqlite("studio2.db"))
     with (
         running_server(db) as (base, _),
         sync_playwright() as pw,
@@ -336,6 +339,7 @@ def test_compare_conversations_runs_backtest_and_live_edit(tmp_path: Path) -> No
     assert problems == [], problems
 
 
+@pytest.mark.browser
 def test_empty_database_offers_an_example(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
@@ -355,7 +359,8 @@ def test_empty_database_offers_an_example(tmp_path: Path) -> None:
         browser.close()
 
 
-def test_the_tester_scores_an_empty_output(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_the_tester_scores_an_empty_output(new_sqlite: Callable[..., str]) -> None:
     """Run Test with the output left empty: scored 0 and failed, with the reason and the
     reference's terms missing at their shares of its weight (the form refused to send it)."""
     browser_path = need_browser()
@@ -363,7 +368,7 @@ def test_the_tester_scores_an_empty_output(tmp_path: Path) -> None:
 
     from simeval.service import Service
 
-    db = tmp_path / "tester.db"
+    db = Path(new_sqlite("tester.db"))
     Service(db).create_eval("capital", "Paris is the capital of France.")
     with running_server(db) as (base, _), sync_playwright() as pw:
         browser = pw.chromium.launch(

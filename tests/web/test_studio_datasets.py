@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from browser import CHROMIUM_ARGS, need_browser
 from simeval.web.server_process import running_server
@@ -23,6 +24,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 REF = "Paris is the capital of France."
 
 
+@pytest.mark.browser
 def test_captures_to_a_dataset_edit_accept_and_versions(tmp_path: Path) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright

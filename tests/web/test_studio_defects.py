@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ POOR = "Its largest city is Marseille."
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> str:
-    return str(tmp_path / "defects.db")
+def db(new_sqlite: Callable[..., str]) -> str:
+    return new_sqlite("defects.db")
 
 
 @pytest.fixture
@@ -65,6 +65,7 @@ def section(html: str, start: str, end: str = "</table>") -> str:
 
 
 # 1 ---------------------------------------------------------------------------------------------
+@pytest.mark.process
 def test_run_worst_cases_and_run_compare_show_missing_terms(
     client: TestClient, db: str, tmp_path: Path
 ) -> None:
@@ -206,8 +207,8 @@ def test_settings_snippets_are_copyable_code_blocks_and_v1_needs_an_upstream(
     assert js.status_code == 200 and "data-copy" in js.text and "clipboard" in js.text
 
 
-def test_settings_openai_snippet_is_shown_with_an_upstream(tmp_path: Path) -> None:
-    app = create_app(db=str(tmp_path / "up.db"), upstream="http://127.0.0.1:9/v1")
+def test_settings_openai_snippet_is_shown_with_an_upstream(new_sqlite: Callable[..., str]) -> None:
+    app = create_app(db=new_sqlite("up.db"), upstream="http://127.0.0.1:9/v1")
     with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         html = c.get("/settings").text
     assert re.search(r'<pre class="snippet copyable"[^>]*><code id="snippet-openai"', html)

@@ -4,8 +4,10 @@ headless Chromium (Debian's, driven by Playwright; see tests/browser.py) against
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from browser import CHROMIUM_ARGS, need_browser, shot
 from simeval.service import Service
@@ -31,11 +33,12 @@ def box(page: Any, selector: str) -> dict[str, float]:
     return got
 
 
-def test_long_names_narrow_screens_and_copyable_snippets(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_long_names_narrow_screens_and_copyable_snippets(new_sqlite: Callable[..., str]) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    db = str(tmp_path / "visual.db")
+    db = new_sqlite("visual.db")
     seed(db)
     with running_server(db) as (base, _), sync_playwright() as pw:
         browser = pw.chromium.launch(

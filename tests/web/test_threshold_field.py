@@ -6,9 +6,11 @@ The real ``simeval serve`` process and Debian's Chromium, started as in tests/we
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from browser import CHROMIUM_ARGS, need_browser
@@ -28,11 +30,14 @@ def cli_message(db: Path, threshold: str) -> str:
     return lines[0].removeprefix("error: ")
 
 
-def test_threshold_outside_unit_refused_in_browser(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_threshold_outside_unit_refused_in_browser(
+    tmp_path: Path, new_sqlite: Callable[..., str]
+) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    db = tmp_path / "studio.db"
+    db = Path(new_sqlite("studio.db"))
     expected = cli_message(tmp_path / "cli.db", "1.5")
     assert "threshold must be a number in [0, 1], not 1.5" in expected
     with running_server(db) as (base, _), sync_playwright() as pw:

@@ -6,8 +6,7 @@ Chromium against ``simeval serve`` for sign-in, a hidden control and a refused r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -106,11 +105,14 @@ def test_the_users_page_adds_and_changes_users(db: str, client: TestClient) -> N
     assert bad.status_code == 400 and "invalid user name" in bad.text
 
 
-def test_sign_in_hidden_control_and_refused_route_in_chromium(tmp_path: Path) -> None:
+@pytest.mark.browser
+def test_sign_in_hidden_control_and_refused_route_in_chromium(
+    new_sqlite: Callable[..., str],
+) -> None:
     browser_path = need_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    db = str(tmp_path / "team.db")
+    db = new_sqlite("team.db")
     seed(db)
     with running_server(db) as (base, _), sync_playwright() as pw:
         assert httpx.get(base + "/api/evals").status_code == 401

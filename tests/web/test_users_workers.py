@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -64,8 +64,11 @@ def test_a_session_is_the_same_user_on_every_worker_until_disabled(
             assert worker.get("/api/me", headers=key).status_code == 401
 
 
-def test_serve_workers_refuse_a_replaced_key_on_every_worker(tmp_path: Path) -> None:
-    db = tmp_path / "team.db"
+@pytest.mark.process
+def test_serve_workers_refuse_a_replaced_key_on_every_worker(
+    new_sqlite: Callable[..., str],
+) -> None:
+    db = Path(new_sqlite("team.db"))
     with Service(str(db)) as svc:
         old = svc.add_user("collector", "ingest").key
     args = ("--workers", "2", "--alert-interval", "0")
