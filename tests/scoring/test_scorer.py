@@ -448,6 +448,7 @@ def test_an_empty_outputs_missing_weights_are_shares_of_the_reference() -> None:
     assert empty.demoted == unrelated.demoted == ["capital", "france", "is", "of", "the"]
 
 
+@pytest.mark.process
 def test_an_answer_scores_the_same_whatever_the_hash_seed() -> None:
     # the answer reading sums a reference's weights: in its terms' order of use, not in a
     # set's (whose order follows the process's hash seed), so two processes give one float
