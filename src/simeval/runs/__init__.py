@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from simeval.runs.state import ChunkState, chunk_state
     from simeval.runs.storing import RunStore, RunStoreProcess, store_run
     from simeval.runs.summary import EvalStats, Gate, GateLimits, RunSummary, check_gates
-    from simeval.service.runs import STORE_COLUMNS
+    from simeval.store.run_rows import STORE_COLUMNS
 
 # Each public name and the module it comes from, imported on first use (a worker process or
 # the database writer loads only what it uses)
@@ -107,7 +107,7 @@ _HOMES = {
     "RunStoreProcess": "simeval.runs.storing",
     "RunSummary": "simeval.runs.summary",
     "STORED_RUN_PREFIX": "simeval.runs.baseline",
-    "STORE_COLUMNS": "simeval.service.runs",
+    "STORE_COLUMNS": "simeval.store.run_rows",
     "TOP_MISSING": "simeval.runs.config",
     "UnmatchedRow": "simeval.runs.config",
     "WorstCase": "simeval.runs.config",

@@ -206,7 +206,7 @@ class ChunkOut:
     unmatched: int = 0
     unmatched_rows: list[UnmatchedRow] = field(default_factory=list)  # at most MAX_NAMED
     cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
-    # rows to store, in ``simeval.service.runs.STORE_COLUMNS`` order
+    # rows to store, in ``simeval.store.run_rows.STORE_COLUMNS`` order
     store_rows: list[tuple[Any, ...]] = field(default_factory=list)
     store_blob: bytes = b""  # store_rows pickled by a pool worker (see runs.execute)
     collected: list[tuple[str, Any, float]] = field(default_factory=list)

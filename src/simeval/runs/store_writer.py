@@ -28,6 +28,8 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
+from simeval.store.run_rows import STORE_COLUMNS
+
 _LENGTH = struct.Struct("<Q")
 
 
@@ -60,7 +62,7 @@ def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
 def storage() -> tuple[Any, tuple[str, ...]]:
     """What the writer stores with: the run part of the service (``RunsMixin``, opened on the
     run's database) and the columns of its rows; imported when the first frame has come."""
-    from simeval.service.runs import STORE_COLUMNS, RunsMixin
+    from simeval.service.runs import RunsMixin
 
     return RunsMixin, STORE_COLUMNS
 

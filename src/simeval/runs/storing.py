@@ -2,7 +2,7 @@
 ``RunStoreProcess`` (a writer process, what ``simeval run --store`` uses) and ``store_run``
 (a finished run at once).
 
-The rows are ``simeval.service.runs.STORE_COLUMNS`` tuples, as a run's workers make them; a
+The rows are ``simeval.store.run_rows.STORE_COLUMNS`` tuples, as a run's workers make them; a
 pool worker pickles a chunk's rows into one bytes object, which is passed on as it is and
 unpickled only where the rows are inserted. A run that fails stores nothing: its rows so far
 are deleted with it.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from simeval.runs.config import EvalDef
 from simeval.runs.store_writer import read_frame, send_frame, unpickled
+from simeval.store.run_rows import STORE_COLUMNS
 
 if TYPE_CHECKING:
     from simeval.scoring.scorer import Scorer
@@ -93,8 +94,6 @@ class RunStore:
         self.thread.start()
 
     def _write(self) -> None:
-        from simeval.service.runs import STORE_COLUMNS
-
         get = self.queue.get
         try:
             rows = unpickled(iter(get, None))
@@ -274,8 +273,6 @@ def store_run(
     from the summary's ``options``). ``labels``: ``create_run``'s keywords ``engine``,
     ``group``, ``dataset``, ``dataset_version``.
     """
-    from simeval.service.runs import STORE_COLUMNS
-
     keep = ("threshold", "fingerprint", "options", "workers", "format")
     options = {k: summary.get(k) for k in keep}
     if evals:

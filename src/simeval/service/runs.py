@@ -28,28 +28,13 @@ from simeval.service.base import ServiceBase, get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.runstatus import effective_status, mark_interrupted, process_info
 from simeval.store import Eval, Result, Review, Run
+from simeval.store.run_rows import STORE_COLUMNS
 
 if TYPE_CHECKING:  # the answers' models: imported when one is made (not by the run writer)
     from simeval.service.models import RunOut
 
 _RUN_CHUNK = 10_000
 _ROWS_PER_TRANSACTION = 50_000
-# The columns of a stored run row, in the order ``add_run_rows`` takes them: the one
-# declaration (a run's workers build these tuples, ``simeval.runs``; its writer stores them).
-# The explanation is JSON text already.
-STORE_COLUMNS = (
-    "eval_name",
-    "eval_version",
-    "score",
-    "passed",
-    "threshold",
-    "fingerprint",
-    "matched_index",
-    "input",
-    "output",
-    "reference",
-    "explanation",
-)
 _NAME = STORE_COLUMNS.index("eval_name")
 _SCORE = STORE_COLUMNS.index("score")  # its verdict follows it
 _EXPLANATION = STORE_COLUMNS.index("explanation")
