@@ -151,39 +151,24 @@ READS_REFUSAL, READS_NEGATOR, READS_NAME, READS_VALUE = 1, 2, 4, 8
 
 # the words ``facts`` reads as a value (a number, a weekday, a month) without a digit in them
 _VALUE_WORDS = frozenset(NUMBER_WORDS) | frozenset(_DAYS) | (_MONTH_WORDS - _AMBIGUOUS_MONTHS)
-
-
-def _standalone(words: Sequence[str]) -> str:
-    # any of the words with no letter on either side (as ``_WORD`` cuts an ASCII text)
-    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-    return rf"(?<![a-z])(?:{alternatives})(?![a-z])"
-
-
-_VALUE = re.compile(rf"[0-9]|{_standalone(sorted(_VALUE_WORDS))}")
-
-
-@functools.lru_cache(maxsize=16)
-def _negator_pattern(negators: frozenset[str]) -> re.Pattern[str] | None:
-    # a negator word standing alone, or an "n't" the tokeniser reads as "not"
-    ascii_words = [w for w in negators if w.isascii()]
-    if not ascii_words:
-        return re.compile("n't")
-    return re.compile(rf"n't|{_standalone(ascii_words)}")
+_LETTER_RUN = re.compile(r"[a-z]+")  # the words of a lowercased ASCII text, as ``_WORD`` cuts them
+_DIGIT = re.compile(r"[0-9]")
 
 
 def reads_at_most(text: str, negators: frozenset[str]) -> int | None:
     """The ``Facts.reads`` bits an output's side of a pair may have (the name bit aside: only
-    a reference's is read), without reading its facts: three regular expressions find a
-    negator among ``negators`` (the analyzer's), a value (a digit, a number word, a weekday, a
-    month) and a refusal wherever ``facts`` could. Every bit ``facts`` sets (but the name's)
-    is set here too, and more may be. None for a text that is not ASCII, whose normal form
-    may hold digits or words its characters do not show."""
+    a reference's is read), without reading its facts: its words (its runs of letters) are
+    looked up among ``negators`` (the analyzer's) and the value words (a number word, a
+    weekday, a month), and a digit, an "n't" (read as "not") and a refusal are searched for.
+    Every bit ``facts`` sets (but the name's) is set here too, and more may be. None for a
+    text that is not ASCII, whose normal form may hold digits or words its characters do not
+    show."""
     if not text.isascii():
         return None
     low = text.lower()
-    negator = _negator_pattern(negators)
-    bits = READS_NEGATOR if negator is not None and negator.search(low) else 0
-    if _VALUE.search(low) is not None:
+    words = set(_LETTER_RUN.findall(low))
+    bits = 0 if negators.isdisjoint(words) and "n't" not in low else READS_NEGATOR
+    if not _VALUE_WORDS.isdisjoint(words) or _DIGIT.search(low) is not None:
         bits |= READS_VALUE
     if _REFUSAL.search(low) is not None:
         bits |= READS_REFUSAL
