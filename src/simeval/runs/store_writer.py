@@ -59,12 +59,12 @@ def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
         yield pickle.loads(batch) if isinstance(batch, bytes) else batch
 
 
-def storage() -> tuple[Any, tuple[str, ...]]:
+def storage() -> Any:
     """What the writer stores with: the run part of the service (``RunsMixin``, opened on the
-    run's database) and the columns of its rows; imported when the first frame has come."""
+    run's database), imported when the first frame has come."""
     from simeval.service.runs import RunsMixin
 
-    return RunsMixin, STORE_COLUMNS
+    return RunsMixin
 
 
 class Aborted(Exception):
@@ -87,12 +87,11 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
 
     try:
         _, db, name, source, options, per_transaction, labels = read_frame(inbox)
-        service, columns = storage()
-        svc = service(db)
+        svc = storage()(db)
         run_id = svc.create_run(
             name, source, options=options, summary={"status": "storing"}, **labels
         )
-        svc.add_run_rows(run_id, columns, unpickled(batches()), per_transaction)
+        svc.add_run_rows(run_id, STORE_COLUMNS, unpickled(batches()), per_transaction)
         kind, summary = end[0]
         if kind != "finish":
             raise Aborted()
