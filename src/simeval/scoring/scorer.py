@@ -396,8 +396,8 @@ class Scorer:
     def reads(self, text: str) -> int:
         """What the checks may read of an output: its facts' ``reads`` bits when they are at
         hand, else ``vetoes.reads_at_most`` (the same bits or more, for the cost of a look at
-        its words and two regular expressions), else its facts. A pair whose bits read nothing gets no veto,
-        and the output's facts are read only for one that may."""
+        its words and two regular expressions), else its facts. A pair whose bits read
+        nothing gets no veto, and the output's facts are read only for one that may."""
         found = self._facts.get(text)
         if found is not None:
             return found.reads
