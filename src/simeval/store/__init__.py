@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from simeval.lazy import lazy_face
 
 if TYPE_CHECKING:
-    from simeval.store.database import CAPTURE_LOCK, Store
+    from simeval.store.database import CAPTURE_LOCK, Store, Tx
     from simeval.store.engine import (
         BUSY_TIMEOUT_S,
         QUICK_CHECK_BYTES,
@@ -107,7 +107,7 @@ if TYPE_CHECKING:
     )
 
 _MODULES = {
-    "simeval.store.database": ("CAPTURE_LOCK", "Store"),
+    "simeval.store.database": ("CAPTURE_LOCK", "Store", "Tx"),
     "simeval.store.engine": (
         "BUSY_TIMEOUT_S",
         "DatabaseBusyError",
@@ -223,6 +223,7 @@ __all__ = [
     "Setting",
     "Store",
     "TrendRollup",
+    "Tx",
     "User",
     "alembic_config",
     "answerable",

@@ -50,6 +50,11 @@ from simeval.store.read_probe import reads_fail
 CAPTURE_LOCK = 0x5133_E7A1
 T = TypeVar("T")
 
+Tx = Session
+"""An open transaction of the store, as ``Store.read()``, ``Store.write()`` and
+``Store.run_write`` hand it out. Code outside ``simeval.store`` holds one only to pass it to the
+store's functions: every query is written here."""
+
 
 class Store:
     """One database: an engine, its migrations, and read/write transactions.
