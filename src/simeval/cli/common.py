@@ -98,10 +98,19 @@ class Group(click.Group):
                 sys.exit(0)
             raise UserError(str(exc)) from None
         except Exception as exc:
-            sa_exc = sys.modules.get("sqlalchemy.exc")  # imported only by the store's commands
-            if sa_exc is not None and isinstance(exc, sa_exc.DBAPIError):
+            if _is_driver_error(exc):
                 raise _database_error(exc) from None
             raise
+
+
+def _is_driver_error(exc: Exception) -> bool:
+    """Whether ``exc`` is a database driver's error. Only the commands that open a store load
+    it, and the others do not pay for loading it here."""
+    if "simeval.store.engine" not in sys.modules:
+        return False
+    from simeval.service.store_names import DRIVER_ERRORS
+
+    return isinstance(exc, DRIVER_ERRORS)
 
 
 def _database_error(exc: Exception) -> Exception:

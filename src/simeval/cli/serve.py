@@ -40,13 +40,11 @@ def listen(host: str, port: int) -> socket.socket:
 
 def db_label(url: str) -> str:
     """A SQLite file as its path; any other URL without its password."""
-    from sqlalchemy.engine import make_url
+    from simeval.service.store_names import describe_url, sqlite_file
 
-    from simeval.service.store_names import describe_url
-
-    parsed = make_url(url)
-    if parsed.drivername.startswith("sqlite"):
-        return parsed.database or "in memory"
+    path = sqlite_file(url)
+    if path is not None:
+        return path or "in memory"
     return describe_url(url)
 
 

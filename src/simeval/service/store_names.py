@@ -10,11 +10,21 @@ SQLAlchemy's core, not its ORM or the models.
 from __future__ import annotations
 
 from simeval.store import (
+    DRIVER_ERRORS,
     DatabaseBusyError,
     database_problem,
     describe_url,
     is_locked,
     resolve_db_url,
+    sqlite_file,
 )
 
-__all__ = ["DatabaseBusyError", "database_problem", "describe_url", "is_locked", "resolve_db_url"]
+__all__ = [
+    "DRIVER_ERRORS",
+    "DatabaseBusyError",
+    "database_problem",
+    "describe_url",
+    "is_locked",
+    "resolve_db_url",
+    "sqlite_file",
+]

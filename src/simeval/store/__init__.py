@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from simeval.store.database import CAPTURE_LOCK, Store, Tx
     from simeval.store.engine import (
         BUSY_TIMEOUT_S,
+        DRIVER_ERRORS,
         QUICK_CHECK_BYTES,
         DatabaseBusyError,
         check_sqlite_file,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         is_locked,
         make_engine,
         resolve_db_url,
+        sqlite_file,
     )
     from simeval.store.meta_index import (
         DEFAULT_INDEXED_KEYS,
@@ -110,6 +112,7 @@ _MODULES = {
     "simeval.store.database": ("CAPTURE_LOCK", "Store", "Tx"),
     "simeval.store.engine": (
         "BUSY_TIMEOUT_S",
+        "DRIVER_ERRORS",
         "DatabaseBusyError",
         "QUICK_CHECK_BYTES",
         "check_sqlite_file",
@@ -119,6 +122,7 @@ _MODULES = {
         "is_locked",
         "make_engine",
         "resolve_db_url",
+        "sqlite_file",
     ),
     "simeval.store.migrate": (
         "HEAD_REVISION",
@@ -194,6 +198,7 @@ __all__ = [
     "BUSY_TIMEOUT_S",
     "CAPTURE_LOCK",
     "DEFAULT_INDEXED_KEYS",
+    "DRIVER_ERRORS",
     "HEAD_REVISION",
     "MAX_INDEXED_VALUE",
     "MIGRATE_LOCK",
@@ -254,6 +259,7 @@ __all__ = [
     "pick_entries",
     "resolve_db_url",
     "results_table",
+    "sqlite_file",
     "unpack_results",
     "upgrade",
 ]

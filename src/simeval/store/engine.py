@@ -14,12 +14,13 @@ PostgreSQL (the ``simeval[postgres]`` extra).
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from simeval.errors import InvalidInput, SimevalError
@@ -29,6 +30,11 @@ BUSY_TIMEOUT_S = 30.0
 LOCK_RETRIES = 3
 # a SQLite file up to this size has every page checked when it is opened
 QUICK_CHECK_BYTES = 64 * 1024 * 1024
+
+
+# what a driver error can be, raised through SQLAlchemy or by the driver itself (the capture
+# path writes through the driver): ``database_problem`` tells whether it is about the database
+DRIVER_ERRORS: tuple[type[Exception], ...] = (DBAPIError, sqlite3.DatabaseError)
 
 
 class DatabaseBusyError(SimevalError):
@@ -72,6 +78,22 @@ def resolve_db_url(db: str | os.PathLike[str] | None = None) -> str:
     if value == ":memory:":
         return "sqlite://"
     return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL: its path, ``""`` for an in-memory database, None for any other
+    backend.
+
+    >>> sqlite_file("sqlite:////tmp/evals.db"), sqlite_file("sqlite://")
+    ('/tmp/evals.db', '')
+    >>> sqlite_file("postgresql+psycopg://u@localhost/evals") is None
+    True
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    return "" if database == ":memory:" else database
 
 
 def describe_url(url: str) -> str:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -30,7 +28,7 @@ from simeval import __version__
 from simeval.checks import DEEP_OFFSET_HINT
 from simeval.errors import SimevalError
 from simeval.service import Service
-from simeval.service.store_names import DatabaseBusyError, database_problem
+from simeval.service.store_names import DRIVER_ERRORS, DatabaseBusyError, database_problem
 from simeval.web import api, otlp, pages, schema
 from simeval.web.api import ALERT_INTERVAL_S, start_alerts, stop_alerts
 from simeval.web.capture_writer import LOCK_WAIT_S, CaptureWriter
@@ -225,8 +223,8 @@ def _add_error_handlers(app: FastAPI, lock_wait: float) -> None:
             return JSONResponse({"error": str(exc)}, status_code=exc.status_code)
         return pages.error_page(request, exc.status_code, str(exc))
 
-    app.exception_handler(sqlalchemy.exc.DBAPIError)(_database_error)
-    app.exception_handler(sqlite3.DatabaseError)(_database_error)
+    for driver_error in DRIVER_ERRORS:
+        app.exception_handler(driver_error)(_database_error)
     app.exception_handler(HTTPException)(_http_error)
     app.exception_handler(RequestValidationError)(_validation_error)
 

@@ -16,9 +16,8 @@ import stat
 from pathlib import Path, PurePath
 from typing import Any
 
-from sqlalchemy.engine import make_url
-
 from simeval.errors import InvalidOption
+from simeval.service.store_names import sqlite_file
 
 MAX_IDF_BYTES = 64 * 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -30,9 +29,9 @@ def resolve_idf_dir(db_url: str, idf_dir: str | os.PathLike[str] | None) -> Path
     directory."""
     if idf_dir is not None:
         return Path(idf_dir).expanduser().resolve()
-    url = make_url(db_url)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        return Path(url.database).resolve().parent
+    database = sqlite_file(db_url)
+    if database:
+        return Path(database).resolve().parent
     import platformdirs
 
     return Path(platformdirs.user_data_dir("simeval", appauthor=False))
