@@ -146,8 +146,9 @@ def test_no_private_name_is_imported_from_another_module() -> None:
 # The layers, top to bottom: a module may import its own package and the layers below its own.
 LAYERS = [
     ("simeval.cli", "simeval.web"),
-    ("simeval.service", "simeval.runs", "simeval.report"),
-    ("simeval.store",),
+    ("simeval.runs", "simeval.report"),
+    ("simeval.service",),
+    ("simeval.store", "simeval.datafiles"),
     ("simeval.scoring",),
     (
         "simeval.errors",

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from simeval.cli import cli
+from simeval.datafiles.columns import DEFAULT_COLUMNS
 from simeval.runs import load_baseline, load_stored_baseline
-from simeval.runs.config import DEFAULT_COLUMNS
 from simeval.service import Service
 
 REF = "Paris is the capital of France and its largest city."

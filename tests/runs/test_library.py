@@ -147,6 +147,7 @@ WRITER_MAY_LOAD = (
     "simeval.errors",
     "simeval.checks",
     "simeval.processes",
+    "simeval.runs.frames",
     "simeval.runs.store_writer",
     "simeval.scoring._fast",
     "simeval.scoring._vector",
@@ -175,10 +176,7 @@ NEVER = ("fastapi", "starlette", "click", "rich", "pydantic", "alembic", "yaml",
 
 @pytest.mark.process
 def test_the_writer_process_imports_only_what_storing_needs() -> None:
-    code = (
-        "import sys, simeval.runs.store_writer as w; w.storage(); "
-        "print('\\n'.join(sorted(sys.modules)))"
-    )
+    code = "import sys, simeval.runs.store_writer; print('\\n'.join(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, check=True
     )

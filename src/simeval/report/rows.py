@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns
 from simeval.errors import SimevalError
 from simeval.runs.baseline import case_key, case_name, iter_results_file
-from simeval.runs.config import DEFAULT_COLUMNS, Columns
 from simeval.scoring.scorer import Scorer, get_scorer
 
 TOP_TERMS = 10  # terms found and missing a failing row names

@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from simeval import service
+from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns
 from simeval.errors import InvalidInput
 from simeval.report.build import Report, build_report
 from simeval.report.rows import ReportRow, file_rows, run_options, stored_rows
@@ -23,7 +25,7 @@ from simeval.runs.baseline import (
     load_baseline,
     load_stored_baseline,
 )
-from simeval.runs.config import DEFAULT_COLUMNS, Columns, load_evals
+from simeval.runs.config import load_evals
 from simeval.runs.run import RunRequest
 from simeval.runs.summary import RunSummary
 
@@ -112,12 +114,14 @@ def run_report(request: RunRequest, summary: RunSummary, temporary: bool = False
     """The report of a run ``request`` has just made (``summary``): its rows read back from
     the database when it was stored, else from its results file (``temporary``: one that
     ``keeping_rows`` made, whose lines name nothing: each row is named by its place)."""
-    from simeval.service import open_service
-
     if summary.run_id is not None:
         spec = f"{STORED_RUN_PREFIX}{summary.run_id}"
         return stored_report(
-            open_service(request.db), spec, request.baseline, request.tolerance, request.columns
+            service.open_service(request.db),
+            spec,
+            request.baseline,
+            request.tolerance,
+            request.columns,
         )
     if summary.results_file is None:
         raise InvalidInput("the run kept its rows nowhere: no results file, not stored")
@@ -126,7 +130,7 @@ def run_report(request: RunRequest, summary: RunSummary, temporary: bool = False
         request.options, {e.name: dict(e.options) for e in evals} if evals else None
     )
     stored_baseline = request.baseline is not None and is_stored_run(request.baseline)
-    svc: Any = open_service(request.db) if stored_baseline else None
+    svc: Any = service.open_service(request.db) if stored_baseline else None
     base = load_report_baseline(svc, request.baseline, request.name, None, request.columns)
     rows = file_rows(summary.results_file, request.columns)
     source: str | None = f"results file {summary.results_file}"

@@ -5,14 +5,14 @@ RunOptions(...))`` scores a file with given options; both return a ``RunSummary`
 ``calibrate_request`` is ``simeval calibrate``. The modules, one concern each:
 
 - ``config``: formats, columns, evals, the run's configuration and its unit of work (chunks);
-- ``read``: reading JSONL/CSV/Parquet in chunks, the cells of a row;
+- reading JSONL/CSV/Parquet in chunks is ``simeval.datafiles`` (shared with the service);
 - ``score``: scoring a chunk (``process_chunk``), with ``plain`` its tight loop, ``state``
   what a worker keeps between chunks and ``encode`` the text of results; ``execute``:
   inline, a process pool, or Dask;
-- ``write``: the results file and JUnit XML, renamed into place when the run succeeds;
+- ``result_files``: the results file and JUnit XML, renamed into place when the run succeeds;
 - ``baseline``: earlier runs' cases and the comparison with them;
 - ``summary``: the typed summary and the gates;
-- ``storing``: storing a run while it is scored, and ``writer``, its database writer process
+- ``storing``: storing a run while it is scored, and ``store_writer``, its database writer process
   (``python -m simeval.runs.store_writer``);
 - ``run``: a whole run; ``calibration``: thresholds from labelled examples;
 - engine runs (``run_engines``, ``simeval run --engines``): ``engines`` (declarations),
@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 from simeval.lazy import lazy_face
 
 if TYPE_CHECKING:
+    from simeval.datafiles.columns import CHUNK_ROWS, FORMATS, Chunk, Columns, detect_format
+    from simeval.datafiles.read import csv_header, input_fields, input_size, read_chunks
     from simeval.runs.baseline import (
         STORED_RUN_PREFIX,
         Baseline,
@@ -43,27 +45,21 @@ if TYPE_CHECKING:
     )
     from simeval.runs.calibration import CalibrationRequest, CalibrationSummary, calibrate_request
     from simeval.runs.config import (
-        CHUNK_ROWS,
         EVAL_FIELDS,
-        FORMATS,
         RESULT_FIELDS,
         TOP_MISSING,
-        Chunk,
         ChunkOut,
-        Columns,
         EvalDef,
         RowError,
         RunConfig,
         UnmatchedRow,
         WorstCase,
         default_results_path,
-        detect_format,
         load_evals,
     )
     from simeval.runs.engine_run import EngineRunRequest, EngineRunSummary, run_engines
     from simeval.runs.engines import EngineSpec, load_engines
     from simeval.runs.execute import map_chunks
-    from simeval.runs.read import csv_header, input_fields, input_size, read_chunks
     from simeval.runs.result_files import AtomicFile, JUnitWriter, ResultsWriter, remove_orphans
     from simeval.runs.run import RunOptions, RunRequest, run_file, run_request
     from simeval.runs.score import process_chunk
@@ -78,14 +74,14 @@ _HOMES = {
     "AtomicFile": "simeval.runs.result_files",
     "Baseline": "simeval.runs.baseline",
     "BaselineReport": "simeval.runs.baseline",
-    "CHUNK_ROWS": "simeval.runs.config",
+    "CHUNK_ROWS": "simeval.datafiles.columns",
     "CalibrationSummary": "simeval.runs.calibration",
     "CalibrationRequest": "simeval.runs.calibration",
     "CaseChange": "simeval.runs.baseline",
-    "Chunk": "simeval.runs.config",
+    "Chunk": "simeval.datafiles.columns",
     "ChunkOut": "simeval.runs.config",
     "ChunkState": "simeval.runs.state",
-    "Columns": "simeval.runs.config",
+    "Columns": "simeval.datafiles.columns",
     "Comparison": "simeval.runs.baseline",
     "EVAL_FIELDS": "simeval.runs.config",
     "EngineRunRequest": "simeval.runs.engine_run",
@@ -93,7 +89,7 @@ _HOMES = {
     "EngineSpec": "simeval.runs.engines",
     "EvalDef": "simeval.runs.config",
     "EvalStats": "simeval.runs.summary",
-    "FORMATS": "simeval.runs.config",
+    "FORMATS": "simeval.datafiles.columns",
     "Gate": "simeval.runs.summary",
     "GateLimits": "simeval.runs.summary",
     "JUnitWriter": "simeval.runs.result_files",
@@ -114,11 +110,11 @@ _HOMES = {
     "calibrate_request": "simeval.runs.calibration",
     "check_gates": "simeval.runs.summary",
     "chunk_state": "simeval.runs.state",
-    "csv_header": "simeval.runs.read",
+    "csv_header": "simeval.datafiles.read",
     "default_results_path": "simeval.runs.config",
-    "detect_format": "simeval.runs.config",
-    "input_fields": "simeval.runs.read",
-    "input_size": "simeval.runs.read",
+    "detect_format": "simeval.datafiles.columns",
+    "input_fields": "simeval.datafiles.read",
+    "input_size": "simeval.datafiles.read",
     "iter_results_file": "simeval.runs.baseline",
     "load_baseline": "simeval.runs.baseline",
     "load_engines": "simeval.runs.engines",
@@ -126,7 +122,7 @@ _HOMES = {
     "load_stored_baseline": "simeval.runs.baseline",
     "map_chunks": "simeval.runs.execute",
     "process_chunk": "simeval.runs.score",
-    "read_chunks": "simeval.runs.read",
+    "read_chunks": "simeval.datafiles.read",
     "remove_orphans": "simeval.runs.result_files",
     "run_file": "simeval.runs.run",
     "run_engines": "simeval.runs.engine_run",

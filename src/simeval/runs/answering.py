@@ -21,10 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from simeval.runs.config import CHUNK_ROWS, Columns, RunConfig
+from simeval.datafiles.columns import CHUNK_ROWS, Columns
+from simeval.datafiles.read import BadRow, decode, id_cell, input_fields, input_size, read_chunks
+from simeval.runs.config import RunConfig
 from simeval.runs.engine_cache import ResponseCache, cache_key
 from simeval.runs.engines import HTTP_CONCURRENCY, Answer, EngineSpec
-from simeval.runs.read import BadRow, decode, id_cell, input_fields, input_size, read_chunks
 
 ENGINE_ERROR = "engine_error"  # the answered row's column with an engine's error message
 # the columns an engine run adds to a case's row (a results file keeps them)

@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns, detect_format
+from simeval.datafiles.read import BadRow, decode, id_cell, input_fields, read_chunks, text_cell
 from simeval.errors import InvalidInput
-from simeval.runs.config import DEFAULT_COLUMNS, Columns, RunConfig, detect_format
-from simeval.runs.read import BadRow, decode, id_cell, input_fields, read_chunks, text_cell
+from simeval.runs.config import RunConfig
 from simeval.scoring.options import check_unit, yes_no
 
 STORED_RUN_PREFIX = "run:"

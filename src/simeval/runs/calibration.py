@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from simeval import service
+from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns
 from simeval.errors import InvalidInput
-from simeval.runs.config import DEFAULT_COLUMNS, Columns, EvalDef
+from simeval.runs.config import EvalDef
 from simeval.runs.run import Progress, RunOptions, resolve_workers, run_file
 from simeval.scoring import calibrate as calibrate_mod
 
@@ -110,9 +112,7 @@ def calibrate_request(
     ``skipped``) or when there is nothing to learn from."""
     svc = ev = None
     if request.eval_name is not None:
-        from simeval.service import open_service
-
-        svc = open_service(request.db)
+        svc = service.open_service(request.db)
         ev = svc.get_eval(request.eval_name)
     scores: list[float] = []
     labels: list[bool] = []

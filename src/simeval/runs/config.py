@@ -7,24 +7,21 @@ chunk with the same ``RunConfig`` (picklable: shipped once per worker) and gives
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simeval.errors import InvalidInput, InvalidOption
+from simeval import service
+from simeval.checks import read_text_file
+from simeval.datafiles.columns import (
+    DEFAULT_COLUMNS,
+    Columns,
+)
+from simeval.errors import InvalidInput
 from simeval.scoring.explain import TOP_MISSING
 from simeval.scoring.options import DEFAULT_THRESHOLD
 
-FORMATS = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
 RESULT_FIELDS = (
     "score",
     "pass",
@@ -35,23 +32,7 @@ RESULT_FIELDS = (
     "fingerprint",
 )
 EVAL_FIELDS = ("eval", "eval_version")
-CHUNK_ROWS = 1000
 MAX_NAMED = 100  # rows a summary names (bad rows, rows that matched no eval); the rest counted
-
-
-def detect_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
-    """The file format: ``fmt`` if given, else from the extension (``.jsonl``, ``.csv``, ...)."""
-    if fmt:
-        if fmt not in set(FORMATS.values()):
-            raise InvalidOption(f"unknown format {fmt!r}; use jsonl, csv, tsv or parquet")
-        return fmt
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise InvalidInput(
-            f"cannot tell the format of {os.fspath(path)} from its extension; "
-            "use .jsonl, .csv, .tsv or .parquet, or give --format"
-        )
-    return FORMATS[suffix]
 
 
 def default_results_path(path: str, fmt: str) -> str:
@@ -59,25 +40,6 @@ def default_results_path(path: str, fmt: str) -> str:
     p = Path(path)
     ext = {"jsonl": ".jsonl", "csv": ".csv", "tsv": ".tsv", "parquet": ".parquet"}[fmt]
     return str(p.with_name(p.stem + ".results" + ext))
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Which columns hold the output, the reference answer(s), the input and the case id.
-
-    Several reference columns may be given; in JSONL and Parquet a reference cell may also
-    hold a list of strings. ``input`` and ``id`` are optional unless ``*_required``.
-    """
-
-    output: str = "output"
-    references: tuple[str, ...] = ("reference",)
-    input: str = "input"
-    id: str = "id"
-    input_required: bool = False
-    id_required: bool = False
-
-
-DEFAULT_COLUMNS = Columns()
 
 
 @dataclass(frozen=True)
@@ -122,20 +84,6 @@ class RunConfig:
     @property
     def result_fields(self) -> tuple[str, ...]:
         return RESULT_FIELDS + (EVAL_FIELDS if self.evals else ())
-
-
-@dataclass
-class Chunk:
-    """A slice of the input: raw JSONL lines, parsed CSV records, or an Arrow record batch."""
-
-    index: int
-    start: int  # line number (JSONL, CSV) or row number (Parquet) of the first entry, 1-based
-    ordinal: int  # data rows before this chunk
-    lines: list[bytes] | None = None
-    records: list[tuple[int, list[str]]] | None = None
-    batch: Any = None
-    nbytes: int = 0
-    nrows: int = 0
 
 
 @dataclass
@@ -231,11 +179,8 @@ def load_evals(path: str) -> tuple[EvalDef, ...]:
     Archived evals are left out; draft and active ones are used, since a file kept in version
     control is the definition a CI run checks. Errors name the file and the eval.
     """
-    from simeval.checks import read_text_file
-    from simeval.service.evalfiles import parse_evals_document, validate_evals_document
-
-    doc = parse_evals_document(read_text_file(path, "evals"), path)
-    entries = validate_evals_document(doc, path)
+    doc = service.parse_evals_document(read_text_file(path, "evals"), path)
+    entries = service.validate_evals_document(doc, path)
     evals = tuple(
         EvalDef(
             name=e["name"],

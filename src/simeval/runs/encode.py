@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from simeval.runs.config import Chunk, RunConfig
+from simeval.datafiles.columns import Chunk
+from simeval.runs.config import RunConfig
 
 TEXT_CUT = 300  # characters of input/output kept in the summary's worst cases and JUnit
 # ``json.dumps(x, ensure_ascii=False, default=str)`` and ``json.dumps(x)``

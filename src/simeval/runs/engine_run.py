@@ -23,13 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from simeval import service
+from simeval.datafiles.columns import Columns, FileSource, detect_format
+from simeval.datafiles.read import BadRow, decode, input_fields, read_chunks
 from simeval.errors import InvalidInput
 from simeval.runs.answering import ENGINE_ERROR, AnswerJob, EngineStats, answer_file
 from simeval.runs.baseline import iter_results_file, load_baseline
-from simeval.runs.config import Columns, detect_format, load_evals
+from simeval.runs.config import load_evals
 from simeval.runs.engine_cache import ResponseCache, default_cache_path
 from simeval.runs.engines import EngineSpec
-from simeval.runs.read import input_fields
 from simeval.runs.run import RunOptions, RunRequest, resolve_workers, run_file
 from simeval.runs.storing import RunStoreProcess
 from simeval.runs.summary import RunSummary
@@ -150,10 +152,8 @@ def _dataset_file(request: RunRequest, spec: str, folder: str) -> tuple[str, str
     version)."""
     import json
 
-    from simeval.service import open_service
-
     name, version = parse_dataset(spec)
-    svc = open_service(request.db)
+    svc = service.open_service(request.db)
     used, rows = svc.dataset_cases(name, version=version)
     path = os.path.join(folder, "dataset.jsonl")
     with open(path, "wb") as fh:
@@ -205,9 +205,7 @@ def run_engines(request: EngineRunRequest, bars: Bars | None = None) -> EngineRu
         path, display, fmt, stem, where = src.path, src.display, src.fmt, src.stem, src.where
         dataset_name, dataset_version = src.dataset_name, src.dataset_version
         if run.store and dataset_name is None:
-            from simeval.service import open_service
-
-            open_service(run.db)  # a database that cannot be opened fails before any call
+            service.open_service(run.db)  # a database that cannot be opened fails before any call
         cols = _columns(request, path, fmt)
         base_name = run.run_name or (dataset_name or os.path.basename(path))
         group = f"{base_name} {datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')}"
@@ -430,12 +428,9 @@ def compare_results(
 def repeat_spread(results: str, cols: Columns) -> dict[str, Any]:
     """Per repeat, the pass rate and mean score (read back from the results file, any
     format), and their spread: mean, standard deviation, lowest and highest."""
-    from simeval.runs.config import RunConfig
-    from simeval.runs.read import BadRow, decode, read_chunks
-
     fmt = detect_format(results)
     header = input_fields(results, fmt) if fmt in {"csv", "tsv"} else ()
-    cfg = RunConfig(source=results, fmt=fmt, header=header)
+    cfg = FileSource(source=results, fmt=fmt, header=header)
     per: dict[int, list[float]] = {}
     for chunk in read_chunks(results, fmt):
         for _where, _ordinal, row in decode(cfg, chunk):

@@ -11,8 +11,9 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from simeval.datafiles.columns import Chunk
 from simeval.errors import InvalidInput
-from simeval.runs.config import Chunk, ChunkOut, RunConfig
+from simeval.runs.config import ChunkOut, RunConfig
 from simeval.runs.score import process_chunk
 from simeval.scoring.batch import ordered_map
 

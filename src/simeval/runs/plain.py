@@ -16,7 +16,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from simeval.runs.config import Chunk, RunConfig
+from simeval.datafiles.columns import Chunk
+from simeval.runs.config import RunConfig
 from simeval.runs.encode import JSON_WS, encode_json, list_json, origin_json, scan_json
 from simeval.runs.state import ChunkState
 

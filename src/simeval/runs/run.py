@@ -25,6 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from simeval import service
+from simeval.datafiles.columns import (
+    CHUNK_ROWS,
+    DEFAULT_COLUMNS,
+    FORMATS,
+    Chunk,
+    Columns,
+    detect_format,
+)
+from simeval.datafiles.read import input_fields, input_size, parquet_ok, read_chunks
 from simeval.errors import InvalidInput, InvalidOption
 from simeval.runs.baseline import (
     Baseline,
@@ -34,26 +44,19 @@ from simeval.runs.baseline import (
     load_stored_baseline,
 )
 from simeval.runs.config import (
-    CHUNK_ROWS,
-    DEFAULT_COLUMNS,
     EVAL_FIELDS,
-    FORMATS,
     MAX_NAMED,
     RESULT_FIELDS,
-    Chunk,
     ChunkOut,
-    Columns,
     EvalDef,
     RowError,
     RunConfig,
     UnmatchedRow,
     WorstCase,
     default_results_path,
-    detect_format,
     load_evals,
 )
 from simeval.runs.execute import map_chunks
-from simeval.runs.read import input_fields, input_size, parquet_ok, read_chunks
 from simeval.runs.result_files import JUnitWriter, ResultsWriter
 from simeval.runs.storing import RunStore, RunStoreProcess, stored_options
 from simeval.runs.summary import (
@@ -494,9 +497,7 @@ def run_request(request: RunRequest, progress: Progress | None = None) -> RunSum
         if is_stored_run(request.baseline):
             # a stored baseline needs the database before the run (the rows are stored by a
             # writer process of their own)
-            from simeval.service import open_service
-
-            svc = open_service(request.db)
+            svc = service.open_service(request.db)
             baseline = load_stored_baseline(svc, request.baseline, request.name)
         else:
             baseline = load_baseline(request.baseline, request.columns)

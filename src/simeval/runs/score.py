@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterable, Sequence
 from time import perf_counter
 from typing import Any
 
+from simeval.datafiles.columns import Chunk, Columns
+from simeval.datafiles.read import BadRow, decode, id_cell, reference_cells, text_cell
 from simeval.runs.baseline import case_key, case_name
 from simeval.runs.config import (
     MAX_NAMED,
-    Chunk,
     ChunkOut,
-    Columns,
     EvalDef,
     RowError,
     RunConfig,
@@ -47,7 +47,6 @@ from simeval.runs.encode import (
     xml_text,
 )
 from simeval.runs.plain import keep_worst, plain_jsonl
-from simeval.runs.read import BadRow, decode, id_cell, reference_cells, text_cell
 from simeval.runs.state import ChunkState, RunReference, chunk_state
 from simeval.scoring.explain import failure_reason, missing_terms
 from simeval.scoring.scorer import Scorer

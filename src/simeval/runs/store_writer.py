@@ -1,7 +1,7 @@
 """The database writer of ``simeval run --store``: a process of its own.
 
 ``simeval.runs.RunStoreProcess`` starts it as ``python -m simeval.runs.store_writer`` and talks
-to it over its standard input and output in frames (``send_frame``/``read_frame``: an 8-byte length,
+to it over its standard input and output in frames (``simeval.runs.frames``: an 8-byte length,
 then a pickle). The first frame says where and what to store (``start``), then come
 ``("rows", rows)`` frames (a chunk's rows, or the bytes a pool worker pickled them into), then
 ``("finish", summary)`` or ``("abort", None)``. The writer answers once: ``("done", run_id)``,
@@ -22,49 +22,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import pickle
-import struct
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import IO, Any
 
+from simeval.runs.frames import read_frame, send_frame, unpickled
+from simeval.service.runs import RunsMixin
 from simeval.store.run_rows import STORE_COLUMNS
-
-_LENGTH = struct.Struct("<Q")
-
-
-def send_frame(stream: IO[bytes], message: Any) -> None:
-    """Write one message (``bytes`` inside it are passed as they are, not copied twice)."""
-    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
-    stream.write(_LENGTH.pack(len(data)))
-    stream.write(data)
-    stream.flush()
-
-
-def read_frame(stream: IO[bytes]) -> Any:
-    """Read one message; ``EOFError`` at the end of the stream (or in a cut frame)."""
-    head = stream.read(_LENGTH.size)
-    if len(head) < _LENGTH.size:
-        raise EOFError("the other side closed the pipe")
-    (size,) = _LENGTH.unpack(head)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the other side closed the pipe")
-    return pickle.loads(data)
-
-
-def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
-    """Batches of rows as they come: a list, or the bytes a pool worker pickled it into."""
-    for batch in batches:
-        yield pickle.loads(batch) if isinstance(batch, bytes) else batch
-
-
-def storage() -> Any:
-    """What the writer stores with: the run part of the service (``RunsMixin``, opened on the
-    run's database), imported when the first frame has come."""
-    from simeval.service.runs import RunsMixin
-
-    return RunsMixin
 
 
 class Aborted(Exception):
@@ -87,7 +51,7 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
 
     try:
         _, db, name, source, options, per_transaction, labels = read_frame(inbox)
-        svc = storage()(db)
+        svc = RunsMixin(db)
         run_id = svc.create_run(
             name, source, options=options, summary={"status": "storing"}, **labels
         )

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simeval.runs.config import EvalDef
-from simeval.runs.store_writer import read_frame, send_frame, unpickled
+from simeval.runs.frames import read_frame, send_frame, unpickled
 from simeval.store.run_rows import STORE_COLUMNS
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Dataset cases in and out of files, and the check of one case.
 
 A dataset file has the columns ``simeval run`` reads (it is read by the same reader,
-``simeval.runs.read``): ``id`` (optional: the row's number), ``input``, ``reference`` or
+``simeval.datafiles.read``): ``id`` (optional: the row's number), ``input``, ``reference`` or
 ``references`` (a text, or in JSONL and Parquet a list of texts; more columns
 ``reference_2``, ``reference_3``... add answers), an optional ``metadata`` (an object; in
 CSV a JSON object as text) and an optional ``draft`` (true for a reference not yet checked
@@ -20,9 +20,8 @@ from typing import Any
 
 from simeval.checks import MAX_NAME_CHARS, check_json_value, check_storable, check_text_size
 from simeval.csvcells import neutralise_formula, restore_formula
-from simeval.errors import InvalidInput, InvalidType, SimevalError
-from simeval.runs.config import Columns, RunConfig, detect_format
-from simeval.runs.read import (
+from simeval.datafiles.columns import Columns, FileSource, detect_format
+from simeval.datafiles.read import (
     BadRow,
     decode,
     id_cell,
@@ -32,6 +31,7 @@ from simeval.runs.read import (
     text_cell,
     type_name,
 )
+from simeval.errors import InvalidInput, InvalidType, SimevalError
 
 EXPORT_FORMATS = ("jsonl", "csv")
 _NUMBERED = re.compile(r"^reference_([2-9]|[1-9]\d{1,2})$")
@@ -196,7 +196,7 @@ def _printable(message: str) -> str:
 
 def _read_cases(path: str, fmt: str, quoting: bool, label: str) -> list[dict[str, Any]]:
     header = input_fields(path, fmt, quoting) if fmt in {"csv", "tsv"} else ()
-    cfg = RunConfig(source=label, fmt=fmt, header=tuple(header), quoting=quoting)
+    cfg = FileSource(source=label, fmt=fmt, header=tuple(header), quoting=quoting)
     cases: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for chunk in read_chunks(path, fmt, quoting=quoting):

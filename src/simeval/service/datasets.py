@@ -253,7 +253,7 @@ class DatasetsMixin(ServiceBase):
     def dataset_cases(
         self, name: str, version: int | None = None
     ) -> tuple[int, Iterator[dict[str, Any]]]:
-        """(the version used, its cases as rows the way ``simeval.runs.read`` yields a file's
+        """(the version used, its cases as rows the way ``simeval.datafiles.read`` yields a file's
         rows): ``{"id", "input", "reference": [texts], "metadata": {...}}``. What
         ``simeval run dataset:NAME[@VERSION]`` reads.
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from simeval.datafiles.columns import CHUNK_ROWS, Chunk, Columns, FileShape
 from simeval.errors import InvalidInput
-from simeval.runs.config import CHUNK_ROWS, Chunk, Columns, RunConfig
 
 
 class BadRow(Exception):
@@ -200,13 +200,13 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def location(cfg: RunConfig, number: int) -> str:
+def location(cfg: FileShape, number: int) -> str:
     """Where a row is: the file and its line (text formats) or row (Parquet)."""
     unit = "row" if cfg.fmt == "parquet" else "line"
     return f"{cfg.source} {unit} {number}"
 
 
-def decode(cfg: RunConfig, chunk: Chunk) -> Iterator[tuple[str, int, dict[str, Any] | BadRow]]:
+def decode(cfg: FileShape, chunk: Chunk) -> Iterator[tuple[str, int, dict[str, Any] | BadRow]]:
     """(where, ordinal, row dict or the problem) for every data row of a chunk."""
     if chunk.lines is not None:
         return _decode_lines(cfg, chunk, chunk.lines)
@@ -219,7 +219,7 @@ def decode(cfg: RunConfig, chunk: Chunk) -> Iterator[tuple[str, int, dict[str, A
 
 
 def _decode_lines(
-    cfg: RunConfig, chunk: Chunk, lines: list[bytes]
+    cfg: FileShape, chunk: Chunk, lines: list[bytes]
 ) -> Iterator[tuple[str, int, dict[str, Any] | BadRow]]:
     ordinal = chunk.ordinal
     for i, line in enumerate(lines):
@@ -253,7 +253,7 @@ def _decode_lines(
 
 
 def _decode_records(
-    cfg: RunConfig, chunk: Chunk, records: list[tuple[int, list[str]]]
+    cfg: FileShape, chunk: Chunk, records: list[tuple[int, list[str]]]
 ) -> Iterator[tuple[str, int, dict[str, Any] | BadRow]]:
     header = cfg.header
     ordinal = chunk.ordinal
