@@ -49,7 +49,6 @@ from simeval.service.compare_read import (
     EvalColumns,
     KeyBook,
     SideColumns,
-    packed_columns,
     sample_note,
 )
 from simeval.service.filters import ResultFilter, meta_matches, meta_text, parse_meta
@@ -57,6 +56,7 @@ from simeval.service.models import CompareReport
 from simeval.service.queries import capture_reviews, capture_rows, version_options, version_refs
 from simeval.service.results import ResultsMixin, run_row_missing
 from simeval.store import Capture, Eval, Result, Review, Run
+from simeval.store.packing import packed_columns
 from simeval.store.sql import stream_rows
 
 _READ_CHUNK = 20_000  # rows read per step of a side
