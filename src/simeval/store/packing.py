@@ -14,7 +14,7 @@ eval-set engine's score arrays, without a per-result object. Nothing here touche
 
 The readers at the end read many captures' blobs without unpacking each: the rollups' sums
 (``packed_sum_columns``, ``packed_layout``, ``sum_column_rows``; ``simeval.store.rollups``)
-and a compare side's columns (``packed_columns``; ``simeval.service.compare_read``).
+and a compare side's columns (``packed_columns``; ``simeval.service.compare_sides``).
 
 >>> unpack_results(pack_results([(3, 1, 0.5, False, 0.8, 0, "abc")])).scores[0]
 0.5
