@@ -152,6 +152,7 @@ class Tally:
             slot.flush()
 
     def sums(self) -> dict[Key, Sums]:
+        """The sums of the captures added, per (hour, eval, version, fingerprint)."""
         out: dict[Key, Sums] = {}
         for (hour, layout_key), slot in self._acc.items():
             slot.flush()
@@ -278,6 +279,7 @@ _SET_WATERMARK = update(_settings).where(_settings.c.key == ROLLUP_KEY).values(v
 
 
 def set_watermark(conn: Connection, value: int) -> None:
+    """Set the rollup's watermark (the setting ``rollup_upto``) to ``value``."""
     done = conn.execute(_SET_WATERMARK, {"v": value}).rowcount
     if not done:
         conn.execute(_settings.insert().values(key=ROLLUP_KEY, value=value))
