@@ -29,8 +29,8 @@ from pathlib import Path
 import httpx
 
 from simeval.service import Service
-from simeval.service.rollup import roll_up
 from simeval.store import pack_results
+from simeval.store.rollups import roll_up
 from simeval.web.server_process import running_server
 
 REF = "Paris is the capital of France and its largest city."

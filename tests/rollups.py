@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from simeval.service import Service
-from simeval.service.rollup import roll_up
 from simeval.store.meta_rollup import hour_start
+from simeval.store.rollups import roll_up
 from simeval.store.tables import MetaCaptureRollup, MetaRollup, captures_table
 
 QUESTION = "What is the capital of France?"

@@ -21,7 +21,6 @@ from simeval.checks import check_capture
 from simeval.service import Service
 from simeval.service import adopt as adopt_mod
 from simeval.service.models import CaptureOut
-from simeval.service.rollup import roll_up
 from simeval.store import (
     CAPTURE_LOCK,
     TrendRollup,
@@ -32,6 +31,7 @@ from simeval.store import (
 )
 from simeval.store.meta_index import NOT_ROLLED_UP
 from simeval.store.meta_rollup import hour_start, watermark
+from simeval.store.rollups import roll_up
 
 REF = "Paris is the capital of France and its largest city."
 SPAN = {"trace_id": "ab" * 16, "span_id": "cd" * 8, "span_name": "chat m"}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simeval.service.compare_read import KeyBook, SideColumns, packed_columns
+from simeval.service.compare_read import KeyBook, SideColumns
 from simeval.store import pack_results, unpack_results
+from simeval.store.packing import packed_columns
 
 
 def entries(blobs: list[bytes]) -> list[tuple[int, int, float, float, bool]]:

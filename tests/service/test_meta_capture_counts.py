@@ -27,9 +27,8 @@ from tests.rollups import capture_at, declared, held_captures, mixed_meta, roll,
 from simeval.checks import utc_now
 from simeval.service import Service
 from simeval.service.filters import meta_matches, parse_meta
-from simeval.service.rollup import watermark
 from simeval.store import index_entries, indexed_keys, make_engine, resolve_db_url, upgrade
-from simeval.store.meta_rollup import hour_start
+from simeval.store.meta_rollup import hour_start, watermark
 from simeval.store.tables import MetaCaptureRollup
 
 QUESTION = "What is the capital of France?"

@@ -25,9 +25,8 @@ from simeval.checks import utc_now
 from simeval.service import ResultFilter, Service
 from simeval.service.filters import meta_matches
 from simeval.service.meta_counts import rollup_sum
-from simeval.service.rollup import watermark
 from simeval.store import make_engine, resolve_db_url, unpack_results, upgrade
-from simeval.store.meta_rollup import hour_start
+from simeval.store.meta_rollup import hour_start, watermark
 from simeval.store.tables import capture_meta_table, captures_table
 
 PARIS = "The capital of France is Paris, which stands on the Seine."

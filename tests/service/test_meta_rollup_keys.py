@@ -29,7 +29,6 @@ from tests.rollups import capture_at, declared, held_captures, held_results, rol
 from simeval.checks import utc_now
 from simeval.service import ResultFilter, Service
 from simeval.service.filters import meta_matches, parse_meta
-from simeval.service.rollup import watermark
 from simeval.store import (
     index_entries,
     indexed_keys,
@@ -39,7 +38,7 @@ from simeval.store import (
     upgrade,
 )
 from simeval.store.meta_index import NOT_ROLLED_UP, rolled_up
-from simeval.store.meta_rollup import hour_start
+from simeval.store.meta_rollup import hour_start, watermark
 from simeval.store.tables import MetaCaptureRollup, MetaRollup
 
 QUESTION = "What is the capital of France?"

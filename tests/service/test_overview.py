@@ -10,7 +10,8 @@ import pytest
 from simeval.errors import InvalidInput
 from simeval.scoring.compare import pass_rate_diff_interval
 from simeval.service import Service
-from simeval.service.rollup import ROLLUP_EVERY, watermark
+from simeval.store.meta_rollup import watermark
+from simeval.store.rollups import ROLLUP_EVERY
 
 PARIS = "Paris is the capital of France."
 ROME = "The Tiber flows through Rome."
@@ -105,10 +106,10 @@ def test_overview_without_date_arithmetic_slots_the_hours_itself(
 ) -> None:
     """A dialect whose date arithmetic the overview does not know: the hourly sums are read
     and slotted in Python, with the same answer."""
-    from simeval.service import overview
+    from simeval.store import overview_sql
 
     svc = Service(db)
     _setup(svc)
     in_sql = svc.overview("7d", now=NOW)
-    monkeypatch.setattr(overview, "_hour_index", lambda dialect, start: None)
+    monkeypatch.setattr(overview_sql, "_hour_index", lambda dialect, start: None)
     assert svc.overview("7d", now=NOW) == in_sql

@@ -8,8 +8,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from simeval.service import Service
-from simeval.service.rollup import ROLLUP_EVERY, roll_up, tally_range, watermark
 from simeval.store import resolve_db_url
+from simeval.store.meta_rollup import watermark
+from simeval.store.rollups import ROLLUP_EVERY, roll_up, tally_range
 
 REFS = ["Paris is the capital of France.", "The Seine flows through Paris.", "Rome is in Italy."]
 OUTPUTS = [

@@ -14,7 +14,7 @@ from simeval.cli import cli
 from simeval.scoring import options as options_mod
 from simeval.scoring import scorer as scorer_mod
 from simeval.service import Service
-from simeval.service.rollup import roll_up
+from simeval.store.rollups import roll_up
 
 REFERENCE = "The capital of France is Paris, which stands on the Seine."
 QUESTION = "What is the capital of France?"

@@ -17,8 +17,8 @@ import pytest
 
 from dbhelp import WORKER, sql
 from simeval.service import Service
-from simeval.service.rollup import roll_up
 from simeval.store import unpack_results
+from simeval.store.rollups import roll_up
 from simeval.web.server_process import running_server
 
 QUESTION = "What is the capital of France?"

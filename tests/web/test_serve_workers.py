@@ -31,8 +31,8 @@ from fastapi.testclient import TestClient
 
 from simeval.cli import cli
 from simeval.service import Service
-from simeval.service.rollup import ROLLUP_EVERY
 from simeval.store import unpack_results
+from simeval.store.rollups import ROLLUP_EVERY
 from simeval.web.server_process import running_server
 from simeval.web.workers import (
     POLL_S,

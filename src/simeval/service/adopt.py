@@ -27,10 +27,10 @@ from typing import Any
 from sqlalchemy import delete, insert, text
 from sqlalchemy.orm import Session
 
-from simeval.service.rollup import Sums, Tally, add_sums
 from simeval.store import CAPTURE_LOCK, Capture, capture_meta_table, unpack_results
 from simeval.store.meta_index import index_entries
 from simeval.store.meta_rollup import MetaSums, tally_rows, watermark, write_sums
+from simeval.store.rollups import Sums, Tally, add_sums
 from simeval.store.summaries import recompute_conversations
 
 # what a span knows of a call and the proxy does not

@@ -40,9 +40,9 @@ from simeval.service.capture import in_force
 from simeval.service.capture_score import eval_spec
 from simeval.service.evals import EvalsMixin
 from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
-from simeval.service.rollup import Key, Sums, add_sums, watermark
 from simeval.store import CAPTURE_LOCK, Capture, pack_results, unpack_results
-from simeval.store.meta_rollup import add_capture_changes, hour_start
+from simeval.store.meta_rollup import add_capture_changes, hour_start, watermark
+from simeval.store.rollups import Key, Sums, add_sums
 from simeval.store.summaries import conversations_of, recompute_conversations
 
 BACKTEST_DEFAULT = 500

@@ -43,7 +43,6 @@ from simeval.service.queries import (
     review_out,
     version_refs,
 )
-from simeval.service.rollup import ROLLUP_EVERY, ROLLUP_KEY, roll_up
 from simeval.service.settings import (
     AUTO_EVALUATE_KEY,
     INDEXED_META_KEY,
@@ -57,6 +56,8 @@ from simeval.store import (
     EvalVersion,
 )
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, indexed_keys
+from simeval.store.meta_rollup import ROLLUP_KEY
+from simeval.store.rollups import ROLLUP_EVERY, roll_up
 from simeval.store.summaries import add_captures
 from simeval.vocabulary import normal_meta
 

@@ -9,8 +9,9 @@ outgrows the limit while it is read. Both sides then keep the deeper of their tw
 case kept on one side is kept on the other and pairs stay paired; each eval's ``total`` counts
 what the side holds, its ``n`` what was compared (``CompareReport.sampled`` says how).
 
-``packed_columns`` reads many captures' packed results (``simeval.store.packing``) at once:
-blobs of one layout are viewed as one matrix, a column per field. Nothing here touches SQL.
+A side's captured results come as columns from their packed blobs (``simeval.store.packing``'s
+``packed_columns``: blobs of one layout viewed as one matrix, a column per field). Nothing
+here touches SQL.
 """
 
 from __future__ import annotations
@@ -23,11 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simeval.errors import SimevalError
-from simeval.store.packing import PACK_HEAD, PACK_VERSION
-
 MAX_RESULTS = 10_000_000  # results kept per side (every eval together); more: sampled
-_ENTRY = 34  # bytes per packed entry: int64 id, int32 version, 2 float64, int32, 2 uint8
 _MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # splitmix64
 
 
@@ -241,104 +238,3 @@ class SideColumns:
         if not parts:
             return None
         return EvalColumns(*(np.concatenate(x) for x in zip(*parts, strict=True)))
-
-
-@dataclass
-class PackedColumns:
-    """Many captures' packed results, flattened (in capture order, or eval by eval each in
-    capture order): per result its capture's position (``case``), eval id, score, threshold
-    and automated verdict."""
-
-    case: np.ndarray
-    eval_ids: np.ndarray
-    scores: np.ndarray
-    thresholds: np.ndarray
-    passed: np.ndarray
-
-
-def _only_column(ids: np.ndarray, only: int | None) -> int | None:
-    """The column of ``ids`` (captures by entries) holding eval ``only`` in every capture,
-    None when there is no such one column (or no ``only``)."""
-    if only is None or ids.shape[0] == 0:
-        return None
-    hits = np.flatnonzero(ids[0] == only)
-    if hits.shape[0] != 1 or not bool((ids[:, hits[0]] == only).all()):
-        return None
-    return int(hits[0])
-
-
-def packed_columns(blobs: Sequence[bytes | memoryview], only: int | None = None) -> PackedColumns:
-    """The results of packed captures (``simeval.store.packing``'s layout) as columns: the
-    blobs of one length and one entry count are one matrix (one column per field), so the
-    cost per capture is a few byte copies, not a parse. ``only``: the results of that eval
-    are wanted (others may be left out: where it is one column of a matrix, that column
-    alone is copied)."""
-    lens = np.fromiter(map(len, blobs), np.int64, len(blobs))
-    parts: list[tuple[np.ndarray, ...]] = []
-    for size in np.unique(lens).tolist():
-        if size == 0:
-            continue  # no results
-        members = np.flatnonzero(lens == size)
-        joined = (
-            b"".join(blobs)
-            if members.shape[0] == len(blobs)
-            else b"".join([blobs[i] for i in members.tolist()])
-        )
-        raw = np.frombuffer(joined, np.uint8).reshape(-1, size)
-        if size < PACK_HEAD.size or (raw[:, 0] != PACK_VERSION).any():
-            raise SimevalError("packed results of a format unknown to this simeval")
-        counts = np.ascontiguousarray(raw[:, 4:8]).view("<u4").ravel()
-        for n in np.unique(counts).tolist():
-            if n == 0 or size < PACK_HEAD.size + _ENTRY * n:
-                continue
-            rows = np.flatnonzero(counts == n)
-            block = raw[rows] if rows.shape[0] != raw.shape[0] else raw
-            at = size - _ENTRY * n
-
-            def col(start: int, width: int, dtype: str, blk: np.ndarray = block) -> np.ndarray:
-                return np.ascontiguousarray(blk[:, start : start + width]).view(dtype)
-
-            ids = col(at, 8 * n, "<i8")
-            j = _only_column(ids, only)
-            if j is None:
-                scores = col(at + 12 * n, 8 * n, "<f8")
-                thresholds = col(at + 20 * n, 8 * n, "<f8")
-                passed = block[:, at + 32 * n : at + 33 * n] != 0
-            else:  # the one wanted eval's column alone
-                ids = ids[:, j : j + 1]
-                scores = col(at + 12 * n + 8 * j, 8, "<f8")
-                thresholds = col(at + 20 * n + 8 * j, 8, "<f8")
-                passed = block[:, at + 32 * n + j : at + 32 * n + j + 1] != 0
-            parts.append((members[rows], ids, scores, thresholds, passed))
-    if not parts:
-        empty = np.zeros(0, np.int64)
-        return PackedColumns(empty, empty, empty.astype(np.float64), empty + 0.0, empty > 0)
-    if len(parts) == 1 and bool((parts[0][1] == parts[0][1][0]).all()):
-        # one layout and every capture scored by the same evals in the same order (the
-        # common case): eval by eval, each in capture order (the matrices transposed), so
-        # the results come grouped by eval without a sort
-        members, ids, scores, thresholds, passed = parts[0]
-        n = ids.shape[1]
-        return PackedColumns(
-            np.tile(members, n),
-            ids.T.ravel().astype(np.int64, copy=False),
-            scores.T.ravel().astype(np.float64, copy=False),
-            thresholds.T.ravel().astype(np.float64, copy=False),
-            passed.T.ravel(),
-        )
-    flat = [
-        (np.repeat(m, i.shape[1]), i.ravel(), sc.ravel(), th.ravel(), ok.ravel())
-        for m, i, sc, th, ok in parts
-    ]
-    cols = [np.concatenate(x) for x in zip(*flat, strict=True)]
-    if len(parts) > 1:  # blobs of several layouts: back to capture order
-        order = np.argsort(cols[0], kind="stable")
-        cols = [c[order] for c in cols]
-    # stored little-endian: in this machine's order (no copy on a little-endian one)
-    return PackedColumns(
-        cols[0],
-        cols[1].astype(np.int64, copy=False),
-        cols[2].astype(np.float64, copy=False),
-        cols[3].astype(np.float64, copy=False),
-        cols[4],
-    )

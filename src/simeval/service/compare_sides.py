@@ -20,16 +20,12 @@ seeded uniform sample of case keys, the same cases on both sides, and the report
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Text, case, cast, func, select
-from sqlalchemy import text as sql_text
-from sqlalchemy.orm import Session
-from sqlalchemy.pool import StaticPool
 
 from simeval.checks import MAX_ID
 from simeval.errors import InvalidInput, NotFound, SimevalError
@@ -49,19 +45,32 @@ from simeval.service.compare_read import (
     EvalColumns,
     KeyBook,
     SideColumns,
-    packed_columns,
     sample_note,
 )
 from simeval.service.filters import ResultFilter, meta_matches, meta_text, parse_meta
 from simeval.service.models import CompareReport
 from simeval.service.queries import capture_reviews, capture_rows, version_options, version_refs
 from simeval.service.results import ResultsMixin, run_row_missing
-from simeval.store import Capture, Eval, Result, Review, Run
-from simeval.store.sql import stream_rows
+from simeval.store import Tx
+from simeval.store.compare_sql import (
+    capture_review_scores,
+    captures_by_id,
+    eval_names,
+    latest_run,
+    no_jit,
+    recent_metadata,
+    result_of,
+    results_by_id,
+    run_of,
+    run_side_rows,
+    shares_one_connection,
+    side_columns,
+    stream_side_rows,
+)
+from simeval.store.packing import packed_columns
 
 _READ_CHUNK = 20_000  # rows read per step of a side
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
-_CASE_ID = '"case_id"'  # the metadata key naming a captured result's case, as JSON text
 # the cases listed in full (name, output, missing terms): made only for those
 Detail = Callable[[Sequence[int]], list[Case]]
 # and their result ids alone (side A of a listed case shows no more), None: from the detail
@@ -196,13 +205,7 @@ class CompareMixin(ResultsMixin):
         names cases, not sides). What the Compare page offers as side pickers."""
         seen: dict[str, dict[str, int]] = {}
         with self.store.read() as s:
-            q = (
-                select(Capture.meta)
-                .where(Capture.meta.is_not(None))
-                .order_by(Capture.id.desc())
-                .limit(recent)
-            )
-            for (meta,) in s.execute(q):
+            for meta in recent_metadata(s, recent):
                 if not isinstance(meta, dict):
                     continue
                 for key, value in meta.items():
@@ -239,7 +242,7 @@ class CompareMixin(ResultsMixin):
         connection (``:memory:``) cannot be read twice at once either."""
         for spec in specs:
             parse_side(spec)  # a mistaken side refused before either is read
-        if self.store.dialect != "postgresql" or isinstance(self.store.engine.pool, StaticPool):
+        if self.store.dialect != "postgresql" or shares_one_connection(self.store.engine):
             book = KeyBook(seed)
             return [self._side(spec, read_file, only, book, limit) for spec in specs]
         books = (KeyBook(seed), KeyBook(seed))
@@ -277,31 +280,18 @@ class CompareMixin(ResultsMixin):
     ) -> tuple[SideColumns, Callable[[str, EvalColumns], Details]]:
         with self.store.read() as s:
             if what == "latest":
-                run = s.scalar(select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(1))
+                run = latest_run(s)
                 if run is None:
                     raise NotFound("run:latest: no run is stored yet (simeval run --store)")
             else:
                 # an id past the backend's integer is no stored run (not a driver error)
-                run = s.get(Run, what) if isinstance(what, int) and 1 <= what <= MAX_ID else None
+                run = run_of(s, what) if isinstance(what, int) and 1 <= what <= MAX_ID else None
                 if run is None:
                     raise NotFound(f"no run with id {what}")
             side = SideColumns(f"run:{run.id} ({run.name})", book, limit)
             options = dict(run.options or {})
-            case_id = Result.explanation[("case", "id")].as_string()
-            q = (
-                select(
-                    Result.id,
-                    Result.eval_name,
-                    func.coalesce(case_id, func.nullif(Result.input, "")),
-                    Result.score,
-                    Result.passed,
-                )
-                .where(Result.run_id == run.id)
-                .order_by(Result.id)
-            )
-            if only is not None:
-                q = q.where(Result.eval_name == only[1])
-            for part in _stream(s, q):
+            eval_name = None if only is None else only[1]
+            for part in run_side_rows(s, run.id, eval_name, _READ_CHUNK):
                 n = len(part)
                 side.add(
                     book.numbers_of([r[2] for r in part]),
@@ -324,7 +314,7 @@ class CompareMixin(ResultsMixin):
         def details(idx: Sequence[int]) -> list[Case]:
             ids = [int(cols.refs[i]) for i in idx]
             with self.store.read() as s:
-                rows = {r.id: r for r in s.scalars(select(Result).where(Result.id.in_(ids)))}
+                rows = results_by_id(s, ids)
             out = []
             for i, rid in zip(idx, ids, strict=True):
                 r = rows.get(rid)
@@ -354,7 +344,7 @@ class CompareMixin(ResultsMixin):
     def _run_row_missing(self, result_id: int, options: dict[str, Any]) -> Callable[[], list[str]]:
         def missing() -> list[str]:
             with self.store.read() as s:
-                row = s.get(Result, result_id)
+                row = result_of(s, result_id)
                 return [] if row is None else run_row_missing(row, options)
 
         return missing
@@ -376,24 +366,13 @@ class CompareMixin(ResultsMixin):
             wanted = self._eval_id(s, f)
             if only is not None:
                 wanted = only[0] if wanted in (None, only[0]) else -1  # -1: no eval is both
-            names: dict[int, str] = {i: name for i, name in s.execute(select(Eval.id, Eval.name))}
-            reviews: dict[tuple[int, int], float] = {}
-            for c, e, score in s.execute(
-                select(Review.capture_id, Review.eval_id, Review.score).where(
-                    Review.capture_id.is_not(None), Review.eval_id.is_not(None)
-                )
-            ):
-                reviews[(int(c or 0), int(e or 0))] = float(score)
+            names = eval_names(s)
+            reviews = capture_review_scores(s)
             scope = CaptureScope(meta=f.meta, since=f.since, until=f.until, scored=True)
-            key = _case_key(s.get_bind().dialect.name)
-            q, checked = scope_select(s, scope, [Capture.id, key, Capture.scores])
-            if s.get_bind().dialect.name == "postgresql":
-                # no JIT for this read (this transaction only): its per-row expressions are
-                # trivial, and at 1M captures the plan's cost sits at the threshold above
-                # which PostgreSQL spends the time of optimising and inlining the JIT code
-                s.execute(sql_text("SET LOCAL jit = off"))
+            q, checked = scope_select(s, scope, side_columns(s))
+            no_jit(s)  # a side read once, with trivial expressions per row: see ``no_jit``
             reader = _CapturedChunks(side, names, reviews, wanted, checked)
-            for part in _stream(s, q):
+            for part in stream_side_rows(s, q, _READ_CHUNK):
                 reader.add(part)
             ids_of = reader.ids_of
         return side, lambda name, cols: self._capture_details(cols, ids_of[name])
@@ -431,17 +410,6 @@ class CompareMixin(ResultsMixin):
             return out
 
         return details, refs
-
-
-def _case_key(dialect: str) -> Any:
-    """A captured result's case key in SQL: its metadata's ``case_id``, else its input. The
-    metadata is parsed only when its text holds ``"case_id"`` (a search of the stored text;
-    as ``json.dumps`` writes a key, always so): most captures carry none, and parsing every
-    capture's JSON was the dearest part of reading a side on PostgreSQL."""
-    text = cast(Capture.meta, Text)
-    found = func.strpos(text, _CASE_ID) if dialect == "postgresql" else func.instr(text, _CASE_ID)
-    case_id = case((found > 0, Capture.meta["case_id"].as_string()))
-    return func.coalesce(case_id, func.nullif(Capture.input, ""))
 
 
 def _missing_of(
@@ -507,14 +475,9 @@ def _compare_evals(
     return evals
 
 
-def _stream(s: Session, q: Any) -> Iterator[Sequence[Any]]:
-    """The rows of ``q`` in the read ``s``, a chunk at a time, from the driver's cursor."""
-    return stream_rows(s.connection(), q, _READ_CHUNK)
-
-
-def _capture_rows(s: Session, ids: set[int], eval_id: int) -> dict[int, Any]:
+def _capture_rows(s: Tx, ids: set[int], eval_id: int) -> dict[int, Any]:
     """The ``Row`` of ``eval_id`` of each capture of ``ids`` still stored, by capture id."""
-    caps = list(s.scalars(select(Capture).where(Capture.id.in_(ids))))
+    caps = captures_by_id(s, ids)
     reviews = capture_reviews(s, [c.id for c in caps])
     out = {}
     for cap in caps:

@@ -28,9 +28,9 @@ from simeval.service.actor import current_actor, record
 from simeval.service.base import ServiceBase
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
 from simeval.service.option_checks import check_options
-from simeval.service.rollup import tally_totals
 from simeval.service.settings import REVISION_KEY
 from simeval.store import Eval, EvalTest, EvalVersion, Setting
+from simeval.store.rollups import tally_totals
 
 
 def is_pending(ev: Eval) -> bool:

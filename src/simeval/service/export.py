@@ -3,7 +3,7 @@
 Every face streams: ``iter_export`` gives the document in pieces (the API's streamed answer),
 ``write_export`` writes them to a file (the CLI), ``iter_export_rows`` gives the rows as dicts.
 The rows are read a chunk at a time inside one read session (one consistent snapshot): the
-captures' columns straight from the driver (``simeval.store.sql.stream_rows``; on PostgreSQL a
+captures' columns straight from the driver (``simeval.store.export_sql``; on PostgreSQL a
 binary server-side cursor), a data-set run's rows through ``simeval.service.queries``, merged
 by time. What a row names beyond its capture (the eval's name, the matched reference, the
 run's status) is read once per export, not once per row, and the CSV is written as cells:
@@ -35,9 +35,6 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import IO, Any, cast
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from simeval.checks import as_utc
 from simeval.csvcells import neutralise_formula
 from simeval.errors import InvalidInput
@@ -50,16 +47,15 @@ from simeval.service.models import ResultOut
 from simeval.service.queries import Row, capture_reviews, capture_scope, iter_rows, iter_run_rows
 from simeval.service.results import ResultsMixin
 from simeval.service.runstatus import effective_status
-from simeval.store import (
-    Capture,
-    Eval,
-    EvalVersion,
-    PackedResults,
-    Result,
-    Run,
-    unpack_results,
+from simeval.store import PackedResults, Result, Tx, unpack_results
+from simeval.store.export_sql import (
+    CAPTURE_COLUMNS,
+    eval_names_types,
+    gives_text,
+    runs_of,
+    stream_capture_rows,
+    versions_of_evals,
 )
-from simeval.store.sql import stream_rows
 
 EXPORT_COLUMNS = (
     "result_id",
@@ -179,7 +175,7 @@ class _Lookups:
     references and prepared scorer, each run's status. ``for_csv``: the texts as the CSV
     writes them (``neutralise_formula``), made once."""
 
-    def __init__(self, s: Session, for_csv: bool):
+    def __init__(self, s: Tx, for_csv: bool):
         self.s = s
         self.text: Callable[[str], str] = neutralise_formula if for_csv else str
         self.names: dict[int, tuple[str | None, str]] = {}
@@ -195,8 +191,8 @@ class _Lookups:
         s, text = self.s, self.text
         ids = eval_ids - self.names.keys()
         if ids:
-            q = select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids))
-            self.names.update({i: (text(n), text(t or "similarity")) for i, n, t in s.execute(q)})
+            found = eval_names_types(s, ids)
+            self.names.update({i: (text(n), text(t or "similarity")) for i, n, t in found})
         pairs = pairs - self.versions.keys()
         if pairs:
             self._load_versions(pairs)
@@ -206,7 +202,7 @@ class _Lookups:
                 self.pairs[pair] = (name, etype, self.refs.get(pair, ()), self.versions[pair])
         runs = runs - self.status.keys()
         if runs:
-            for run in s.scalars(select(Run).where(Run.id.in_(runs))):
+            for run in runs_of(s, runs):
                 self.status[run.id] = effective_status(run)
 
     def load_rows(self, rows: list[Row]) -> None:
@@ -218,8 +214,9 @@ class _Lookups:
         )
 
     def _load_versions(self, pairs: set[tuple[int, int]]) -> None:
-        q = select(EvalVersion).where(EvalVersion.eval_id.in_({e for e, _ in pairs}))
-        found = {(v.eval_id, v.version): v for v in self.s.scalars(q)}
+        found = {
+            (v.eval_id, v.version): v for v in versions_of_evals(self.s, {e for e, _ in pairs})
+        }
         specs = []
         for pair in pairs:
             self.versions[pair] = None
@@ -288,15 +285,6 @@ class _Why:
         return list(exp.missing_required), [t.term for t in exp.missing], exp.reason
 
 
-_CAPTURE_COLUMNS = [
-    Capture.id,
-    Capture.input,
-    Capture.output,
-    Capture.conversation_id,
-    Capture.meta,
-    Capture.captured_at,
-    Capture.scores,
-]
 _Item = tuple[datetime, int, int, list[Any]]  # (time, kind, id, its rows: tuples or CSV lines)
 # (id, input, output, conversation id, metadata, time, packed results) of one capture
 _CaptureRow = tuple[int, str, str, str | None, Any, datetime, PackedResults]
@@ -331,16 +319,16 @@ def csv_line(values: Sequence[Any]) -> str:
     return ",".join([csv_cell(v) for v in values]) + "\n"
 
 
-def _capture_rows(s: Session, f: ResultFilter, look: _Lookups) -> Iterator[tuple[_CaptureRow, Any]]:
+def _capture_rows(s: Tx, f: ResultFilter, look: _Lookups) -> Iterator[tuple[_CaptureRow, Any]]:
     """Per capture of ``f``'s scope (oldest first), its values and its chunk's reviews: the
-    captures' columns read straight from the driver a chunk at a time (``stream_rows``: no
+    captures' columns read straight from the driver a chunk at a time (``stream_capture_rows``: no
     SQLAlchemy work per row; on PostgreSQL a binary server-side cursor), their results
     unpacked, the names and versions they meet loaded (``look``), the reviews of a chunk read
     at once."""
-    q, checked = scope_select(s, capture_scope(f), _CAPTURE_COLUMNS)
+    q, checked = scope_select(s, capture_scope(f), CAPTURE_COLUMNS)
     parse_time = datetime.fromisoformat
-    as_text = s.get_bind().dialect.name == "sqlite"
-    for part in stream_rows(s.connection(), q, CAPTURE_CHUNK):
+    as_text = gives_text(s)
+    for part in stream_capture_rows(s, q, CAPTURE_CHUNK):
         rows: list[_CaptureRow] = []
         for row in part:
             cid, input_, output, conv, meta, at, blob = row[:7]
@@ -405,9 +393,7 @@ def _verdict(
     ), required
 
 
-def _captured_items(
-    s: Session, f: ResultFilter, eval_id: int | None, look: _Lookups
-) -> Iterator[_Item]:
+def _captured_items(s: Tx, f: ResultFilter, eval_id: int | None, look: _Lookups) -> Iterator[_Item]:
     """Per capture of ``f``'s scope (oldest first), its rows that ``f`` keeps, as tuples in
     ``EXPORT_COLUMNS`` order (the JSON document, ``iter_export_rows``)."""
     unknown = (None, "similarity", (), None)
@@ -439,9 +425,7 @@ def _captured_items(
 _PairCells = tuple[str, list[str], Sequence[str], "_Version | None"]
 
 
-def _captured_lines(
-    s: Session, f: ResultFilter, eval_id: int | None, look: _Lookups
-) -> Iterator[_Item]:
+def _captured_lines(s: Tx, f: ResultFilter, eval_id: int | None, look: _Lookups) -> Iterator[_Item]:
     """``_captured_items`` as the CSV's lines: what several rows share (a capture's texts,
     time and metadata; an eval version's name and references) made into cells once, a row
     joining them with its own few (``csv_cell``: the bytes ``csv.writer`` writes)."""
@@ -494,9 +478,7 @@ def _json_object(values: Sequence[Any]) -> str:
     return _to_json(dict(zip(EXPORT_COLUMNS, values, strict=True)))
 
 
-def _captured_json(
-    s: Session, f: ResultFilter, eval_id: int | None, look: _Lookups
-) -> Iterator[_Item]:
+def _captured_json(s: Tx, f: ResultFilter, eval_id: int | None, look: _Lookups) -> Iterator[_Item]:
     """``_captured_items`` as the JSON document's objects, each the text ``_json_object``
     makes of it: what the rows of a capture or an eval version share encoded once, each row
     joined from the encoded values with its own few."""
@@ -609,7 +591,7 @@ def _run_items(rows: Iterator[Row], look: _Lookups, form: str) -> Iterator[_Item
 class ExportMixin(ResultsMixin):
     """Results export."""
 
-    def _export_values(self, s: Session, f: ResultFilter, form: str) -> Iterator[Any]:
+    def _export_values(self, s: Tx, f: ResultFilter, form: str) -> Iterator[Any]:
         """The rows of ``f``, oldest first, in the order of ``iter_rows``, in ``form``:
         "rows", tuples in ``EXPORT_COLUMNS`` order; "csv", the CSV's lines (texts with
         ``neutralise_formula``, booleans as true/false, metadata as its JSON text); "json",

@@ -31,11 +31,11 @@ from sqlalchemy.orm import Session
 
 from simeval.checks import naive_utc
 from simeval.service.capture_walk import CaptureScope, split_pairs
-from simeval.service.rollup import chunks_after, reviews_of, watermark
 from simeval.store import PACK_HEAD, Capture, CaptureMeta, Review, packed_fingerprints
 from simeval.store.meta_index import rolled_up
-from simeval.store.meta_rollup import whole_hours
+from simeval.store.meta_rollup import watermark, whole_hours
 from simeval.store.packing import unpack_results
+from simeval.store.rollups import chunks_after, reviews_of
 from simeval.store.tables import MetaCaptureRollup, MetaRollup
 
 _CHUNK = 1000

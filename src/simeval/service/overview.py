@@ -7,11 +7,12 @@ rate against the window before with its 95% interval (``scoring.compare``'s
 bootstrap).
 
 It reads the trend rollup, never the results: one aggregate query sums the rollup's hourly
-rows of every eval into the sparkline's slots and the previous window in the database, so
-it returns about (evals × slots) rows whatever the number of results; the captures past the
-rollup's watermark (a few hundred at most) are added from their packed results, and reviews
-are applied as the rollup's other readers apply them (``rollup.review_changes``). Windows
-end on the hour, so no partial hour has to be summed from captures.
+rows of every eval into the sparkline's slots and the previous window in the database
+(``simeval.store.overview_sql``), so it returns about (evals × slots) rows whatever the
+number of results; the captures past the rollup's watermark (a few hundred at most) are added
+from their packed results, and reviews are applied as the rollup's other readers apply them
+(``simeval.store.rollups.review_changes``). Windows end on the hour, so no partial hour has
+to be summed from captures.
 """
 
 from __future__ import annotations
@@ -22,28 +23,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Integer, String, case, cast, extract, func, literal, select, type_coerce
-from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc
 from simeval.errors import InvalidInput
 from simeval.scoring.compare import pass_rate_diff_interval
 from simeval.service.base import ServiceBase
-from simeval.service.rollup import (
-    HOUR,
-    Tally,
-    captures_after,
-    review_changes,
-    watermark,
-)
-from simeval.store import Eval, TrendRollup
-from simeval.store.meta_rollup import hour_start
+from simeval.store import Tx
+from simeval.store.meta_rollup import hour_start, watermark
+from simeval.store.overview_sql import active_evals, rollup_slots, slot_of
+from simeval.store.rollups import HOUR, Tally, captures_after, review_changes
 
 # window: (hours, hours per sparkline slot)
 WINDOWS: dict[str, tuple[int, int]] = {"24h": (24, 2), "7d": (168, 12), "30d": (720, 48)}
 SORTS = ("worst", "name", "pass_rate", "mean_score", "change", "results", "last")
 Trend = Literal["dropped", "rose", "no clear change", "not enough data"]
-_EPOCH = datetime(1970, 1, 1)
 
 
 class OverviewRow(BaseModel):
@@ -114,85 +107,16 @@ class _Board:
             self.last[eval_id] = hour
 
 
-def _hour_index(dialect: str, start: datetime) -> Any:
-    """The rollup bucket as a whole number of hours after ``start``, in SQL; None when the
-    dialect has no date arithmetic this knows (the buckets are then slotted in Python)."""
-    bucket = TrendRollup.bucket
-    if dialect == "sqlite":
-        j0 = (start - _EPOCH).total_seconds() / 86400 + 2440587.5
-        return cast(func.round((func.julianday(bucket) - literal(j0)) * 24), Integer)
-    if dialect == "postgresql":
-        e0 = (start - _EPOCH).total_seconds()
-        return cast(func.round((extract("epoch", bucket) - literal(e0)) / 3600), Integer)
-    return None
-
-
-def _rollup_slots(
-    s: Session, board: _Board, prev: datetime, start: datetime, end: datetime, per: int
-) -> None:
-    """Add the rollup's sums in [prev, end) to ``board``: one grouped query, a row per eval
-    and slot, the slots worked out in the database."""
-    index = _hour_index(s.get_bind().dialect.name, start)
-    in_range = (TrendRollup.bucket >= prev) & (TrendRollup.bucket < end) & (TrendRollup.count > 0)
-    if index is None:  # no date arithmetic: hourly rows, slotted here
-        q = (
-            select(
-                TrendRollup.eval_id,
-                TrendRollup.bucket,
-                func.sum(TrendRollup.count),
-                func.sum(TrendRollup.total),
-                func.sum(TrendRollup.passes),
-            )
-            .where(in_range)
-            .group_by(TrendRollup.eval_id, TrendRollup.bucket)
-        )
-        for eval_id, bucket, c, t, p in s.execute(q):
-            hour = hour_start(bucket)
-            board.add(eval_id, _slot(hour, start, per), int(c), float(t or 0.0), int(p or 0))
-            board.seen(eval_id, hour)
-        return
-    slot = case((TrendRollup.bucket < start, -1), else_=index // per)
-    grouped = (
-        select(
-            TrendRollup.eval_id,
-            slot,
-            func.sum(TrendRollup.count),
-            func.sum(TrendRollup.total),
-            func.sum(TrendRollup.passes),
-            # as stored (SQLite's text sorts as its time): parsed once per eval, below
-            type_coerce(func.max(TrendRollup.bucket), String),
-        )
-        .where(in_range)
-        .group_by(TrendRollup.eval_id, slot)
-    )
-    newest: dict[int, Any] = {}
-    for eval_id, k, c, t, p, last in s.execute(grouped):
-        board.add(eval_id, int(k), int(c), float(t or 0.0), int(p or 0))
-        old = newest.get(eval_id)
-        if old is None or last > old:
-            newest[eval_id] = last
-    for eval_id, last in newest.items():
-        board.seen(eval_id, hour_start(last))
-
-
-def _slot(hour: datetime, start: datetime, per: int) -> int:
-    if hour < start:
-        return -1
-    return int((hour - start).total_seconds() // 3600) // per
-
-
-def _tail(
-    s: Session, board: _Board, prev: datetime, start: datetime, end: datetime, per: int
-) -> None:
+def _tail(s: Tx, board: _Board, prev: datetime, start: datetime, end: datetime, per: int) -> None:
     """Add the captures past the rollup's watermark, and every review in the two windows."""
     tally = Tally()
     for when, blob in captures_after(s, watermark(s), prev, end):
         tally.add(when, blob)
     for (hour, eval_id, _, _), sums in tally.sums().items():
-        board.add(eval_id, _slot(hour, start, per), sums.count, sums.total, sums.passes)
+        board.add(eval_id, slot_of(hour, start, per), sums.count, sums.total, sums.passes)
         board.seen(eval_id, hour)
     for (hour, eval_id, _, _), d_total, d_passes, _ok in review_changes(s, None, prev, end):
-        board.add(eval_id, _slot(hour, start, per), 0, d_total, d_passes)
+        board.add(eval_id, slot_of(hour, start, per), 0, d_total, d_passes)
 
 
 def _trend(change: tuple[float, float, float] | None) -> Trend:
@@ -320,10 +244,8 @@ class OverviewMixin(ServiceBase):
         prev = start - timedelta(hours=hours)
         board = _Board()
         with self.store.read() as s:
-            evals = s.execute(
-                select(Eval.id, Eval.name, Eval.threshold).where(Eval.status == "active")
-            ).all()
-            _rollup_slots(s, board, prev, start, end, per)
+            evals = active_evals(s)
+            rollup_slots(s, board, prev, start, end, per)
             _tail(s, board, prev, start, end, per)
         open_by_name = alerts() if alerts is not None else None
         rows = [

@@ -4,7 +4,7 @@ A captured result lives packed on its capture (``Capture.scores``); a data-set r
 row of ``results``. ``iter_rows`` walks both in time order (newest or oldest first) as
 ``Row``s, filtered by eval, effective verdict (a review wins), time range, review and run;
 ``count_rows`` counts the same set without walking captured results one by one (through the
-rollup, ``simeval.service.rollup``). A result's id says where it lives: "<capture>-<eval>" or
+rollup, ``simeval.store.rollups``). A result's id says where it lives: "<capture>-<eval>" or
 "r<row>" (``parse_result_id``).
 """
 
@@ -33,8 +33,8 @@ from simeval.service.capture_walk import (
 from simeval.service.filters import ResultFilter
 from simeval.service.meta_counts import meta_counts
 from simeval.service.models import ReviewOut
-from simeval.service.rollup import tally_totals
 from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
+from simeval.store.rollups import tally_totals
 
 _ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")
 RESULT_ID_PATTERN = r"^(\d+-\d+|r?\d+)$"  # for routes: another form is a 422

@@ -15,7 +15,6 @@ from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.actor import record
 from simeval.service.base import ServiceBase
 from simeval.service.models import CleanupOut, SettingsOut
-from simeval.service.rollup import HOUR, Tally, add_sums, roll_up
 from simeval.store import (
     CAPTURE_LOCK,
     PACK_HEAD,
@@ -29,6 +28,7 @@ from simeval.store import (
 )
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, MAX_INDEXED_KEY, indexed_keys
 from simeval.store.meta_rollup import cut_hours, hour_start
+from simeval.store.rollups import HOUR, Tally, add_sums, roll_up
 from simeval.store.summaries import backfill_meta, drop_meta_key, recompute_conversations
 
 # the keys of the settings table: the evals revision (bumped by every change to an eval, so

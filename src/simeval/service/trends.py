@@ -16,8 +16,8 @@ from simeval.checks import as_utc, parse_time
 from simeval.errors import InvalidInput
 from simeval.service.base import ServiceBase
 from simeval.service.models import TrendBucket, TrendOut
-from simeval.service.rollup import tally_range
 from simeval.store import PACK_HEAD, PACK_VERSION, Capture, Result, Review, unpack_results
+from simeval.store.rollups import tally_range
 
 BUCKETS = ("hour", "day", "week")
 RECENT_LOOKBACK = 100_000  # captures read at most for an eval's recent verdicts

@@ -1,6 +1,6 @@
 """Captured results counted per indexed metadata value, UTC hour and eval (``meta_rollup``).
 
-``trend_rollup`` (``simeval.service.rollup``) sums every capture up to a watermark (the setting
+``trend_rollup`` (``simeval.store.rollups``) sums every capture up to a watermark (the setting
 ``rollup_upto``, a capture id); ``meta_rollup`` holds the same captures counted by each of
 their ``capture_meta`` rows (key, value): a capture with two indexed values is counted under
 both. It is kept in the same transactions as ``trend_rollup``: when the watermark moves
@@ -40,7 +40,7 @@ from simeval.store.tables import (
     meta_rollup_table,
 )
 
-ROLLUP_KEY = "rollup_upto"  # the setting holding the watermark (``simeval.service.rollup``)
+ROLLUP_KEY = "rollup_upto"  # the setting holding the watermark (``simeval.store.rollups``)
 _IN_CHUNK = 500  # ids in one IN (...) list
 _HOUR = timedelta(hours=1)
 

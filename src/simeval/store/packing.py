@@ -12,6 +12,10 @@ The column primitives (``le_bytes``, ``f64_bytes``, ``i32_bytes``, ``pick_entrie
 too: the capture's hot path (``simeval.service.capture``) builds the columns itself, from the
 eval-set engine's score arrays, without a per-result object. Nothing here touches SQL.
 
+The readers at the end read many captures' blobs without unpacking each: the rollups' sums
+(``packed_sum_columns``, ``packed_layout``, ``sum_column_rows``; ``simeval.store.rollups``)
+and a compare side's columns (``packed_columns``; ``simeval.service.compare_sides``).
+
 >>> unpack_results(pack_results([(3, 1, 0.5, False, 0.8, 0, "abc")])).scores[0]
 0.5
 """
@@ -24,6 +28,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from simeval.errors import InvalidInput, SimevalError
 
@@ -176,3 +182,148 @@ def unpack_results(blob: bytes | None) -> PackedResults:
     passed, fp_index = blob[at : at + n], blob[at + n : at + 2 * n]
     ids, versions, scores, thresholds, matched = cols
     return PackedResults(ids, versions, scores, thresholds, matched, passed, fp_index, tuple(fps))
+
+
+# -- readers for rollups and compare
+
+_ENTRY = 34  # bytes per packed entry: int64 id, int32 version, 2 float64, int32, 2 uint8
+
+
+def packed_sum_columns(blob: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """(layout key, score column, verdict column) of a packed capture, None when it holds no
+    result or is of a format unknown here: captures with equal layout keys were scored by the
+    same evals, versions and fingerprints in the same order (``packed_layout`` reads them)."""
+    version, _, nfp, n = PACK_HEAD.unpack_from(blob)
+    if version != PACK_VERSION or n == 0:
+        return None
+    at = PACK_HEAD.size
+    for _ in range(nfp):
+        at += 1 + blob[at]
+    scores_at = at + 12 * n
+    passed_at = scores_at + 8 * n + 8 * n + 4 * n
+    layout_key = blob[:scores_at] + blob[passed_at + n : passed_at + 2 * n]
+    return layout_key, blob[scores_at : scores_at + 8 * n], blob[passed_at : passed_at + n]
+
+
+def packed_layout(blob: bytes) -> tuple[list[int], list[int], list[str]]:
+    """The eval ids, versions and fingerprints (one per entry) of a packed capture."""
+    _, _, nfp, n = PACK_HEAD.unpack_from(blob)
+    fps, at = packed_fingerprints(blob, nfp)
+    ids = np.frombuffer(blob, "<i8", n, at).tolist()
+    versions = np.frombuffer(blob, "<i4", n, at + 8 * n).tolist()
+    passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n
+    fp_index = blob[passed_at + n : passed_at + 2 * n]
+    return ids, versions, [fps[i] for i in fp_index]
+
+
+def sum_column_rows(
+    scores: list[bytes], passed: list[bytes], n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The score and verdict columns of captures of one layout (``packed_sum_columns``) as
+    two matrices, a row per capture: float64 scores, uint8 verdicts."""
+    k = len(scores)
+    return (
+        np.frombuffer(b"".join(scores), "<f8").reshape(k, n),
+        np.frombuffer(b"".join(passed), "u1").reshape(k, n),
+    )
+
+
+@dataclass
+class PackedColumns:
+    """Many captures' packed results, flattened (in capture order, or eval by eval each in
+    capture order): per result its capture's position (``case``), eval id, score, threshold
+    and automated verdict."""
+
+    case: np.ndarray
+    eval_ids: np.ndarray
+    scores: np.ndarray
+    thresholds: np.ndarray
+    passed: np.ndarray
+
+
+def _only_column(ids: np.ndarray, only: int | None) -> int | None:
+    """The column of ``ids`` (captures by entries) holding eval ``only`` in every capture,
+    None when there is no such one column (or no ``only``)."""
+    if only is None or ids.shape[0] == 0:
+        return None
+    hits = np.flatnonzero(ids[0] == only)
+    if hits.shape[0] != 1 or not bool((ids[:, hits[0]] == only).all()):
+        return None
+    return int(hits[0])
+
+
+def packed_columns(blobs: Sequence[bytes | memoryview], only: int | None = None) -> PackedColumns:
+    """The results of packed captures (this module's layout) as columns: the
+    blobs of one length and one entry count are one matrix (one column per field), so the
+    cost per capture is a few byte copies, not a parse. ``only``: the results of that eval
+    are wanted (others may be left out: where it is one column of a matrix, that column
+    alone is copied)."""
+    lens = np.fromiter(map(len, blobs), np.int64, len(blobs))
+    parts: list[tuple[np.ndarray, ...]] = []
+    for size in np.unique(lens).tolist():
+        if size == 0:
+            continue  # no results
+        members = np.flatnonzero(lens == size)
+        joined = (
+            b"".join(blobs)
+            if members.shape[0] == len(blobs)
+            else b"".join([blobs[i] for i in members.tolist()])
+        )
+        raw = np.frombuffer(joined, np.uint8).reshape(-1, size)
+        if size < PACK_HEAD.size or (raw[:, 0] != PACK_VERSION).any():
+            raise SimevalError("packed results of a format unknown to this simeval")
+        counts = np.ascontiguousarray(raw[:, 4:8]).view("<u4").ravel()
+        for n in np.unique(counts).tolist():
+            if n == 0 or size < PACK_HEAD.size + _ENTRY * n:
+                continue
+            rows = np.flatnonzero(counts == n)
+            block = raw[rows] if rows.shape[0] != raw.shape[0] else raw
+            at = size - _ENTRY * n
+
+            def col(start: int, width: int, dtype: str, blk: np.ndarray = block) -> np.ndarray:
+                return np.ascontiguousarray(blk[:, start : start + width]).view(dtype)
+
+            ids = col(at, 8 * n, "<i8")
+            j = _only_column(ids, only)
+            if j is None:
+                scores = col(at + 12 * n, 8 * n, "<f8")
+                thresholds = col(at + 20 * n, 8 * n, "<f8")
+                passed = block[:, at + 32 * n : at + 33 * n] != 0
+            else:  # the one wanted eval's column alone
+                ids = ids[:, j : j + 1]
+                scores = col(at + 12 * n + 8 * j, 8, "<f8")
+                thresholds = col(at + 20 * n + 8 * j, 8, "<f8")
+                passed = block[:, at + 32 * n + j : at + 32 * n + j + 1] != 0
+            parts.append((members[rows], ids, scores, thresholds, passed))
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return PackedColumns(empty, empty, empty.astype(np.float64), empty + 0.0, empty > 0)
+    if len(parts) == 1 and bool((parts[0][1] == parts[0][1][0]).all()):
+        # one layout and every capture scored by the same evals in the same order (the
+        # common case): eval by eval, each in capture order (the matrices transposed), so
+        # the results come grouped by eval without a sort
+        members, ids, scores, thresholds, passed = parts[0]
+        n = ids.shape[1]
+        return PackedColumns(
+            np.tile(members, n),
+            ids.T.ravel().astype(np.int64, copy=False),
+            scores.T.ravel().astype(np.float64, copy=False),
+            thresholds.T.ravel().astype(np.float64, copy=False),
+            passed.T.ravel(),
+        )
+    flat = [
+        (np.repeat(m, i.shape[1]), i.ravel(), sc.ravel(), th.ravel(), ok.ravel())
+        for m, i, sc, th, ok in parts
+    ]
+    cols = [np.concatenate(x) for x in zip(*flat, strict=True)]
+    if len(parts) > 1:  # blobs of several layouts: back to capture order
+        order = np.argsort(cols[0], kind="stable")
+        cols = [c[order] for c in cols]
+    # stored little-endian: in this machine's order (no copy on a little-endian one)
+    return PackedColumns(
+        cols[0],
+        cols[1].astype(np.int64, copy=False),
+        cols[2].astype(np.float64, copy=False),
+        cols[3].astype(np.float64, copy=False),
+        cols[4],
+    )

@@ -12,7 +12,7 @@ What each worker holds for itself, and what is shared:
 - Captures, reads, the trend rollup, the OTLP scores exporter and the proxy's capture queue run
   in every worker. The rollup is safe concurrently: it reads its watermark under the capture
   lock taken exclusively on PostgreSQL, under the file's write lock on SQLite
-  (``simeval.service.rollup.roll_up``); each worker's exporter sends the captures that worker
+  (``simeval.store.rollups.roll_up``); each worker's exporter sends the captures that worker
   stored, so every result goes out once. On SQLite the workers' writes take the one write
   lock in turn (``--lock-wait`` bounds the wait, as for any other writer).
 - The alert watcher runs in one worker only (else every opened alert would be delivered N

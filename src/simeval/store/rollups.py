@@ -26,17 +26,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from simeval.checks import naive_utc
-from simeval.store import (
-    CAPTURE_LOCK,
-    PACK_HEAD,
-    PACK_VERSION,
-    Capture,
-    Review,
-    Setting,
-    TrendRollup,
-    packed_fingerprints,
-    unpack_results,
-)
+from simeval.store.database import CAPTURE_LOCK
 from simeval.store.meta_rollup import (
     ROLLUP_KEY,
     MetaSums,
@@ -46,6 +36,13 @@ from simeval.store.meta_rollup import (
     whole_hours,
     write_sums,
 )
+from simeval.store.packing import (
+    packed_layout,
+    packed_sum_columns,
+    sum_column_rows,
+    unpack_results,
+)
+from simeval.store.tables import Capture, Review, Setting, TrendRollup
 
 rollup_table = cast(Table, TrendRollup.__table__)
 ROLLUP_EVERY = 256  # captures past the watermark before the capture path rolls them up
@@ -75,14 +72,10 @@ class Sums:
     reviewed_passes: int = 0
 
 
-def _layout(blob: bytes, nfp: int, n: int, wanted: frozenset[int] | None) -> _Layout:
-    fps, at = packed_fingerprints(blob, nfp)
-    ids = np.frombuffer(blob, "<i8", n, at).tolist()
-    versions = np.frombuffer(blob, "<i4", n, at + 8 * n).tolist()
-    passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n
-    fp_index = blob[passed_at + n : passed_at + 2 * n]
+def _layout(blob: bytes, wanted: frozenset[int] | None) -> _Layout:
+    ids, versions, fps = packed_layout(blob)
     keep = [i for i, e in enumerate(ids) if wanted is None or e in wanted]
-    return _Layout(ids, versions, [fps[i] for i in fp_index], keep)
+    return _Layout(ids, versions, fps, keep)
 
 
 class _Slot:
@@ -92,7 +85,7 @@ class _Slot:
 
     __slots__ = ("count", "flush_at", "n", "passed", "passes", "scores", "total")
 
-    def __init__(self, n: int):
+    def __init__(self, n: int) -> None:
         self.n = n
         self.count = 0
         self.scores: list[bytes] = []
@@ -104,9 +97,7 @@ class _Slot:
     def flush(self) -> None:
         if not self.scores:
             return
-        k, n = len(self.scores), self.n
-        scores = np.frombuffer(b"".join(self.scores), "<f8").reshape(k, n)
-        passed = np.frombuffer(b"".join(self.passed), "u1").reshape(k, n)
+        scores, passed = sum_column_rows(self.scores, self.passed, self.n)
         # sequential sums (cumsum), not pairwise: the same totals as adding one by one
         self.total = np.cumsum(np.vstack((self.total, scores)), axis=0)[-1]
         self.passes += passed.sum(axis=0, dtype=np.int64)
@@ -136,18 +127,13 @@ class Tally:
         if not blob:
             return
         blob = bytes(blob)
-        version, _, nfp, n = PACK_HEAD.unpack_from(blob)
-        if version != PACK_VERSION or n == 0:
+        columns = packed_sum_columns(blob)
+        if columns is None:
             return
-        at = PACK_HEAD.size
-        for _ in range(nfp):
-            at += 1 + blob[at]
-        scores_at = at + 12 * n
-        passed_at = scores_at + 8 * n + 8 * n + 4 * n
-        layout_key = blob[:scores_at] + blob[passed_at + n : passed_at + 2 * n]
+        layout_key, scores, passed = columns
         layout = self._layouts.get(layout_key)
         if layout is None:
-            layout = self._layouts[layout_key] = _layout(blob, nfp, n, self.eval_ids)
+            layout = self._layouts[layout_key] = _layout(blob, self.eval_ids)
         if not layout.keep:
             return
         if isinstance(when, str):  # as SQLite stores it: the hour is its first 13 characters
@@ -158,14 +144,15 @@ class Tally:
             hour = hour_start(when)
         slot = self._acc.get((hour, layout_key))
         if slot is None:
-            slot = self._acc[(hour, layout_key)] = _Slot(n)
+            slot = self._acc[(hour, layout_key)] = _Slot(len(passed))
         slot.count += 1
-        slot.scores.append(blob[scores_at : scores_at + 8 * n])
-        slot.passed.append(blob[passed_at : passed_at + n])
+        slot.scores.append(scores)
+        slot.passed.append(passed)
         if len(slot.scores) >= slot.flush_at:
             slot.flush()
 
     def sums(self) -> dict[Key, Sums]:
+        """The sums of the captures added, per (hour, eval, version, fingerprint)."""
         out: dict[Key, Sums] = {}
         for (hour, layout_key), slot in self._acc.items():
             slot.flush()
@@ -292,6 +279,7 @@ _SET_WATERMARK = update(_settings).where(_settings.c.key == ROLLUP_KEY).values(v
 
 
 def set_watermark(conn: Connection, value: int) -> None:
+    """Set the rollup's watermark (the setting ``rollup_upto``) to ``value``."""
     done = conn.execute(_SET_WATERMARK, {"v": value}).rowcount
     if not done:
         conn.execute(_settings.insert().values(key=ROLLUP_KEY, value=value))
