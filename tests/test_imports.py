@@ -153,6 +153,7 @@ LAYERS = [
     (
         "simeval.errors",
         "simeval.checks",
+        "simeval.jsontypes",
         "simeval.codings",
         "simeval.lazy",
         "simeval.vocabulary",
