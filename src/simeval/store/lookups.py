@@ -58,3 +58,9 @@ def write_or_none(store: Store, fn: Callable[[Tx], T]) -> T | None:
         return store.run_write(fn)
     except IntegrityError:
         return None
+
+
+def flush_changes(s: Tx) -> None:
+    """Nothing: the transaction's pending changes written (flushed) to the database, so that
+    a constraint refuses them now and new rows have their ids."""
+    s.flush()

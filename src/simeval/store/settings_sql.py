@@ -31,7 +31,7 @@ def settings_of(s: Tx, keys: Sequence[str] | None = None) -> dict[str, Any]:
     q = select(Setting.key, Setting.value)
     if keys is not None:
         q = q.where(Setting.key.in_(keys))
-    return dict(s.execute(q).tuples().all())
+    return dict(s.execute(q).all())
 
 
 def put_setting(s: Tx, key: str, value: Any) -> None:
