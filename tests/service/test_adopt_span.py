@@ -19,7 +19,6 @@ from tests.rollups import held_captures, held_results, roll
 
 from simeval.checks import check_capture
 from simeval.service import Service
-from simeval.service import adopt as adopt_mod
 from simeval.service.models import CaptureOut
 from simeval.store import (
     CAPTURE_LOCK,
@@ -27,6 +26,7 @@ from simeval.store import (
     capture_meta_table,
     captures_table,
     resolve_db_url,
+    spans_sql,
     unpack_results,
 )
 from simeval.store.meta_index import NOT_ROLLED_UP
@@ -201,7 +201,7 @@ def test_a_merge_that_fails_writes_nothing(db: str, monkeypatch: pytest.MonkeyPa
         def broken(conn: Any, ids: Any) -> int:
             raise RuntimeError("the disk went away")
 
-        monkeypatch.setattr(adopt_mod, "recompute_conversations", broken)
+        monkeypatch.setattr(spans_sql, "recompute_conversations", broken)
         proxy = check_capture("Capital?", REF, None, PROXY_META, None)
         with pytest.raises(RuntimeError, match="the disk went away"):
             svc.merge_proxied(out.id, (*proxy, "chatcmpl-1"))

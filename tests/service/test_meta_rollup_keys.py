@@ -254,6 +254,7 @@ def test_an_interrupted_drop_then_the_key_declared_again_counts_exactly(
     svc: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import simeval.service.settings as settings_module
+    import simeval.store.settings_sql as settings_sql
 
     rng = random.Random(31)
     base = _base(1)
@@ -266,7 +267,7 @@ def test_an_interrupted_drop_then_the_key_declared_again_counts_exactly(
     # the drop stops after its first chunk of 10 rows (a crash, a killed process)
     monkeypatch.setattr(settings_module, "_DROP_CHUNK", 10)
     calls = {"n": 0}
-    real = settings_module.drop_meta_key
+    real = settings_sql.drop_meta_key
 
     def once(conn: Any, key: str, limit: int) -> int:
         calls["n"] += 1
@@ -274,10 +275,10 @@ def test_an_interrupted_drop_then_the_key_declared_again_counts_exactly(
             raise KeyboardInterrupt
         return real(conn, key, limit)
 
-    monkeypatch.setattr(settings_module, "drop_meta_key", once)
+    monkeypatch.setattr(settings_sql, "drop_meta_key", once)
     with pytest.raises(KeyboardInterrupt):
         svc.update_settings(indexed_meta=[])
-    monkeypatch.setattr(settings_module, "drop_meta_key", real)
+    monkeypatch.setattr(settings_sql, "drop_meta_key", real)
     with svc.store.read() as s:
         left = s.scalar(sa.text("SELECT count(*) FROM capture_meta WHERE key = 'team'"))
     assert left and left > 20  # rows of the dropped key are left over

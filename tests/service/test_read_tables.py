@@ -164,7 +164,7 @@ def test_an_interrupted_declaration_is_completed_by_the_next(
 ) -> None:
     for k in range(10):
         svc.capture("q", OUTS[k % 3], None, {"team": f"t{k}"})
-    import simeval.service.settings as settings_mod
+    import simeval.store.settings_sql as settings_mod
 
     def broken(*args: Any) -> None:
         raise RuntimeError("the process died here")

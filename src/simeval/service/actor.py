@@ -22,9 +22,8 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from simeval.checks import utc_now
+from simeval.store import Tx
 from simeval.store.audit_sql import add_entry
 
 _ACTOR: ContextVar[str | None] = ContextVar("simeval_actor", default=None)
@@ -54,7 +53,7 @@ def acting_as(actor: str | None, *, signed_in: bool = False) -> Iterator[None]:
         _SIGNED_IN.reset(signed)
 
 
-def record(s: Session, action: str, target: str, **detail: Any) -> None:
+def record(s: Tx, action: str, target: str, **detail: Any) -> None:
     """Append an audit entry for a change made in ``s``'s write transaction, by the current
     actor. ``action``: ``area.verb`` (``eval.edit``); ``target``: ``kind:name``
     (``eval:greeting``); ``detail``: JSON-ready values."""

@@ -24,14 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, text
-from sqlalchemy.orm import Session
-
-from simeval.store import CAPTURE_LOCK, Capture, capture_meta_table, unpack_results
-from simeval.store.meta_index import index_entries
-from simeval.store.meta_rollup import MetaSums, tally_rows, watermark, write_sums
+from simeval.store import Capture, Tx, unpack_results
+from simeval.store.meta_rollup import MetaSums, tally_rows, write_sums
 from simeval.store.rollups import Sums, Tally, add_sums
-from simeval.store.summaries import recompute_conversations
+from simeval.store.spans_sql import Recount as Recount  # raised here; the capture catches it
+from simeval.store.spans_sql import capture_for_update, rewrite_capture
 
 # what a span knows of a call and the proxy does not
 SPAN_KEYS = ("trace_id", "span_id", "span_name")
@@ -62,57 +59,16 @@ def _counted(conn: Any, cap: Capture, sign: int) -> None:
     )
 
 
-class Recount(Exception):
-    """The rollups counted the capture while its rewrite waited for the capture lock: run it
-    again (it then takes the lock exclusively)."""
-
-
-def _locked(s: Session, cap: Capture) -> bool:
-    """The capture lock taken as ``rewrite`` needs it (see the module doc); whether the
-    rollups counted ``cap``."""
-    if s.get_bind().dialect.name != "postgresql":
-        return cap.id <= watermark(s)  # SQLite: one writer at a time
-    counted = cap.id <= watermark(s)
-    lock = "pg_advisory_xact_lock" if counted else "pg_advisory_xact_lock_shared"
-    s.execute(text(f"SELECT {lock}({CAPTURE_LOCK})"))
-    if not counted and cap.id <= watermark(s):
-        raise Recount(cap.id)
-    return counted
-
-
-def _capture(s: Session, capture_id: int) -> Capture | None:
-    """The stored capture, its row locked until the commit (PostgreSQL)."""
-    return s.get(Capture, capture_id, with_for_update=True)
-
-
-def rewrite(s: Session, keys: Sequence[str], cap: Capture, change: Callable[[], None]) -> None:
+def rewrite(s: Tx, keys: Sequence[str], cap: Capture, change: Callable[[], None]) -> None:
     """In the write transaction ``s``: ``change()`` edits the stored capture ``cap`` (read
-    with its row locked: ``_capture``; its texts, metadata, conversation, results); the tables
-    read from it follow (see the module doc). ``keys``: the metadata keys indexed.
-    ``Recount`` when it must be run again."""
-    conn = s.connection()
-    counted = _locked(s, cap)
-    talks = {cap.conversation_id}
-    if counted:
-        _counted(conn, cap, -1)
-    change()
-    s.flush()
-    talks.add(cap.conversation_id)
-    conn.execute(delete(capture_meta_table).where(capture_meta_table.c.capture_id == cap.id))
-    entries = index_entries(cap.meta, keys)
-    if entries:
-        rows = [
-            {"capture_id": cap.id, "key": k, "value": v, "captured_at": cap.captured_at}
-            for k, v in entries
-        ]
-        conn.execute(insert(capture_meta_table), rows)
-    if counted:
-        _counted(conn, cap, 1)
-    recompute_conversations(conn, [t for t in talks if t is not None])
+    with its row locked: ``capture_for_update``; its texts, metadata, conversation,
+    results); the tables read from it follow (see the module doc). ``keys``: the metadata
+    keys indexed. ``Recount`` when it must be run again."""
+    rewrite_capture(s, keys, cap, change, _counted)
 
 
 def adopt_span(
-    s: Session,
+    s: Tx,
     keys: Sequence[str],
     capture_id: int,
     conversation_id: str | None,
@@ -124,7 +80,7 @@ def adopt_span(
     read from the request's ``traceparent`` (``SPAN_IDS``), never those of another span
     adopted before. Its texts and results stay.
     True when the capture changed."""
-    cap = _capture(s, capture_id)
+    cap = capture_for_update(s, capture_id)
     if cap is None:
         return False
     meta = dict(cap.meta or {})
@@ -157,7 +113,7 @@ def merged_meta(span_meta: dict[str, Any], proxy_meta: dict[str, Any]) -> dict[s
 
 
 def merge_proxied(
-    s: Session,
+    s: Tx,
     keys: Sequence[str],
     capture_id: int,
     proxied: tuple[str, str, str | None, dict[str, Any] | None],
@@ -171,7 +127,7 @@ def merge_proxied(
     automatic evaluation is off, and the capture is left unscored). Returns the capture as
     rewritten and whether it had results before, or None when there is no such capture or
     it is the proxy's already."""
-    cap = _capture(s, capture_id)
+    cap = capture_for_update(s, capture_id)
     if cap is None or (cap.meta or {}).get("source") == "proxy":
         return None
     text_in, output, conversation_id, proxy_meta = proxied

@@ -19,13 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, tuple_
-from sqlalchemy.orm import Session
-
 from simeval.scoring.compare import Case, compare_eval
 from simeval.service.alert_rules import window_text
 from simeval.service.queries import capture_reviews
-from simeval.store import AlertRule, Capture, unpack_results
+from simeval.store import AlertRule, Tx, unpack_results
+from simeval.store.alerts_sql import scored_captures_before
 
 # how many captures one evaluation reads at most (newest first): a count window on an eval that
 # rarely fires does not read the whole store every time
@@ -79,23 +77,16 @@ def merge(needs: dict[int, Need], eval_id: int, need: Need) -> None:
         have.since = need.since
 
 
-def read_recent(s: Session, needs: dict[int, Need]) -> dict[int, list[Seen]]:
+def read_recent(s: Tx, needs: dict[int, Need]) -> dict[int, list[Seen]]:
     """Each eval's newest captured results, newest first, as far back as its need asks."""
     out: dict[int, list[Seen]] = {e: [] for e in needs}
     if not needs:
         return out
-    q = (
-        select(Capture.id, Capture.captured_at, Capture.scores)
-        .where(Capture.scores.is_not(None))
-        .order_by(Capture.captured_at.desc(), Capture.id.desc())
-    )
-    key = tuple_(Capture.captured_at, Capture.id)
     last: tuple[datetime, int] | None = None
     scanned = 0
     open_ = set(needs)
     while open_ and scanned < MAX_SCAN:
-        step = q if last is None else q.where(key < tuple_(*last))
-        caps = list(s.execute(step.limit(_CHUNK)))
+        caps = scored_captures_before(s, last, _CHUNK)
         if not caps:
             break
         reviews = capture_reviews(s, [c.id for c in caps])

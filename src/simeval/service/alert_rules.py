@@ -22,14 +22,13 @@ import re
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from simeval.checks import as_utc, check_name, check_storable, check_url, utc_now
 from simeval.errors import InvalidInput
 from simeval.service.actor import record
 from simeval.service.alert_models import AlertRuleOut
-from simeval.store import AlertRule
+from simeval.store import AlertRule, Tx
+from simeval.store.alerts_sql import add_rule, rule_named, rules_by_name
+from simeval.store.lookups import flush_changes
 
 RULE_KEYS = {"name", "eval", "when", "window", "webhook", "secret_env", "format"}
 DEFAULT_WINDOW = 20
@@ -164,15 +163,15 @@ def validate_alert_rules(items: Any, source: str) -> list[dict[str, Any]]:
     return out
 
 
-def store_alert_rules(s: Session, rules: list[dict[str, Any]], now: datetime | None = None) -> int:
+def store_alert_rules(s: Tx, rules: list[dict[str, Any]], now: datetime | None = None) -> int:
     """Create or replace (by name) each rule in ``s``'s transaction; how many changed."""
     now = now or utc_now()
     changed = 0
     for rule in rules:
-        row = s.scalar(select(AlertRule).where(AlertRule.name == rule["name"]))
+        row = rule_named(s, rule["name"])
         target = f"alert_rule:{rule['name']}"
         if row is None:
-            s.add(AlertRule(**rule, created_at=now, updated_at=now))
+            add_rule(s, AlertRule(**rule, created_at=now, updated_at=now))
             changed += 1
             record(s, "alert_rule.create", target, eval=rule.get("eval_name"))
             continue
@@ -183,7 +182,7 @@ def store_alert_rules(s: Session, rules: list[dict[str, Any]], now: datetime | N
             row.updated_at = now
             changed += 1
             record(s, "alert_rule.change", target, fields=fields)
-    s.flush()
+    flush_changes(s)
     return changed
 
 
@@ -204,11 +203,11 @@ def rule_out(rule: AlertRule) -> AlertRuleOut:
     )
 
 
-def export_alert_rules(s: Session) -> list[dict[str, Any]]:
+def export_alert_rules(s: Tx) -> list[dict[str, Any]]:
     """The stored rules as the evals YAML's ``alerts:`` section (``validate_alert_rules``
     reads it back)."""
     out = []
-    for rule in s.scalars(select(AlertRule).order_by(AlertRule.name)):
+    for rule in rules_by_name(s):
         item: dict[str, Any] = {
             "name": rule.name,
             "eval": rule.eval_name,

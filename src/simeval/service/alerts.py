@@ -15,10 +15,6 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-
 from simeval.checks import as_utc, check_lookup, utc_now
 from simeval.errors import InvalidInput, NotFound
 from simeval.service import alert_delivery
@@ -38,7 +34,23 @@ from simeval.service.alert_rules import (
     when_text,
 )
 from simeval.service.base import ServiceBase
-from simeval.store import Alert, AlertDelivery, AlertRule, Eval
+from simeval.store import Alert, AlertDelivery, AlertRule, Tx
+from simeval.store.alerts_sql import (
+    active_evals,
+    add_flushed,
+    alert_by_id,
+    delete_rule,
+    list_alerts,
+    list_deliveries,
+    open_alert,
+    open_alerts,
+    rule_by_id,
+    rule_named,
+    rule_of,
+    rules_by_id,
+    rules_by_name,
+)
+from simeval.store.lookups import write_or_none
 
 
 def _alert_out(alert: Alert, rule: AlertRule) -> AlertOut:
@@ -97,7 +109,7 @@ class AlertsMixin(ServiceBase):
     def alert_rules(self) -> list[AlertRuleOut]:
         """Every stored rule, by name."""
         with self.store.read() as s:
-            return [rule_out(r) for r in s.scalars(select(AlertRule).order_by(AlertRule.name))]
+            return [rule_out(r) for r in rules_by_name(s)]
 
     def set_alert_rules(self, rules: Any, source: str = "rules") -> list[AlertRuleOut]:
         """Create or replace (by name) the rules of ``rules`` (the evals YAML's ``alerts:``
@@ -109,17 +121,17 @@ class AlertsMixin(ServiceBase):
     def delete_alert_rule(self, name: str) -> None:
         """Delete a rule with its alerts and delivery log (``NotFound`` without one)."""
 
-        def work(s: Session) -> None:
+        def work(s: Tx) -> None:
             rule = self._rule(s, name)
-            s.delete(rule)
+            delete_rule(s, rule)
             record(s, "alert_rule.delete", f"alert_rule:{rule.name}")
 
         self._write(work)
 
-    def _rule(self, s: Session, name: Any) -> AlertRule:
+    def _rule(self, s: Tx, name: Any) -> AlertRule:
         if not isinstance(name, str) or check_lookup(name, "rule name") is None:
             raise NotFound(f"no alert rule named {name!r}")
-        rule = s.scalar(select(AlertRule).where(AlertRule.name == name.strip()))
+        rule = rule_named(s, name.strip())
         if rule is None:
             raise NotFound(f"no alert rule named {name!r}")
         return rule
@@ -141,43 +153,25 @@ class AlertsMixin(ServiceBase):
         if eval_name is not None and check_lookup(eval_name, "eval name") is None:
             return []  # a NUL or a lone surrogate: no stored eval has that name
         with self.store.read() as s:
-            q = (
-                select(Alert, AlertRule)
-                .join(AlertRule, AlertRule.id == Alert.rule_id)
-                .order_by(Alert.opened_at.desc(), Alert.id.desc())
-            )
-            if status is not None:
-                q = q.where(Alert.status == status)
-            if eval_name is not None:
-                q = q.where(Alert.eval_name == eval_name)
-            if limit is not None:
-                q = q.limit(limit)
-            return [_alert_out(a, r) for a, r in s.execute(q)]
+            return [_alert_out(a, r) for a, r in list_alerts(s, status, eval_name, limit)]
 
     def get_alert(self, alert_id: int) -> AlertOut:
         """One alert by id (``NotFound`` without one)."""
         with self.store.read() as s:
-            alert = s.get(Alert, alert_id) if isinstance(alert_id, int) else None
+            alert = alert_by_id(s, alert_id) if isinstance(alert_id, int) else None
             if alert is None:
                 raise NotFound(f"no alert {alert_id!r}")
-            return _alert_out(alert, s.get_one(AlertRule, alert.rule_id))
+            return _alert_out(alert, rule_of(s, alert))
 
     def alert_deliveries(
         self, alert_id: int | None = None, rule: str | None = None, limit: int = 100
     ) -> list[DeliveryOut]:
         """Delivery attempts newest first: one alert's, one rule's (with its tests), or all."""
         with self.store.read() as s:
-            q = (
-                select(AlertDelivery, AlertRule.name)
-                .join(AlertRule, AlertRule.id == AlertDelivery.rule_id)
-                .order_by(AlertDelivery.id.desc())
-                .limit(limit)
-            )
-            if alert_id is not None:
-                q = q.where(AlertDelivery.alert_id == alert_id)
-            if rule is not None:
-                q = q.where(AlertDelivery.rule_id == self._rule(s, rule).id)
-            return [_delivery_out(d, name) for d, name in s.execute(q)]
+            rule_id = self._rule(s, rule).id if rule is not None else None
+            return [
+                _delivery_out(d, name) for d, name in list_deliveries(s, alert_id, rule_id, limit)
+            ]
 
     # -- evaluation -----------------------------------------------------------------------------
     def evaluate_alerts(self, now: datetime | None = None) -> AlertCheck:
@@ -185,10 +179,10 @@ class AlertsMixin(ServiceBase):
         the open ones whose rule holds again. Returns what opened and closed."""
         now = now or utc_now()
         with self.store.read() as s:
-            rules = list(s.scalars(select(AlertRule).order_by(AlertRule.id)))
+            rules = rules_by_id(s)
             if not rules:
                 return AlertCheck()
-            active = {e.name: e.id for e in s.scalars(select(Eval).where(Eval.status == "active"))}
+            active = {e.name: e.id for e in active_evals(s)}
             pairs: list[tuple[AlertRule, str, int]] = []
             needs: dict[int, Need] = {}
             for rule in rules:
@@ -197,10 +191,7 @@ class AlertsMixin(ServiceBase):
                     if name in active:
                         pairs.append((rule, name, active[name]))
                         merge(needs, active[name], need_of(rule, now))
-            opened = {
-                (a.rule_id, a.eval_name): dict(a.detail or {})
-                for a in s.scalars(select(Alert).where(Alert.status == "open"))
-            }
+            opened = {(a.rule_id, a.eval_name): dict(a.detail or {}) for a in open_alerts(s)}
             seen = read_recent(s, needs)
         decisions = [
             decide(rule, name, seen[eval_id], now, opened.get((rule.id, name)))
@@ -219,24 +210,18 @@ class AlertsMixin(ServiceBase):
     def _apply(self, changes: list[Decision], now: datetime) -> AlertCheck:
         done = AlertCheck()
         for d in changes:
-            try:
-                # the store's write, not ``_write``: its IntegrityError is not an eval name's
-                out = self.store.run_write(functools.partial(self._apply_one, d=d, now=now))
-            except IntegrityError:  # another server opened it first: one alert per drop
-                continue
+            # the store's write, not ``_write``: its refusal is not an eval name's. None also
+            # when it is refused: another server opened it first (one alert per drop)
+            out = write_or_none(self.store, functools.partial(self._apply_one, d=d, now=now))
             if out is not None:
                 (done.opened if out.status == "open" else done.closed).append(out)
         return done
 
-    def _apply_one(self, s: Session, d: Decision, now: datetime) -> AlertOut | None:
-        rule = s.get(AlertRule, d.rule_id)
+    def _apply_one(self, s: Tx, d: Decision, now: datetime) -> AlertOut | None:
+        rule = rule_by_id(s, d.rule_id)
         if rule is None:  # deleted meanwhile
             return None
-        alert = s.scalar(
-            select(Alert).where(
-                Alert.rule_id == d.rule_id, Alert.eval_name == d.eval_name, Alert.status == "open"
-            )
-        )
+        alert = open_alert(s, d.rule_id, d.eval_name)
         if d.firing and alert is None:
             alert = Alert(
                 rule_id=d.rule_id,
@@ -246,13 +231,12 @@ class AlertsMixin(ServiceBase):
                 value=d.value,
                 detail={**d.detail, "message": d.message},
             )
-            s.add(alert)
         elif not d.firing and alert is not None:
             alert.status, alert.closed_at = "closed", now
             alert.detail = {**(alert.detail or {}), "closed_value": d.value}
         else:  # another process got there first
             return None
-        s.flush()
+        add_flushed(s, alert)
         return _alert_out(alert, rule)
 
     # -- delivery -------------------------------------------------------------------------------
@@ -340,7 +324,7 @@ class AlertsMixin(ServiceBase):
     def _log_attempt(
         self, rule: AlertRule, alert_id: int | None, event: str, a: alert_delivery.Attempt
     ) -> DeliveryOut:
-        def work(s: Session) -> DeliveryOut:
+        def work(s: Tx) -> DeliveryOut:
             row = AlertDelivery(
                 rule_id=rule.id,
                 alert_id=alert_id,
@@ -351,8 +335,7 @@ class AlertsMixin(ServiceBase):
                 ok=a.ok,
                 error=a.error,
             )
-            s.add(row)
-            s.flush()
+            add_flushed(s, row)
             return _delivery_out(row, rule.name)
 
         out: DeliveryOut = self._write(work)

@@ -9,13 +9,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-
 from simeval.checks import MAX_ID, check_id, check_lookup
 from simeval.errors import Conflict, InvalidType, NotFound
-from simeval.store import Capture, Eval, Result, Run, Store, resolve_db_url
+from simeval.store import Capture, Eval, Result, Run, Store, Tx, resolve_db_url
+from simeval.store.lookups import eval_by_id, eval_named, eval_names, row_by_id, write_or_else
 
 _M = TypeVar("_M", Capture, Result, Run)
 
@@ -48,7 +45,7 @@ class ServiceBase:
         self.close()
 
     # -- lookups --------------------------------------------------------------------------------
-    def _find_eval(self, s: Session, name_or_id: Any) -> Eval:
+    def _find_eval(self, s: Tx, name_or_id: Any) -> Eval:
         if isinstance(name_or_id, Eval):
             return name_or_id
         if isinstance(name_or_id, bool) or not isinstance(name_or_id, str | int):
@@ -56,7 +53,7 @@ class ServiceBase:
         if isinstance(name_or_id, str) and check_lookup(name_or_id, "eval name") is None:
             raise NotFound(f"no eval named {name_or_id!r}")  # no stored name holds a NUL
         if isinstance(name_or_id, str):
-            found = s.scalar(select(Eval).where(Eval.name == name_or_id.strip()))
+            found = eval_named(s, name_or_id.strip())
             if found is not None:
                 return found
         digits = isinstance(name_or_id, int) or (
@@ -67,27 +64,30 @@ class ServiceBase:
         if digits:
             number = int(name_or_id.strip() if isinstance(name_or_id, str) else name_or_id)
         if 0 < number <= MAX_ID:
-            by_id = s.get(Eval, number)
+            by_id = eval_by_id(s, number)
             if by_id is not None:
                 return by_id
-        names = list(s.scalars(select(Eval.name)))
+        names = eval_names(s)
         close = difflib.get_close_matches(str(name_or_id), names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise NotFound(f"no eval named {str(name_or_id)!r}{hint}")
 
-    def _write(self, fn: Callable[[Session], Any]) -> Any:
-        try:
-            return self.store.run_write(fn)
-        except IntegrityError as exc:  # a race lost to another process: same as the check
-            if "name" in str(exc.orig).lower():
-                raise Conflict("an eval with that name already exists") from None
-            raise
+    def _write(self, fn: Callable[[Tx], Any]) -> Any:
+        return write_or_else(self.store, fn, _name_conflict)
 
 
-def get_row(s: Session, model: type[_M], value: Any, what: str) -> _M:
+def _name_conflict(message: str) -> None:
+    """A write refused for a constraint (a race lost to another process): ``Conflict`` as
+    the check would have said when the driver's ``message`` names a name; else None (the
+    refusal is raised as it is)."""
+    if "name" in message.lower():
+        raise Conflict("an eval with that name already exists") from None
+
+
+def get_row(s: Tx, model: type[_M], value: Any, what: str) -> _M:
     """The row of ``model`` whose id is ``value`` (checked by ``check_id``), else
     ``NotFound`` naming ``what``."""
-    row = s.get(model, check_id(value, what))
+    row = row_by_id(s, model, check_id(value, what))
     if row is None:
         raise NotFound(f"no {what} with id {value}")
     return row

@@ -7,9 +7,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from simeval.checks import check_name, check_scope, check_storable_all, load_json, read_text_file
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
@@ -22,7 +19,9 @@ from simeval.service.alert_rules import (
 from simeval.service.evals import EvalsMixin, is_pending
 from simeval.service.models import ImportReport
 from simeval.service.option_checks import check_options
-from simeval.store import Eval
+from simeval.store import Tx
+from simeval.store.evals_sql import list_evals
+from simeval.store.lookups import eval_named
 from simeval.yamlfile import read_yaml
 
 EVALS_FORMAT = 1
@@ -210,11 +209,8 @@ class EvalFilesMixin(EvalsMixin):
         A plain dict on purpose: it is the eval file format itself (``EVALS_FORMAT``), written
         as YAML or JSON and read back by ``import_evals``, not an answer about the store."""
         with self.store.read() as s:
-            q = select(Eval).order_by(Eval.name)
-            if not include_archived:
-                q = q.where(Eval.status != "archived")
             items = []
-            for ev in s.scalars(q):
+            for ev in list_evals(s, None, include_archived):
                 item: dict[str, Any] = {
                     "name": ev.name,
                     "type": ev.type,
@@ -259,7 +255,7 @@ class EvalFilesMixin(EvalsMixin):
         entries = validate_evals_document(doc, source)
         rules = validate_alert_rules(doc.get("alerts") if isinstance(doc, dict) else None, source)
 
-        def work(s: Session) -> ImportReport:
+        def work(s: Tx) -> ImportReport:
             report = ImportReport()  # made in the transaction: a retried one starts again
             for i, e in enumerate(entries):
                 self._import_one(s, e, report)
@@ -271,9 +267,9 @@ class EvalFilesMixin(EvalsMixin):
         done: ImportReport = self._write(work)
         return done
 
-    def _import_one(self, s: Session, e: dict[str, Any], report: ImportReport) -> None:
+    def _import_one(self, s: Tx, e: dict[str, Any], report: ImportReport) -> None:
         name = e["name"]
-        ev = s.scalar(select(Eval).where(Eval.name == name))
+        ev = eval_named(s, name)
         acted = False
         if ev is None:
             ev = self._create(

@@ -6,9 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, select, true
-from sqlalchemy.orm import Session
-
 from simeval.checks import (
     UNSET,
     Unset,
@@ -29,8 +26,19 @@ from simeval.service.base import ServiceBase
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
 from simeval.service.option_checks import check_options
 from simeval.service.settings import REVISION_KEY
-from simeval.store import Eval, EvalTest, EvalVersion, Setting
+from simeval.store import Eval, EvalTest, EvalVersion, Tx
+from simeval.store.evals_sql import (
+    add_eval,
+    add_test,
+    add_version,
+    eval_id_named,
+    eval_versions,
+    latest_test,
+    latest_tests,
+    list_evals,
+)
 from simeval.store.rollups import tally_totals
+from simeval.store.settings_sql import bump_counter
 
 
 def is_pending(ev: Eval) -> bool:
@@ -71,12 +79,9 @@ def _edit_entry(ev: Eval, changes: dict[str, Any]) -> tuple[str, str, dict[str, 
 class EvalsMixin(ServiceBase):
     """The eval lifecycle."""
 
-    def _latest_test(self, s: Session, ev: Eval, passed: bool = False) -> EvalTest | None:
+    def _latest_test(self, s: Tx, ev: Eval, passed: bool = False) -> EvalTest | None:
         """The latest test of the eval's current version (the latest passing one if asked)."""
-        q = select(EvalTest).where(EvalTest.eval_id == ev.id, EvalTest.version == ev.version)
-        if passed:
-            q = q.where(EvalTest.passed == true())
-        return s.scalar(q.order_by(EvalTest.id.desc()).limit(1))
+        return latest_test(s, ev.id, ev.version, passed)
 
     @staticmethod
     def _blocker(ev: Eval, test: EvalTest | None) -> str | None:
@@ -118,7 +123,7 @@ class EvalsMixin(ServiceBase):
             created_at=as_utc(t.created_at),
         )
 
-    def _stats(self, s: Session, eval_ids: Sequence[int]) -> dict[int, EvalStats]:
+    def _stats(self, s: Tx, eval_ids: Sequence[int]) -> dict[int, EvalStats]:
         if not eval_ids:
             return {}
         out = {}
@@ -132,7 +137,7 @@ class EvalsMixin(ServiceBase):
 
     def _eval_out(
         self,
-        s: Session,
+        s: Tx,
         ev: Eval,
         test: EvalTest | Unset | None = UNSET,
         stats: EvalStats | Unset | None = UNSET,
@@ -168,14 +173,9 @@ class EvalsMixin(ServiceBase):
             stats=stats,
         )
 
-    def _bump_revision(self, s: Session) -> None:
+    def _bump_revision(self, s: Tx) -> None:
         """Tell every process's capture cache that the evals changed."""
-        row = s.scalar(select(Setting).where(Setting.key == REVISION_KEY).with_for_update())
-        if row is None:
-            s.add(Setting(key=REVISION_KEY, value=1))
-        else:
-            row.value = int(row.value or 0) + 1
-        s.flush()
+        bump_counter(s, REVISION_KEY)
 
     # -- evals ----------------------------------------------------------------------------------
     def create_eval(
@@ -200,7 +200,7 @@ class EvalsMixin(ServiceBase):
         scope = check_scope(input_scope)
         opts, fp = check_options(options)
 
-        def work(s: Session) -> EvalOut:
+        def work(s: Tx) -> EvalOut:
             ev = self._create(s, clean, refs, limit, scope, opts, fp)
             return self._eval_out(
                 s, ev, test=None, stats=EvalStats(results=0, pass_rate=None, mean_score=None)
@@ -210,7 +210,7 @@ class EvalsMixin(ServiceBase):
 
     def _create(
         self,
-        s: Session,
+        s: Tx,
         name: str,
         refs: list[str],
         threshold: float,
@@ -218,7 +218,7 @@ class EvalsMixin(ServiceBase):
         opts: dict[str, Any],
         fp: str,
     ) -> Eval:
-        if s.scalar(select(Eval.id).where(Eval.name == name)) is not None:
+        if eval_id_named(s, name) is not None:
             raise Conflict(f"an eval named {name!r} already exists")
         now = utc_now()
         ev = Eval(
@@ -234,9 +234,8 @@ class EvalsMixin(ServiceBase):
             created_at=now,
             updated_at=now,
         )
-        s.add(ev)
-        s.flush()
-        s.add(_version_row(ev, {"created": True}))
+        add_eval(s, ev)
+        add_version(s, _version_row(ev, {"created": True}))
         self._bump_revision(s)
         record(s, "eval.create", f"eval:{name}", version=1, threshold=threshold)
         return ev
@@ -253,24 +252,10 @@ class EvalsMixin(ServiceBase):
         if status is not None and status not in ("draft", "active", "archived"):
             raise InvalidInput(f"status must be draft, active or archived, not {status!r}")
         with self.store.read() as s:
-            q = select(Eval).order_by(Eval.name)
-            if status is not None:
-                q = q.where(Eval.status == status)
-            elif not include_archived:
-                q = q.where(Eval.status != "archived")
-            evs = list(s.scalars(q))
+            evs = list_evals(s, status, include_archived)
             ids = [e.id for e in evs]
             stats = self._stats(s, ids)
-            tests: dict[int, EvalTest] = {}
-            if ids:
-                latest = (
-                    select(func.max(EvalTest.id))
-                    .join(Eval, and_(Eval.id == EvalTest.eval_id, Eval.version == EvalTest.version))
-                    .where(EvalTest.eval_id.in_(ids))
-                    .group_by(EvalTest.eval_id)
-                )
-                for t in s.scalars(select(EvalTest).where(EvalTest.id.in_(latest))):
-                    tests[t.eval_id] = t
+            tests = latest_tests(s, ids)
             empty = EvalStats(results=0, pass_rate=None, mean_score=None)
             return [self._eval_out(s, e, tests.get(e.id), stats.get(e.id, empty)) for e in evs]
 
@@ -278,11 +263,7 @@ class EvalsMixin(ServiceBase):
         """Every version of an eval, oldest first, with what each one changed."""
         with self.store.read() as s:
             ev = self._find_eval(s, name)
-            rows = s.scalars(
-                select(EvalVersion)
-                .where(EvalVersion.eval_id == ev.id)
-                .order_by(EvalVersion.version)
-            )
+            rows = eval_versions(s, ev.id)
             return [
                 EvalVersionOut(
                     version=v.version,
@@ -329,17 +310,17 @@ class EvalsMixin(ServiceBase):
         if options is not None:
             changes_in["options"], changes_in["fingerprint"] = check_options(options)
 
-        def edit(s: Session, ev: Eval) -> None:
+        def edit(s: Tx, ev: Eval) -> None:
             if ev.status == "archived":
                 raise Conflict(f"eval {ev.name!r} is archived: restore it with deactivate first")
             self._edit(s, ev, changes_in)
 
         return self._change_eval(name, edit)
 
-    def _change_eval(self, name: str | int, change: Callable[[Session, Eval], Any]) -> EvalOut:
+    def _change_eval(self, name: str | int, change: Callable[[Tx, Eval], Any]) -> EvalOut:
         """``change(session, eval)`` in a write transaction; the eval as it is then."""
 
-        def work(s: Session) -> EvalOut:
+        def work(s: Tx) -> EvalOut:
             ev = self._find_eval(s, name)
             change(s, ev)
             return self._eval_out(s, ev)
@@ -347,18 +328,14 @@ class EvalsMixin(ServiceBase):
         out: EvalOut = self._write(work)
         return out
 
-    def _edit(self, s: Session, ev: Eval, wanted: dict[str, Any]) -> dict[str, Any]:
+    def _edit(self, s: Tx, ev: Eval, wanted: dict[str, Any]) -> dict[str, Any]:
         changes: dict[str, Any] = {}
         for key in ("name", "references", "threshold", "input_scope", "options", "fingerprint"):
             if key in wanted and wanted[key] != getattr(ev, key):
                 changes[key] = {"from": getattr(ev, key), "to": wanted[key]}
         if not changes:
             return {}
-        if (
-            "name" in changes
-            and s.scalar(select(Eval.id).where(Eval.name == wanted["name"], Eval.id != ev.id))
-            is not None
-        ):
+        if "name" in changes and eval_id_named(s, wanted["name"], not_id=ev.id) is not None:
             raise Conflict(f"an eval named {wanted['name']!r} already exists")
         for key, change in changes.items():
             setattr(ev, key, change["to"])
@@ -371,7 +348,7 @@ class EvalsMixin(ServiceBase):
             changes["pending"] = {"active_version": ev.active_version}
         ev.version += 1
         ev.updated_at = utc_now()
-        s.add(_version_row(ev, changes))
+        add_version(s, _version_row(ev, changes))
         self._bump_revision(s)
         action, target, detail = _edit_entry(ev, changes)
         record(s, action, target, **detail)
@@ -382,13 +359,13 @@ class EvalsMixin(ServiceBase):
         (with the full explanation)."""
         check_texts(input, output)
 
-        def work(s: Session) -> TestOut:
+        def work(s: Tx) -> TestOut:
             ev = self._find_eval(s, name)
             return self._test(s, ev, input, output)
 
         return self._write(work)
 
-    def _test(self, s: Session, ev: Eval, input: str, output: str) -> TestOut:
+    def _test(self, s: Tx, ev: Eval, input: str, output: str) -> TestOut:
         spec = EvalSpec(ev.id, ev.name, ev.version, tuple(ev.references), ev.threshold, None,
                         tuple(sorted(ev.options.items())))  # fmt: skip
         # scored as captures are (the eval-set engine, with the input), explained beside it
@@ -410,8 +387,7 @@ class EvalsMixin(ServiceBase):
             in_scope=in_scope,
             created_at=utc_now(),
         )
-        s.add(test)
-        s.flush()
+        add_test(s, test)
         return self._test_out(ev.name, test, ev.references)
 
     def activate_eval(self, name: str | int) -> EvalOut:
@@ -419,7 +395,7 @@ class EvalsMixin(ServiceBase):
         latest test of its current version passed."""
         return self._change_eval(name, self._activate)
 
-    def _activate(self, s: Session, ev: Eval) -> bool:
+    def _activate(self, s: Tx, ev: Eval) -> bool:
         if ev.status == "active" and not is_pending(ev):
             return False
         blocker = self._blocker(ev, self._latest_test(s, ev))
@@ -434,7 +410,7 @@ class EvalsMixin(ServiceBase):
         self._set_status(s, ev, "active")
         return True
 
-    def _set_status(self, s: Session, ev: Eval, status: str) -> bool:
+    def _set_status(self, s: Tx, ev: Eval, status: str) -> bool:
         if ev.status == status:
             return False
         ev.active_version = None  # leaving "active" drops a pending switch-over

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, cast
-
-from sqlalchemy import delete, func, select, text
-from sqlalchemy.engine import CursorResult
-from sqlalchemy.orm import Session
+from typing import Any
 
 from simeval.checks import UNSET, Unset, as_utc, check_url, parse_time, utc_now
 from simeval.errors import InvalidInput, InvalidType
@@ -15,21 +11,18 @@ from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.actor import record
 from simeval.service.base import ServiceBase
 from simeval.service.models import CleanupOut, SettingsOut
-from simeval.store import (
-    CAPTURE_LOCK,
-    PACK_HEAD,
-    Capture,
-    Eval,
-    EvalTest,
-    Result,
-    Run,
-    Setting,
-    TrendRollup,
-)
+from simeval.store import Tx
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, MAX_INDEXED_KEY, indexed_keys
-from simeval.store.meta_rollup import cut_hours, hour_start
-from simeval.store.rollups import HOUR, Tally, add_sums, roll_up
-from simeval.store.summaries import backfill_meta, drop_meta_key, recompute_conversations
+from simeval.store.rollups import Tally, add_sums, roll_up
+from simeval.store.settings_sql import (
+    backfill_meta_keys,
+    delete_older,
+    drop_meta_rows,
+    put_setting,
+    set_flag,
+    setting_value,
+    settings_of,
+)
 
 # the keys of the settings table: the evals revision (bumped by every change to an eval, so
 # each process knows when to prepare the active evals again), and the two user settings
@@ -40,22 +33,6 @@ OTLP_EXPORT_KEY = "otlp_export"
 # what ``capture_meta`` answers exactly; while a change is being filled in over the stored
 # captures, the keys captures write meanwhile (the old and the new ones) are kept apart
 INDEXED_META_KEY, META_WRITING_KEY = "indexed_meta", "indexed_meta_writing"
-
-
-def _set_flag(s: Session, key: str, value: Any) -> None:
-    """Store a setting (None deletes it) in a write transaction. On PostgreSQL the capture
-    lock is taken exclusively first: the captures under way, which read the indexed keys when
-    they began, commit before this does, and the next ones read what this stores."""
-    if s.get_bind().dialect.name == "postgresql":
-        s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
-    row = s.get(Setting, key)
-    if value is None:
-        if row is not None:
-            s.delete(row)
-    elif row is None:
-        s.add(Setting(key=key, value=value))
-    else:
-        row.value = value
 
 
 def check_otlp_url(url: Any) -> str:
@@ -104,16 +81,11 @@ def check_indexed_meta(keys: Any) -> list[str]:
     return out
 
 
-def answered_meta_keys(s: Session) -> tuple[str, ...]:
+def answered_meta_keys(s: Tx) -> tuple[str, ...]:
     """The metadata keys ``capture_meta`` holds for every stored capture: the defaults and the
     declared ones (a key being filled in is not among them until it is complete)."""
-    declared = s.scalar(select(Setting.value).where(Setting.key == INDEXED_META_KEY))
+    declared = setting_value(s, INDEXED_META_KEY)
     return indexed_keys(declared if isinstance(declared, list) else None)
-
-
-def _deleted(s: Session, stmt: Any) -> int:
-    result = cast(CursorResult[Any], s.execute(stmt))
-    return int(result.rowcount)
 
 
 class SettingsMixin(ServiceBase):
@@ -122,7 +94,7 @@ class SettingsMixin(ServiceBase):
     def get_settings(self) -> SettingsOut:
         """Automatic evaluation and retention."""
         with self.store.read() as s:
-            values: dict[str, Any] = dict(s.execute(select(Setting.key, Setting.value)).all())
+            values: dict[str, Any] = settings_of(s)
         auto = values.get(AUTO_EVALUATE_KEY, True)
         retention = values.get(RETENTION_KEY)
         export = values.get(OTLP_EXPORT_KEY)
@@ -167,13 +139,9 @@ class SettingsMixin(ServiceBase):
             )
             updates[OTLP_EXPORT_KEY] = None if blank else check_otlp_url(otlp_export)
 
-        def work(s: Session) -> None:
+        def work(s: Tx) -> None:
             for key, value in updates.items():
-                row = s.get(Setting, key)
-                if row is None:
-                    s.add(Setting(key=key, value=value))
-                else:
-                    row.value = value
+                put_setting(s, key, value)
             for key, value in updates.items():
                 action = "retention.set" if key == RETENTION_KEY else "settings.change"
                 record(s, action, f"setting:{key}", value=value)
@@ -195,13 +163,7 @@ class SettingsMixin(ServiceBase):
         the rows of the keys dropped are deleted, a chunk per transaction. Interrupted, the
         next change completes it (it starts again from the stored setting)."""
         with self.store.read() as s:
-            values: dict[str, Any] = dict(
-                s.execute(
-                    select(Setting.key, Setting.value).where(
-                        Setting.key.in_((INDEXED_META_KEY, META_WRITING_KEY))
-                    )
-                ).all()
-            )
+            values = settings_of(s, (INDEXED_META_KEY, META_WRITING_KEY))
         old = values.get(INDEXED_META_KEY)
         old = [str(k) for k in old] if isinstance(old, list) else []
         writing = values.get(META_WRITING_KEY)
@@ -216,18 +178,18 @@ class SettingsMixin(ServiceBase):
         # is exact already: captures write it.
         for key in (k for k in added if k not in indexed_keys(pending)):
             self._drop_meta_key(key)
-        self._write(lambda s: _set_flag(s, META_WRITING_KEY, list(both)))
+        self._write(lambda s: set_flag(s, META_WRITING_KEY, list(both)))
         last: int | None = 0
         while added and last is not None:
 
-            def fill(s: Session, after: int = last) -> int | None:
-                return backfill_meta(s.connection(), added, after, _BACKFILL_CHUNK)
+            def fill(s: Tx, after: int = last) -> int | None:
+                return backfill_meta_keys(s, added, after, _BACKFILL_CHUNK)
 
             last = self._write(fill)
 
-        def finish(s: Session) -> None:
-            _set_flag(s, INDEXED_META_KEY, declared)
-            _set_flag(s, META_WRITING_KEY, None)
+        def finish(s: Tx) -> None:
+            set_flag(s, INDEXED_META_KEY, declared)
+            set_flag(s, META_WRITING_KEY, None)
 
         self._write(finish)
         for key in (k for k in both if k not in indexed_keys(declared)):
@@ -236,8 +198,8 @@ class SettingsMixin(ServiceBase):
     def _drop_meta_key(self, key: str) -> None:
         """Delete every ``capture_meta`` and rollup row of ``key``, a chunk per transaction."""
 
-        def drop(s: Session) -> int:
-            return drop_meta_key(s.connection(), key, _DROP_CHUNK)
+        def drop(s: Tx) -> int:
+            return drop_meta_rows(s, key, _DROP_CHUNK)
 
         while self._write(drop) >= _DROP_CHUNK:
             pass
@@ -251,49 +213,8 @@ class SettingsMixin(ServiceBase):
             return CleanupOut(captures=0, results=0, tests=0, runs=0, cutoff=None)
         cutoff = (parse_time(now, "now") or utc_now()) - timedelta(days=days)
 
-        def work(s: Session) -> CleanupOut:
-            conn = s.connection()
-            # the rollup first takes in every capture, then loses the deleted ones: whole hours
-            # go, the hour the cutoff falls in is summed again from the captures it keeps
-            roll_up(conn)
-            # the deleted captures' results, from their packed header's count (the header's
-            # last uint32), grouped in the database: no capture's results are read
-            count_bytes = func.substr(Capture.scores, PACK_HEAD.size - 3, 4)
-            counts = select(count_bytes, func.count()).where(
-                Capture.captured_at < cutoff, Capture.scores.is_not(None)
-            )
-            results = sum(
-                int.from_bytes(bytes(n), "little") * k
-                for n, k in s.execute(counts.group_by(count_bytes))
-                if n
-            )
-            old_runs = select(Run.id).where(Run.created_at < cutoff)
-            results += _deleted(s, delete(Result).where(Result.run_id.in_(old_runs)))
-            old = select(Capture.conversation_id).where(
-                Capture.captured_at < cutoff, Capture.conversation_id.is_not(None)
-            )
-            touched = [str(c) for (c,) in s.execute(old.distinct())]
-            # their capture_meta rows go with them (ON DELETE CASCADE, foreign keys on in
-            # SQLite too: store.engine); the conversations they were turns of are summed again
-            captures = _deleted(s, delete(Capture).where(Capture.captured_at < cutoff))
-            recompute_conversations(conn, touched)
-            runs = _deleted(s, delete(Run).where(Run.created_at < cutoff))
-            edge = hour_start(cutoff)
-            s.execute(delete(TrendRollup).where(TrendRollup.bucket <= edge))
-            cut_hours(conn, edge)  # meta_rollup the same way
-            # always, also when the cutoff is on the hour: the hour ``edge`` was deleted
-            # above and every capture of it is kept then
-            tally = Tally()
-            kept = select(Capture.captured_at, Capture.scores).where(
-                Capture.captured_at >= edge, Capture.captured_at < edge + HOUR
-            )
-            for when, blob in s.execute(kept):
-                tally.add(when, blob)
-            add_sums(conn, tally.sums())
-            current = select(Eval.version).where(Eval.id == EvalTest.eval_id).scalar_subquery()
-            tests = _deleted(
-                s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)
-            )
+        def work(s: Tx) -> CleanupOut:
+            captures, results, tests, runs = delete_older(s, cutoff, roll_up, _sum_again)
             record(
                 s,
                 "cleanup.run",
@@ -310,3 +231,12 @@ class SettingsMixin(ServiceBase):
 
         out: CleanupOut = self._write(work)
         return out
+
+
+def _sum_again(conn: Any, rows: Any) -> None:
+    """The rollups' sums of the (captured_at, scores) ``rows`` added (the hour the
+    retention cutoff falls in, summed again from the captures it keeps)."""
+    tally = Tally()
+    for when, blob in rows:
+        tally.add(when, blob)
+    add_sums(conn, tally.sums())

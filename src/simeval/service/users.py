@@ -9,9 +9,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-
 from simeval.checks import as_utc, utc_now
 from simeval.errors import Conflict, NotFound
 from simeval.service.actor import record
@@ -27,6 +24,8 @@ from simeval.service.credentials import (
     password_matches,
 )
 from simeval.service.user_models import NewKey, UserOut
+from simeval.store import Tx
+from simeval.store.lookups import write_or_else
 from simeval.store.tables import User
 from simeval.store.users_sql import (
     add_user,
@@ -67,7 +66,7 @@ def _identity(user: User | None) -> Identity | None:
 class UsersMixin(ServiceBase):
     """Users, their roles, keys and passwords."""
 
-    def _user(self, s: Session, name: Any) -> User:
+    def _user(self, s: Tx, name: Any) -> User:
         user = find_user(s, check_user_name(name))
         if user is None:
             raise NotFound(f"no user named {name!r}")
@@ -96,7 +95,7 @@ class UsersMixin(ServiceBase):
         hashed = hash_password(check_password(password)) if password is not None else None
         key = new_key()
 
-        def write(s: Session) -> NewKey:
+        def write(s: Tx) -> NewKey:
             if find_user(s, name) is not None:
                 raise Conflict(f"a user named {name!r} already exists")
             user = add_user(
@@ -111,17 +110,17 @@ class UsersMixin(ServiceBase):
             record(s, "user.add", f"user:{name}", role=role)
             return NewKey(user=_out(user), key=key)
 
-        try:
-            result: NewKey = self.store.run_write(write)
-        except IntegrityError:  # made meanwhile by another process
+        def refused(_message: str) -> NewKey:  # made meanwhile by another process
             raise Conflict(f"a user named {name!r} already exists") from None
+
+        result: NewKey = write_or_else(self.store, write, refused)
         return result
 
     def set_user_role(self, name: str, role: str) -> UserOut:
         """Give user ``name`` another role (in force within a second on every server)."""
         check_role(role)
 
-        def write(s: Session) -> UserOut:
+        def write(s: Tx) -> UserOut:
             user = self._user(s, name)
             if role != "admin":
                 _keep_an_admin(s, user)
@@ -136,7 +135,7 @@ class UsersMixin(ServiceBase):
         """Disable user ``name`` (its key and sessions refused from the next request) or
         enable it again."""
 
-        def write(s: Session) -> UserOut:
+        def write(s: Tx) -> UserOut:
             user = self._user(s, name)
             if disabled:
                 _keep_an_admin(s, user)
@@ -152,7 +151,7 @@ class UsersMixin(ServiceBase):
         working at once."""
         key = new_key()
 
-        def write(s: Session) -> NewKey:
+        def write(s: Tx) -> NewKey:
             user = self._user(s, name)
             user.key_hash, user.key_prefix = key_hash(key), key_prefix(key)
             record(s, "user.key", f"user:{name}", key_prefix=key_prefix(key))
@@ -165,7 +164,7 @@ class UsersMixin(ServiceBase):
         """Set user ``name``'s studio password (stored as an argon2 hash)."""
         hashed = hash_password(check_password(password))
 
-        def write(s: Session) -> UserOut:
+        def write(s: Tx) -> UserOut:
             user = self._user(s, name)
             user.password_hash = hashed
             record(s, "user.password", f"user:{name}")
@@ -208,7 +207,7 @@ class UsersMixin(ServiceBase):
         if found is not None:
             return found
 
-        def write(s: Session) -> Identity:
+        def write(s: Tx) -> Identity:
             user = find_user(s, name)
             if user is None:
                 user = add_user(
@@ -219,13 +218,8 @@ class UsersMixin(ServiceBase):
             assert ident is not None
             return ident
 
-        try:
-            made: Identity = self.store.run_write(write)
-        except IntegrityError:  # made meanwhile by another worker
-            again = self.identity(name)
-            if again is None:
-                raise
-            return again
+        # made meanwhile by another worker: that user (None: the refusal is raised)
+        made: Identity = write_or_else(self.store, write, lambda _message: self.identity(name))
         return made
 
     def touch_user(self, name: str) -> None:
@@ -233,7 +227,7 @@ class UsersMixin(ServiceBase):
         self.store.run_write(lambda s: touch_user(s, name, utc_now()))
 
 
-def _keep_an_admin(s: Session, user: User) -> None:
+def _keep_an_admin(s: Tx, user: User) -> None:
     # a change that takes ``user``'s admin rights away must leave an enabled admin: without
     # one, users could be managed from the CLI alone, on the database's own machine
     if user.role == "admin" and not user.disabled and count_admins(s) <= 1:

@@ -10,7 +10,8 @@ capture writes one row however many evals scored it. The layout, all little-endi
 
 The column primitives (``le_bytes``, ``f64_bytes``, ``i32_bytes``, ``pick_entries``) are here
 too: the capture's hot path (``simeval.service.capture``) builds the columns itself, from the
-eval-set engine's score arrays, without a per-result object. Nothing here touches SQL.
+eval-set engine's score arrays, without a per-result object. Nothing here runs SQL; the
+few readers that count in the database build their expression with SQLAlchemy, imported then.
 
 The readers at the end read many captures' blobs without unpacking each: the rollups' sums
 (``packed_sum_columns``, ``packed_layout``, ``sum_column_rows``; ``simeval.store.rollups``)
@@ -27,11 +28,14 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from simeval.errors import InvalidInput, SimevalError
+
+if TYPE_CHECKING:
+    from sqlalchemy import ColumnElement
 
 PACK_VERSION = 1
 PACK_HEAD = struct.Struct("<BBHI")  # format version, 0, fingerprints, results
@@ -327,3 +331,18 @@ def packed_columns(blobs: Sequence[bytes | memoryview], only: int | None = None)
         cols[3].astype(np.float64, copy=False),
         cols[4],
     )
+
+
+# -- readers for settings and retention
+def packed_count_sql(blob: Any) -> ColumnElement[Any]:
+    """The SQL expression of the bytes of the result count in the header of the packed
+    column ``blob`` (the header's last uint32), read in the database without the results
+    (``packed_count`` decodes them)."""
+    from sqlalchemy import func  # only here: the packing alone needs no SQLAlchemy
+
+    return func.substr(blob, PACK_HEAD.size - 3, 4)
+
+
+def packed_count(head: bytes | None) -> int:
+    """The result count of the header bytes ``packed_count_sql`` reads (0 for none)."""
+    return int.from_bytes(bytes(head), "little") if head else 0
