@@ -197,6 +197,14 @@ def veto_in_full(out: vetoes.Facts, ref: vetoes.Facts) -> str | None:
             pair = (flipped[1], flipped[0]) if flipped is not None else None
         if pair is not None:
             return f"{kind}: {pair[0]} vs {pair[1]}"
+    # a day of a month: none of the output's days is one of the reference's (a year only
+    # where both name one)
+    if out.dates and ref.dates and not any(
+        (m1, d1) == (m2, d2) and (y1 is None or y2 is None or y1 == y2)
+        for y1, m1, d1, _ in out.dates
+        for y2, m2, d2, _ in ref.dates
+    ):
+        return f"date: {out.dates[0][3]} vs {ref.dates[0][3]}"
     pair = in_place(out, ref, "name")
     return f"name: {pair[0]} vs {pair[1]}" if pair is not None else None
 
@@ -214,6 +222,8 @@ VETOED = [
     ("It was 7 in 1912 in the capital city", "It was 7 in the capital city"),
     ("John met Mary in Paris", "John met Anna in Paris"),
     ("The capital is not Paris, but Lyon is", "The capital is Paris"),
+    # a day of a month written each way round, the months otherwise shared
+    ("the 3 April", "June 3 April"),
 ]
 
 
@@ -226,6 +236,7 @@ VETOED = [
 @example(pair=VETOED[4])
 @example(pair=VETOED[5])
 @example(pair=VETOED[6])
+@example(pair=VETOED[7])
 def test_veto_shortcuts_change_no_verdict(pair: tuple[str, str]) -> None:
     sc = Scorer()
     out, ref = (sc.facts(t) for t in pair)
