@@ -199,10 +199,14 @@ def veto_in_full(out: vetoes.Facts, ref: vetoes.Facts) -> str | None:
             return f"{kind}: {pair[0]} vs {pair[1]}"
     # a day of a month: none of the output's days is one of the reference's (a year only
     # where both name one)
-    if out.dates and ref.dates and not any(
-        (m1, d1) == (m2, d2) and (y1 is None or y2 is None or y1 == y2)
-        for y1, m1, d1, _ in out.dates
-        for y2, m2, d2, _ in ref.dates
+    if (
+        out.dates
+        and ref.dates
+        and not any(
+            (m1, d1) == (m2, d2) and (y1 is None or y2 is None or y1 == y2)
+            for y1, m1, d1, _ in out.dates
+            for y2, m2, d2, _ in ref.dates
+        )
     ):
         return f"date: {out.dates[0][3]} vs {ref.dates[0][3]}"
     pair = in_place(out, ref, "name")

@@ -25,8 +25,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from simeval.store import Capture, Tx, unpack_results
-from simeval.store.meta_rollup import MetaSums, tally_rows, write_sums
-from simeval.store.rollups import Sums, Tally, add_sums
 from simeval.store.spans_sql import Recount as Recount  # raised here; the capture catches it
 from simeval.store.spans_sql import capture_for_update, rewrite_capture
 
@@ -40,31 +38,12 @@ TEXT_NOTES = ("cut", "no_input")
 SPAN_IDS = ("trace_id", "span_id")
 
 
-def _counted(conn: Any, cap: Capture, sign: int) -> None:
-    """The capture, as it is now, added to (``sign`` 1) or taken from (-1) the rollups."""
-    tally = Tally()
-    tally.add(cap.captured_at, cap.scores)
-    sums = {
-        k: Sums(count=sign * v.count, total=sign * v.total, passes=sign * v.passes)
-        for k, v in tally.sums().items()
-    }
-    add_sums(conn, sums)
-    meta = tally_rows(conn, [(cap.id, cap.captured_at, cap.scores)])
-    write_sums(
-        conn,
-        MetaSums(
-            {k: [sign * c, sign * p] for k, (c, p) in meta.results.items()},
-            {k: sign * n for k, n in meta.captures.items()},
-        ),
-    )
-
-
 def rewrite(s: Tx, keys: Sequence[str], cap: Capture, change: Callable[[], None]) -> None:
     """In the write transaction ``s``: ``change()`` edits the stored capture ``cap`` (read
     with its row locked: ``capture_for_update``; its texts, metadata, conversation,
     results); the tables read from it follow (see the module doc). ``keys``: the metadata
     keys indexed. ``Recount`` when it must be run again."""
-    rewrite_capture(s, keys, cap, change, _counted)
+    rewrite_capture(s, keys, cap, change)
 
 
 def adopt_span(

@@ -27,9 +27,6 @@ import time
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select, text, update
-from sqlalchemy.orm import Session
-
 from simeval.checks import parse_time, utc_now
 from simeval.errors import Conflict, InvalidInput
 from simeval.scoring.analyzer import scope_key
@@ -40,10 +37,17 @@ from simeval.service.capture import in_force
 from simeval.service.capture_score import eval_spec
 from simeval.service.evals import EvalsMixin
 from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
-from simeval.store import CAPTURE_LOCK, Capture, pack_results, unpack_results
-from simeval.store.meta_rollup import add_capture_changes, hour_start, watermark
-from simeval.store.rollups import Key, Sums, add_sums
-from simeval.store.summaries import conversations_of, recompute_conversations
+from simeval.store import Tx, pack_results, unpack_results
+from simeval.store.backtest_sql import (
+    capture_blobs,
+    captures_to_rescore,
+    inputs_and_scores,
+    lock_captures,
+    recent_captures,
+    write_rescored,
+)
+from simeval.store.meta_rollup import hour_start, watermark
+from simeval.store.rollups import Key, Sums
 
 BACKTEST_DEFAULT = 500
 BACKTEST_MAX = 10_000
@@ -115,19 +119,14 @@ class BacktestMixin(EvalsMixin):
             scorer_options = dict(ev.options)
             version, status = ev.version, ev.status
             since = utc_now() - timedelta(days=days)
-            q = (
-                select(Capture.id, Capture.input, Capture.output, Capture.captured_at)
-                .where(Capture.captured_at >= since)
-                .order_by(Capture.captured_at.desc(), Capture.id.desc())
-            )
             key = scope_key(ev.input_scope) if ev.input_scope is not None else None
             picked: list[tuple[int, str, str, Any]] = []
             scanned = 0
-            for row in s.execute(q.execution_options(yield_per=1000)):
+            for row in recent_captures(s, since):
                 scanned += 1
                 if key is not None and scope_key(row[1]) != key:
                     continue
-                picked.append(tuple(row))  # type: ignore[arg-type]
+                picked.append(tuple(row))
                 if len(picked) >= limit:
                     break
         es = EvalSet([spec])
@@ -185,9 +184,8 @@ class BacktestMixin(EvalsMixin):
             (used,) = in_force(s, [ev])
             eval_id, scope = ev.id, used.input_scope
             key = scope_key(scope) if scope is not None else None
-            q = select(Capture.input, Capture.scores).where(Capture.captured_at >= start)
             count = 0
-            for text_in, blob in s.execute(q.execution_options(yield_per=2000)):
+            for text_in, blob in inputs_and_scores(s, start):
                 if key is not None and scope_key(text_in) != key:
                     continue  # outside the scope: rescore would store nothing for it
                 if unpack_results(blob).position(eval_id) < 0:
@@ -233,12 +231,7 @@ class BacktestMixin(EvalsMixin):
             # scored from a snapshot, outside the write transaction: the capture lock (below)
             # is held only while the new entries are written
             with self.store.read() as s:
-                q = select(Capture.id, Capture.input, Capture.output, Capture.scores).where(
-                    Capture.captured_at >= start, Capture.id > last
-                )
-                if end is not None:
-                    q = q.where(Capture.captured_at < end)
-                caps = s.execute(q.order_by(Capture.id).limit(_RESCORE_CHUNK)).all()
+                caps = captures_to_rescore(s, start, end, last, _RESCORE_CHUNK)
             if not caps:
                 break
             last = caps[-1][0]
@@ -253,23 +246,15 @@ class BacktestMixin(EvalsMixin):
             if not scored:
                 continue
 
-            def work(s: Session, scored: dict[int, Any] = scored) -> tuple[int, int, int]:
-                if s.get_bind().dialect.name == "postgresql":
-                    # as the rollup does (``roll_up``): with the capture lock held exclusively
-                    # no rollup moves the watermark meanwhile, so a capture at or below it is
-                    # one the rollup counted, and no other rescore changes the same rows
-                    s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
+            def work(s: Tx, scored: dict[int, Any] = scored) -> tuple[int, int, int]:
+                # as the rollup does (``roll_up``): the capture lock held exclusively
+                lock_captures(s)
                 mark = watermark(s)
                 sums: dict[Key, Sums] = {}
                 by_capture: dict[int, Any] = {}  # meta_rollup's changes: (hour, [entries])
                 added = passed = replaced = 0  # counted here: a retried transaction starts again
-                rows = s.execute(
-                    select(Capture.id, Capture.captured_at, Capture.scores).where(
-                        Capture.id.in_(scored)
-                    )
-                ).all()
                 blobs = []
-                for cid, when, blob in rows:
+                for cid, when, blob in capture_blobs(s, scored):
                     packed = unpack_results(blob)
                     if not stale(packed):
                         continue  # another rescore stored it since the snapshot
@@ -291,18 +276,7 @@ class BacktestMixin(EvalsMixin):
                     passed += r.passed
                     if cid <= mark:  # the rollup counted this capture: add the new entry
                         _count(sums, by_capture, cid, when, new, 1)
-                if blobs:
-                    table = cast(Table, Capture.__table__)
-                    s.connection().execute(
-                        update(table).where(table.c.id == bindparam("b_id")), blobs
-                    )
-                    # their conversations' result and pass counts changed with the blobs
-                    touched = conversations_of(
-                        s.connection(), [cast(int, b["b_id"]) for b in blobs]
-                    )
-                    recompute_conversations(s.connection(), touched)
-                add_sums(s.connection(), sums)
-                add_capture_changes(s.connection(), by_capture)
+                write_rescored(s, blobs, sums, by_capture)
                 return added, passed, replaced
 
             added, passed, replaced = self._write(work)

@@ -18,9 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
-from sqlalchemy.orm import Session
-
 from simeval.checks import MAX_ID, UNSET, as_utc, check_lookup, check_name, check_page, utc_now
 from simeval.errors import Conflict, InvalidInput, NotFound, SimevalError
 from simeval.service.actor import record
@@ -41,7 +38,28 @@ from simeval.service.dataset_models import (
     DatasetVersionInfo,
     DatasetVersionOut,
 )
-from simeval.store import Capture, Dataset, DatasetCase, DatasetVersion
+from simeval.store import Dataset, DatasetCase, DatasetVersion, Tx
+from simeval.store.datasets_sql import (
+    add_case_rows,
+    add_dataset,
+    add_version,
+    captures_by_id,
+    case_row,
+    cases_after,
+    count_cases,
+    current_case_ids,
+    current_case_taken,
+    dataset_by_name,
+    dataset_id_by_name,
+    dataset_version,
+    dataset_versions,
+    datasets_by_name,
+    end_current_cases,
+    most_references,
+    newest_versions,
+    replace_case_row,
+    version_cases,
+)
 
 MAX_FROM_CAPTURES = 1000  # captures added to a dataset at once
 READ_PAGE = 1000  # cases read per query while a version is streamed
@@ -68,47 +86,33 @@ def _case_out(row: DatasetCase) -> DatasetCaseOut:
     )
 
 
-def _in_version(dataset_id: int, version: int) -> Any:
-    """The condition selecting the case rows of ``version``."""
-    return (
-        (DatasetCase.dataset_id == dataset_id)
-        & (DatasetCase.version_from <= version)
-        & or_(DatasetCase.version_to.is_(None), DatasetCase.version_to > version)
-    )
-
-
 class DatasetsMixin(ServiceBase):
     """Datasets and their versions."""
 
     # -- reading -------------------------------------------------------------------------------
-    def _find_dataset(self, s: Session, name: Any, lock: bool = False) -> Dataset:
+    def _find_dataset(self, s: Tx, name: Any, lock: bool = False) -> Dataset:
         if not isinstance(name, str):
             raise InvalidInput(f"dataset name must be a string, not {type(name).__name__}")
         if check_lookup(name, "dataset name") is None:
             raise NotFound(f"no dataset named {name!r}")
-        q = select(Dataset).where(Dataset.name == name.strip())
-        found = s.scalar(q.with_for_update() if lock else q)
+        found = dataset_by_name(s, name.strip(), lock)
         if found is None:
             raise NotFound(f"no dataset named {name.strip()!r}")
         return found
 
-    def _version(self, s: Session, ds: Dataset, version: Any) -> DatasetVersion:
+    def _version(self, s: Tx, ds: Dataset, version: Any) -> DatasetVersion:
         if version is None:
             version = ds.version
         if isinstance(version, bool) or not isinstance(version, int):
             raise InvalidInput(f"version must be a positive integer, not {version!r}")
         if not 1 <= version <= MAX_ID:
             raise InvalidInput(f"version must be a positive integer, not {version!r}")
-        row = s.scalar(
-            select(DatasetVersion).where(
-                DatasetVersion.dataset_id == ds.id, DatasetVersion.version == version
-            )
-        )
+        row = dataset_version(s, ds.id, version)
         if row is None:
             raise NotFound(f"dataset {ds.name!r} has no version {version} (newest: {ds.version})")
         return row
 
-    def _dataset_out(self, s: Session, ds: Dataset) -> DatasetOut:
+    def _dataset_out(self, s: Tx, ds: Dataset) -> DatasetOut:
         v = self._version(s, ds, None)
         return DatasetOut(
             name=ds.name,
@@ -122,14 +126,7 @@ class DatasetsMixin(ServiceBase):
     def list_datasets(self) -> list[DatasetOut]:
         """Every dataset by name, with its newest version's case and draft counts."""
         with self.store.read() as s:
-            newest = {
-                v.dataset_id: v
-                for v in s.scalars(
-                    select(DatasetVersion)
-                    .join(Dataset, Dataset.id == DatasetVersion.dataset_id)
-                    .where(DatasetVersion.version == Dataset.version)
-                )
-            }
+            newest = newest_versions(s)
             return [
                 DatasetOut(
                     name=ds.name,
@@ -139,7 +136,7 @@ class DatasetsMixin(ServiceBase):
                     created_at=as_utc(ds.created_at),
                     updated_at=as_utc(ds.updated_at),
                 )
-                for ds in s.scalars(select(Dataset).order_by(Dataset.name))
+                for ds in datasets_by_name(s)
             ]
 
     def get_dataset(self, name: str) -> DatasetOut:
@@ -156,18 +153,8 @@ class DatasetsMixin(ServiceBase):
         with self.store.read() as s:
             ds = self._find_dataset(s, name)
             v = self._version(s, ds, version)
-            rows = s.scalars(
-                select(DatasetCase)
-                .where(_in_version(ds.id, v.version))
-                .order_by(DatasetCase.position, DatasetCase.id)
-                .limit(limit)
-                .offset(offset)
-            )
-            versions = s.scalars(
-                select(DatasetVersion)
-                .where(DatasetVersion.dataset_id == ds.id)
-                .order_by(DatasetVersion.version.desc())
-            )
+            rows = version_cases(s, ds.id, v.version, limit, offset)
+            versions = dataset_versions(s, ds.id)
             return DatasetVersionOut(
                 name=ds.name,
                 version=v.version,
@@ -200,11 +187,9 @@ class DatasetsMixin(ServiceBase):
             v = self._version(s, ds, version)
             return _case_out(self._case_row(s, ds, case_id, v.version))
 
-    def _case_row(self, s: Session, ds: Dataset, case_id: Any, version: int) -> DatasetCase:
+    def _case_row(self, s: Tx, ds: Dataset, case_id: Any, version: int) -> DatasetCase:
         cid = check_case_id(case_id)
-        row = s.scalar(
-            select(DatasetCase).where(_in_version(ds.id, version), DatasetCase.case_id == cid)
-        )
+        row = case_row(s, ds.id, version, cid)
         if row is None:
             raise NotFound(f"dataset {ds.name!r} version {version} has no case {cid!r}")
         return row
@@ -220,29 +205,14 @@ class DatasetsMixin(ServiceBase):
             v = self._version(s, ds, version).version
             most = 1
             if count_references:
-                q = select(DatasetCase.references).where(_in_version(ds.id, v))
-                most = max([1, *(len(refs) for refs in s.scalars(q))])
+                most = max(1, most_references(s, ds.id, v))
             dataset_id = ds.id
 
         def cases() -> Iterator[DatasetCaseOut]:
             after = (-1, -1)
             while True:
                 with self.store.read() as s:
-                    rows = list(
-                        s.scalars(
-                            select(DatasetCase)
-                            .where(_in_version(dataset_id, v))
-                            .where(
-                                or_(
-                                    DatasetCase.position > after[0],
-                                    (DatasetCase.position == after[0])
-                                    & (DatasetCase.id > after[1]),
-                                )
-                            )
-                            .order_by(DatasetCase.position, DatasetCase.id)
-                            .limit(READ_PAGE)
-                        )
-                    )
+                    rows = cases_after(s, dataset_id, v, after, READ_PAGE)
                 yield from (_case_out(r) for r in rows)
                 if len(rows) < READ_PAGE:
                     return
@@ -277,12 +247,12 @@ class DatasetsMixin(ServiceBase):
 
     # -- making a version ----------------------------------------------------------------------
     def _change(
-        self, name: str, note: str, fn: Callable[[Session, Dataset, int], Any]
+        self, name: str, note: str, fn: Callable[[Tx, Dataset, int], Any]
     ) -> tuple[DatasetOut, Any]:
         """Run ``fn(session, dataset, new_version)`` and record the new version, in one
         transaction with the dataset locked."""
 
-        def write(s: Session) -> tuple[DatasetOut, Any]:
+        def write(s: Tx) -> tuple[DatasetOut, Any]:
             ds = self._find_dataset(s, name, lock=True)
             version = ds.version + 1
             extra = fn(s, ds, version)
@@ -296,76 +266,31 @@ class DatasetsMixin(ServiceBase):
         out: tuple[DatasetOut, Any] = self.store.run_write(write)
         return out
 
-    def _record_version(self, s: Session, ds: Dataset, note: str) -> None:
-        s.flush()
-        current = _in_version(ds.id, ds.version)
-        cases = s.scalar(select(func.count()).select_from(DatasetCase).where(current))
-        drafts = s.scalar(
-            select(func.count()).select_from(DatasetCase).where(current, DatasetCase.draft)
-        )
-        s.add(
-            DatasetVersion(
-                dataset_id=ds.id,
-                version=ds.version,
-                note=note[:500],
-                cases=int(cases or 0),
-                drafts=int(drafts or 0),
-                created_at=ds.updated_at,
-            )
-        )
+    def _record_version(self, s: Tx, ds: Dataset, note: str) -> None:
+        add_version(s, ds, note)
         action = "dataset.create" if ds.version == 1 else "dataset.change"
         record(s, action, f"dataset:{ds.name}", version=ds.version, note=note[:200])
 
-    def _add_rows(
-        self, s: Session, ds: Dataset, version: int, cases: Sequence[dict[str, Any]]
-    ) -> None:
-        start = s.scalar(
-            select(func.max(DatasetCase.position)).where(DatasetCase.dataset_id == ds.id)
-        )
-        position = int(start or 0)
-        for case in cases:
-            position += 1
-            s.add(
-                DatasetCase(
-                    dataset_id=ds.id,
-                    case_id=case["id"],
-                    position=position,
-                    version_from=version,
-                    version_to=None,
-                    input=case["input"],
-                    references=case["references"],
-                    meta=case["metadata"] or None,
-                    draft=bool(case["draft"]),
-                    capture_id=case.get("capture_id"),
-                )
-            )
+    def _add_rows(self, s: Tx, ds: Dataset, version: int, cases: Sequence[dict[str, Any]]) -> None:
+        add_case_rows(s, ds.id, version, cases)
 
     def _new_dataset(self, name: str, cases: Sequence[dict[str, Any]], note: str) -> DatasetOut:
         clean = check_dataset_name(name)
         _unique_ids(cases)
 
-        def write(s: Session) -> DatasetOut:
-            if s.scalar(select(Dataset.id).where(Dataset.name == clean)) is not None:
+        def write(s: Tx) -> DatasetOut:
+            if dataset_id_by_name(s, clean) is not None:
                 raise Conflict(
                     f"a dataset named {clean!r} exists; import with replace (--replace) to "
                     "make a new version of it"
                 )
             now = utc_now()
-            ds = Dataset(name=clean, version=1, created_at=now, updated_at=now)
-            s.add(ds)
-            s.flush()
+            ds = add_dataset(s, clean, now)  # a race lost to another process: Conflict
             self._add_rows(s, ds, 1, cases)
             self._record_version(s, ds, note)
             return self._dataset_out(s, ds)
 
-        try:
-            out: DatasetOut = self.store.run_write(write)
-        except Conflict:
-            raise
-        except Exception as exc:  # a race lost to another process creating the same name
-            if "unique" in str(exc).lower() and "name" in str(exc).lower():
-                raise Conflict(f"a dataset named {clean!r} exists") from None
-            raise
+        out: DatasetOut = self.store.run_write(write)
         return out
 
     def create_dataset(self, name: str, cases: Sequence[Any]) -> DatasetOut:
@@ -399,12 +324,8 @@ class DatasetsMixin(ServiceBase):
         if not replace or not self._exists(name):
             return self._new_dataset(name, cases, note)
 
-        def swap(s: Session, ds: Dataset, version: int) -> None:
-            s.execute(
-                update(DatasetCase)
-                .where(DatasetCase.dataset_id == ds.id, DatasetCase.version_to.is_(None))
-                .values(version_to=version)
-            )
+        def swap(s: Tx, ds: Dataset, version: int) -> None:
+            end_current_cases(s, ds.id, version)
             self._add_rows(s, ds, version, cases)
 
         return self._change(name, note, swap)[0]
@@ -412,7 +333,7 @@ class DatasetsMixin(ServiceBase):
     def _exists(self, name: str) -> bool:
         clean = check_dataset_name(name)
         with self.store.read() as s:
-            return s.scalar(select(Dataset.id).where(Dataset.name == clean)) is not None
+            return dataset_id_by_name(s, clean) is not None
 
     def dataset_from_captures(self, name: str, capture_ids: Sequence[Any]) -> DatasetChangeOut:
         """Add captures to dataset ``name`` as cases (made as version 1 when there is no such
@@ -421,7 +342,7 @@ class DatasetsMixin(ServiceBase):
         dataset is skipped and named in ``skipped``. Cases are added in capture order."""
         ids = sorted(_capture_ids(capture_ids))  # oldest first, however they were picked
         with self.store.read() as s:
-            caps = {c.id: c for c in s.scalars(select(Capture).where(Capture.id.in_(ids)))}
+            caps = captures_by_id(s, ids)
         missing = [i for i in ids if i not in caps]
         if missing:
             raise NotFound("no capture with id " + ", ".join(map(str, missing[:10])))
@@ -447,16 +368,8 @@ class DatasetsMixin(ServiceBase):
             out = self._new_dataset(name, cases, f"created from {len(cases)} captures")
             return DatasetChangeOut(**out.model_dump(), added=len(cases))
 
-        def add(s: Session, ds: Dataset, version: int) -> Any:
-            have = set(
-                s.scalars(
-                    select(DatasetCase.case_id).where(
-                        DatasetCase.dataset_id == ds.id,
-                        DatasetCase.version_to.is_(None),
-                        DatasetCase.case_id.in_([c["id"] for c in cases]),
-                    )
-                )
-            )
+        def add(s: Tx, ds: Dataset, version: int) -> Any:
+            have = current_case_ids(s, ds.id, [c["id"] for c in cases])
             fresh = [c for c in cases if c["id"] not in have]
             if not fresh:
                 return _UNCHANGED
@@ -492,7 +405,7 @@ class DatasetsMixin(ServiceBase):
         if metadata is not UNSET:
             fields["metadata"] = check_metadata(metadata)
 
-        def edit(s: Session, ds: Dataset, version: int) -> Any:
+        def edit(s: Tx, ds: Dataset, version: int) -> Any:
             old = self._case_row(s, ds, case_id, ds.version)
             new = {
                 "input": fields.get("input", old.input),
@@ -513,29 +426,14 @@ class DatasetsMixin(ServiceBase):
 
         return self._change(name, f"edited case {check_case_id(case_id)!r}", edit)[0]
 
-    def _replace_row(self, s: Session, old: DatasetCase, version: int, **values: Any) -> None:
-        old.version_to = version
-        s.flush()  # the old state leaves the current cases before the new one joins them
-        s.add(
-            DatasetCase(
-                dataset_id=old.dataset_id,
-                case_id=old.case_id,
-                position=old.position,
-                version_from=version,
-                version_to=None,
-                input=values["input"],
-                references=values["references"],
-                meta=values["metadata"] or None,
-                draft=values["draft"],
-                capture_id=old.capture_id,
-            )
-        )
+    def _replace_row(self, s: Tx, old: DatasetCase, version: int, **values: Any) -> None:
+        replace_case_row(s, old, version, **values)
 
     def accept_dataset_draft(self, name: str, case_id: str) -> DatasetOut:
         """Accept a draft case's reference as it is (a person checked it): a new version in
         which the case is no longer a draft. ``Conflict`` when it is not a draft."""
 
-        def accept(s: Session, ds: Dataset, version: int) -> None:
+        def accept(s: Tx, ds: Dataset, version: int) -> None:
             old = self._case_row(s, ds, case_id, ds.version)
             if not old.draft:
                 raise Conflict(f"case {old.case_id!r} of dataset {ds.name!r} is not a draft")
@@ -556,15 +454,8 @@ class DatasetsMixin(ServiceBase):
         a new version. ``Conflict`` when the id is taken."""
         checked = check_case(case)
 
-        def add(s: Session, ds: Dataset, version: int) -> None:
-            taken = s.scalar(
-                select(DatasetCase.id).where(
-                    DatasetCase.dataset_id == ds.id,
-                    DatasetCase.version_to.is_(None),
-                    DatasetCase.case_id == checked["id"],
-                )
-            )
-            if taken is not None:
+        def add(s: Tx, ds: Dataset, version: int) -> None:
+            if current_case_taken(s, ds.id, checked["id"]):
                 raise Conflict(f"dataset {ds.name!r} has a case {checked['id']!r} already")
             self._add_rows(s, ds, version, [checked])
 
@@ -573,16 +464,9 @@ class DatasetsMixin(ServiceBase):
     def delete_dataset_case(self, name: str, case_id: str) -> DatasetOut:
         """Remove a case from the newest version: a new version (older ones keep it)."""
 
-        def delete(s: Session, ds: Dataset, version: int) -> None:
+        def delete(s: Tx, ds: Dataset, version: int) -> None:
             row = self._case_row(s, ds, case_id, ds.version)
-            if (
-                s.scalar(
-                    select(func.count())
-                    .select_from(DatasetCase)
-                    .where(_in_version(ds.id, ds.version))
-                )
-                == 1
-            ):
+            if count_cases(s, ds.id, ds.version) == 1:
                 raise Conflict(
                     f"case {row.case_id!r} is the last case of {ds.name!r}; a dataset needs one"
                 )

@@ -20,8 +20,6 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import and_, case, distinct, false, func, or_, select, true
-from sqlalchemy.orm import Session
 
 from simeval.checks import MAX_NAME_CHARS, as_utc, check_page, check_storable, check_text
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
@@ -32,7 +30,16 @@ from simeval.service.models import ResultOut
 from simeval.service.results import ResultsMixin, run_row_options
 from simeval.service.runs import RunsMixin
 from simeval.service.runstatus import effective_status
-from simeval.store import Result, Review, Run
+from simeval.store import Result, Review, Run, Tx
+from simeval.store.run_groups_sql import (
+    count_groups,
+    group_runs,
+    newest_group_names,
+    pick_group_cases,
+    rows_with_reviews,
+    runs_of_groups,
+)
+from simeval.store.runs_sql import run_stats
 
 MAX_GROUP_RUNS = 50  # the engines (columns) of one group that are read; later runs are left out
 MAX_CASES_PAGE = 500  # cases on one page
@@ -165,16 +172,15 @@ def _cut(text: str | None) -> str:
 class RunGroupsMixin(RunsMixin, ResultsMixin):
     """Run groups: listing them, a page of a group's cases side by side, one case."""
 
-    def _group_runs(self, s: Session, name: Any) -> list[Run]:
+    def _group_runs(self, s: Tx, name: Any) -> list[Run]:
         group = check_group_name(name)
-        q = select(Run).where(Run.group_name == group).order_by(Run.id).limit(MAX_GROUP_RUNS)
-        runs = list(s.scalars(q))
+        runs = group_runs(s, group, MAX_GROUP_RUNS)
         if not runs:
             raise NotFound(f"no run group named {group!r}")
         return runs
 
-    def _engines(self, s: Session, runs: Sequence[Run]) -> list[GroupEngineOut]:
-        stats = self._run_stats(s, [r.id for r in runs])
+    def _engines(self, s: Tx, runs: Sequence[Run]) -> list[GroupEngineOut]:
+        stats = run_stats(s, [r.id for r in runs])
         out = []
         for label, run in zip(_labels(runs), runs, strict=True):
             n, passed, mean = stats.get(run.id, (0, 0, None))
@@ -192,7 +198,7 @@ class RunGroupsMixin(RunsMixin, ResultsMixin):
             )
         return out
 
-    def _group_out(self, s: Session, name: str, runs: Sequence[Run]) -> RunGroupOut:
+    def _group_out(self, s: Tx, name: str, runs: Sequence[Run]) -> RunGroupOut:
         first = runs[0]
         return RunGroupOut(
             name=name,
@@ -206,19 +212,10 @@ class RunGroupsMixin(RunsMixin, ResultsMixin):
         """The stored groups of runs, newest first, each with its engines' figures."""
         limit, offset = check_page(limit, offset)
         with self.store.read() as s:
-            newest = func.max(Run.created_at)
-            q = (
-                select(Run.group_name)
-                .where(Run.group_name.is_not(None))
-                .group_by(Run.group_name)
-                .order_by(newest.desc(), Run.group_name)
-                .limit(limit)
-                .offset(offset)
-            )
-            names = [n for n in s.scalars(q) if n is not None]
+            names = newest_group_names(s, limit, offset)
             if not names:
                 return []
-            rows = s.scalars(select(Run).where(Run.group_name.in_(names)).order_by(Run.id))
+            rows = runs_of_groups(s, names)
             by_name: dict[str, list[Run]] = {n: [] for n in names}
             for run in rows:
                 kept = by_name[run.group_name or ""]
@@ -229,7 +226,7 @@ class RunGroupsMixin(RunsMixin, ResultsMixin):
     def count_run_groups(self) -> int:
         """How many groups of runs are stored."""
         with self.store.read() as s:
-            return int(s.scalar(select(func.count(distinct(Run.group_name)))) or 0)
+            return count_groups(s)
 
     def get_run_group(self, name: str) -> RunGroupOut:
         """A group of runs (``NotFound`` when no run has that group): its engines, their runs
@@ -305,7 +302,7 @@ class RunGroupsMixin(RunsMixin, ResultsMixin):
 
     def _pick_cases(
         self,
-        s: Session,
+        s: Tx,
         runs: Sequence[Run],
         differ: bool,
         failing: bool,
@@ -318,78 +315,14 @@ class RunGroupsMixin(RunsMixin, ResultsMixin):
         whether the engines differ, whether one fails), grouped, filtered and ordered by the
         database."""
         ids = [r.id for r in runs]
-        ordinal = func.coalesce(Result.explanation[("case", "ordinal")].as_integer(), -Result.id)
-        eval_name = func.coalesce(Result.eval_name, "")
-        passes = case(
-            (and_(Review.score.is_not(None), Review.score >= Result.threshold), 1),
-            (and_(Review.score.is_(None), Result.passed == true()), 1),
-            else_=0,
-        )
-        columns = [
-            ordinal.label("o"),
-            eval_name.label("e"),
-            Result.id.label("row"),
-            Result.run_id.label("run"),
-            passes.label("p"),
-        ]
-        if search:
-            case_id = Result.explanation[("case", "id")].as_string()
-            hit = or_(
-                Result.input.icontains(search, autoescape=True),
-                Result.output.icontains(search, autoescape=True),
-                case_id.icontains(search, autoescape=True),
-            )
-            columns.append(case((hit, 1), else_=0).label("hit"))
-        rows = (
-            select(*columns)
-            .select_from(Result)
-            .outerjoin(Review, Review.result_id == Result.id)
-            .where(Result.run_id.in_(ids))
-        )
-        if only is not None:
-            rows = rows.where(ordinal == only[0], eval_name == only[1])
-        if after is not None:
-            rows = rows.where(
-                or_(ordinal > after[0], and_(ordinal == after[0], eval_name > after[1]))
-            )
-        inner = rows.subquery()
-        count, passed = func.count(inner.c.row), func.sum(inner.c.p)
-        engines = func.count(distinct(inner.c.run))
-        differs = or_(and_(passed > 0, passed < count), engines < len(ids))
-        fails = or_(passed < count, engines < len(ids))
-        cells = [func.min(case((inner.c.run == rid, inner.c.row), else_=None)) for rid in ids]
-        q = select(
-            inner.c.o,
-            inner.c.e,
-            case((differs, true()), else_=false()),
-            case((fails, true()), else_=false()),
-            *cells,
-        ).group_by(inner.c.o, inner.c.e)
-        wanted = []
-        if differ:
-            wanted.append(differs)
-        if failing:
-            wanted.append(fails)
-        if search:
-            wanted.append(func.max(inner.c.hit) == 1)
-        if wanted:
-            q = q.having(and_(*wanted))
-        q = q.order_by(inner.c.o, inner.c.e).limit(limit)
-        return [tuple(r) for r in s.execute(q)]
+        return pick_group_cases(s, ids, differ, failing, search, after, limit, only)
 
     def _cases_out(
-        self, s: Session, runs: Sequence[Run], found: list[tuple[Any, ...]], cut: bool = True
+        self, s: Tx, runs: Sequence[Run], found: list[tuple[Any, ...]], cut: bool = True
     ) -> list[GroupCaseOut]:
         """The cases ``_pick_cases`` chose, with their cells read by id (this page's only)."""
         wanted = [row for f in found for row in f[4:] if row is not None]
-        rows: dict[int, tuple[Result, Review | None]] = {}
-        for start in range(0, len(wanted), 500):
-            q = (
-                select(Result, Review)
-                .outerjoin(Review, Review.result_id == Result.id)
-                .where(Result.id.in_(wanted[start : start + 500]))
-            )
-            rows.update({r.id: (r, review) for r, review in s.execute(q)})
+        rows = rows_with_reviews(s, wanted)
         options = [r.options or {} for r in runs]
         show = _cut if cut else (lambda t: t or "")
         out = []

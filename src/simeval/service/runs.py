@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import Select, case, delete, func, select, true, tuple_, update
-from sqlalchemy.orm import Session
-
-from simeval import store as store_mod
 from simeval.checks import (
     MAX_NAME_CHARS,
     as_utc,
@@ -27,8 +22,21 @@ from simeval.service.actor import record
 from simeval.service.base import ServiceBase, get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.runstatus import effective_status, mark_interrupted, process_info
-from simeval.store import Eval, Result, Review, Run
+from simeval.store import Run, Tx
 from simeval.store.run_rows import STORE_COLUMNS
+from simeval.store.runs_sql import (
+    RunRowsWriter,
+    RunStats,
+    add_run,
+    count_runs,
+    delete_run,
+    eval_ids_by_name,
+    insert_run_results,
+    run_case_rows,
+    run_stats,
+    run_text_rows,
+    runs_page,
+)
 
 if TYPE_CHECKING:  # the answers' models: imported when one is made (not by the run writer)
     from simeval.service.models import RunOut
@@ -36,10 +44,6 @@ if TYPE_CHECKING:  # the answers' models: imported when one is made (not by the 
 _RUN_CHUNK = 10_000
 _ROWS_PER_TRANSACTION = 50_000
 _NAME = STORE_COLUMNS.index("eval_name")
-_SCORE = STORE_COLUMNS.index("score")  # its verdict follows it
-_EXPLANATION = STORE_COLUMNS.index("explanation")
-# then the eval id and the constants of the INSERT
-_RAW_COLUMNS = (*STORE_COLUMNS, "eval_id", "run_id", "created_at")
 
 
 # a stored run's row as a baseline reads it (``iter_run_cases``)
@@ -64,19 +68,9 @@ class RunRow(NamedTuple):
     case: dict[str, Any]
 
 
-_SAFE_STAMP = re.compile(r"[0-9: .-]+")
-
-
-def _raw_insert_sql() -> str:
-    """The INSERT of a run row for SQLite's driver (qmark parameters, ``_RAW_COLUMNS``)."""
-    table = store_mod.results_table
-    for name in _RAW_COLUMNS:
-        table.c[name]  # a KeyError here: the store has changed its columns
-    marks = ", ".join("?" * len(_RAW_COLUMNS))
-    return f"INSERT INTO {table.name} ({', '.join(_RAW_COLUMNS)}) VALUES ({marks})"
-
-
-def _run_row(row: Any, n: int, eval_ids: dict[str, int], columns: Sequence[str]) -> tuple[Any, ...]:
+def _run_row(
+    row: Any, n: int, eval_ids: dict[str | None, int], columns: Sequence[str]
+) -> tuple[Any, ...]:
     if not isinstance(row, dict):
         raise InvalidType(f"run row {n + 1} must be a mapping")
     try:
@@ -116,18 +110,6 @@ def _run_row(row: Any, n: int, eval_ids: dict[str, int], columns: Sequence[str])
     except KeyError as exc:
         raise InvalidInput(f"run row {n + 1} has no {exc.args[0]!r}") from None
     return tuple(values[c] for c in columns)
-
-
-def _beat(s: Session, run_id: int, rows: Sequence[Sequence[Any]] = (), at: int = 0) -> None:
-    """The run's heartbeat, in the transaction that stores its rows ``rows`` (their score at
-    ``at``, their verdict next to it): the run's counts grow by them in the same transaction,
-    so they stay those of its stored rows."""
-    values: dict[str, Any] = {"heartbeat_at": utc_now()}
-    if rows:
-        values["results_count"] = Run.results_count + len(rows)
-        values["passed_count"] = Run.passed_count + sum(1 for r in rows if r[at + 1])
-        values["score_sum"] = Run.score_sum + float(sum(r[at] for r in rows))
-    s.execute(update(Run).where(Run.id == run_id).values(**values))
 
 
 def check_run_labels(engine: Any, group: Any, dataset: Any, dataset_version: Any) -> dict[str, Any]:
@@ -187,7 +169,7 @@ class RunsMixin(ServiceBase):
             except (TypeError, ValueError) as exc:
                 raise InvalidType(f"run {what} is not JSON: {exc}") from None
 
-        def work(s: Session) -> int:
+        def work(s: Tx) -> int:
             mark_interrupted(s)
             now = utc_now()
             run = Run(
@@ -203,9 +185,7 @@ class RunsMixin(ServiceBase):
                 score_sum=0.0,
                 **labels,
             )
-            s.add(run)
-            s.flush()
-            return run.id
+            return add_run(s, run)
 
         run_id: int = self._write(work)
         return run_id
@@ -220,7 +200,7 @@ class RunsMixin(ServiceBase):
         rows has no use for it)."""
         check_id(run_id, "run")
 
-        def work(s: Session) -> None:
+        def work(s: Tx) -> None:
             run = get_row(s, Run, run_id, "run")
             run.summary = dict(summary)
             if summary.get("status") == "complete" or run.status == "running":
@@ -241,7 +221,7 @@ class RunsMixin(ServiceBase):
         rid = check_id(run_id, "run")
         with self.store.read() as s:
             get_row(s, Run, run_id, "run")
-            eval_ids = dict(s.execute(select(Eval.name, Eval.id)).all())
+            eval_ids = eval_ids_by_name(s)
         columns = ("eval_id", *STORE_COLUMNS)
         total = 0
         chunk: list[tuple[Any, ...]] = []
@@ -249,15 +229,8 @@ class RunsMixin(ServiceBase):
         def flush() -> None:
             now = utc_now()
 
-            def work(s: Session) -> None:
-                store_mod.bulk_insert(
-                    s.connection(),
-                    store_mod.results_table,
-                    columns,
-                    chunk,
-                    {"run_id": rid, "created_at": now},
-                )
-                _beat(s, rid, chunk, columns.index("score"))
+            def work(s: Tx) -> None:
+                insert_run_results(s, rid, columns, chunk, now)
 
             self._write(work)
             chunk.clear()
@@ -295,51 +268,17 @@ class RunsMixin(ServiceBase):
         rid = check_id(run_id, "run")
         with self.store.read() as s:
             get_row(s, Run, run_id, "run")
-            eval_ids: dict[str | None, int] = dict(s.execute(select(Eval.name, Eval.id)).all())
+            eval_ids = eval_ids_by_name(s)
         now = utc_now()
         total = 0
         pending: list[tuple[Any, ...]] = []  # rows with their eval id and the constants
         plain: list[Sequence[Any]] = []  # SQLite: rows of no eval, as they came
-        sqlite = self.store.engine.dialect.name == "sqlite"
-        sql = _raw_insert_sql()
-        if sqlite:
-            # the dialect's own processor: the text SQLAlchemy writes for a date (not the
-            # driver's default adapter, which drops zero microseconds)
-            stamp = store_mod.bind_processor(
-                store_mod.results_table.c.created_at, self.store.engine.dialect
-            )
-            stamped = stamp(now) if stamp is not None else now.isoformat(" ")
-            tail = (rid, stamped)
-            # a row of no eval goes to the driver as it is: its eval id, run id and date are
-            # written into the statement (an int and a date's digits), not bound per row
-            if not _SAFE_STAMP.fullmatch(stamped):
-                raise AssertionError(f"unexpected date text {stamped!r}")
-            plain_sql = sql.rsplit("(", 1)[0] + (
-                f"({', '.join('?' * len(STORE_COLUMNS))}, NULL, {int(rid)}, '{stamped}')"
-            )
+        writer = RunRowsWriter(self.store.engine, rid, now)
+        sqlite, tail = writer.sqlite, writer.tail
 
         def flush() -> None:
-            def work(s: Session) -> None:
-                conn = s.connection()
-                if sqlite:
-                    if plain:
-                        conn.exec_driver_sql(plain_sql, plain)
-                    if pending:
-                        conn.exec_driver_sql(sql, pending)
-                else:
-                    x = _EXPLANATION  # the last column: the eval id follows it
-                    rows = [
-                        (*r[:x], None if r[x] is None else json.loads(r[x]), r[x + 1])
-                        for r in pending
-                    ]
-                    store_mod.bulk_insert(
-                        conn,
-                        store_mod.results_table,
-                        _RAW_COLUMNS[: x + 2],
-                        rows,
-                        {"run_id": rid, "created_at": now},
-                    )
-                _beat(s, rid, [*plain, *pending], _SCORE)
+            def work(s: Tx) -> None:
+                writer.write(s, plain, pending)
 
             self._write(work)
             pending.clear()
@@ -366,52 +305,15 @@ class RunsMixin(ServiceBase):
         rows are stored while it is scored, and which then failed)."""
         rid = check_id(run_id, "run")
 
-        def work(s: Session) -> None:
-            run = get_row(s, Run, rid, "run")
-            s.execute(
-                delete(Review).where(
-                    Review.result_id.in_(select(Result.id).where(Result.run_id == rid))
-                )
-            )
-            s.execute(delete(Result).where(Result.run_id == rid))
-            s.delete(run)
+        def work(s: Tx) -> None:
+            delete_run(s, get_row(s, Run, rid, "run"))
 
         self._write(work)
 
-    def _run_stats(self, s: Session, ids: list[int]) -> dict[int, tuple[int, int, float | None]]:
-        """Each run's (rows, passed, mean score): the counts kept on the run, or for a run
-        without them (rows written otherwise) its rows counted."""
-        if not ids:
-            return {}
-        out: dict[int, tuple[int, int, float | None]] = {}
-        uncounted: list[int] = []
-        kept = select(Run.id, Run.results_count, Run.passed_count, Run.score_sum)
-        for rid, n, p, total in s.execute(kept.where(Run.id.in_(ids))):
-            if n is None or p is None or total is None:
-                uncounted.append(rid)
-            else:
-                out[rid] = (int(n), int(p), float(total) / n if n else None)
-        if not uncounted:
-            return out
-        q = (
-            select(
-                Result.run_id,
-                func.count(Result.id),
-                func.sum(case((Result.passed == true(), 1), else_=0)),
-                func.avg(Result.score),
-            )
-            .where(Result.run_id.in_(uncounted))
-            .group_by(Result.run_id)
-        )
-        out.update({rid: (int(n), int(p or 0), avg) for rid, n, p, avg in s.execute(q)})
-        return out
-
-    def _run_out(
-        self, s: Session, run: Run, stats: tuple[int, int, float | None] | None = None
-    ) -> RunOut:
+    def _run_out(self, s: Tx, run: Run, stats: RunStats | None = None) -> RunOut:
         from simeval.service.models import RunOut
 
-        n, passed, mean = stats or self._run_stats(s, [run.id]).get(run.id, (0, 0, None))
+        n, passed, mean = stats or run_stats(s, [run.id]).get(run.id, (0, 0, None))
         return RunOut(
             id=run.id,
             name=run.name,
@@ -444,12 +346,8 @@ class RunsMixin(ServiceBase):
         if out.status == "running":
             raise Conflict(f"run {out.id} is still being stored; delete it when it has finished")
 
-        def work(s: Session) -> None:
-            run = get_row(s, Run, run_id, "run")
-            keys = select(Result.id).where(Result.run_id == run.id)
-            s.execute(delete(Review).where(Review.result_id.in_(keys)))
-            s.execute(delete(Result).where(Result.run_id == run.id))
-            s.delete(run)
+        def work(s: Tx) -> None:
+            delete_run(s, get_row(s, Run, run_id, "run"))
             record(s, "run.delete", f"run:{run_id}", name=out.name, results=out.results)
 
         self._write(work)
@@ -473,25 +371,19 @@ class RunsMixin(ServiceBase):
         with self.store.read() as s:
 
             def fetch(at: Position | None, n: int) -> list[Run]:
-                key = tuple_(Run.created_at, Run.id)
-                q = select(Run)
-                if at is None or at.direction == OLDER:
-                    if at is not None:
-                        q = q.where(key < tuple_(*at.key))
-                    q = q.order_by(Run.created_at.desc(), Run.id.desc())
-                else:
-                    q = q.where(key > tuple_(*at.key)).order_by(Run.created_at, Run.id)
-                return list(s.scalars(q.limit(n).offset(offset if at is None else 0)))
+                older = at is None or at.direction == OLDER
+                key = None if at is None else at.key
+                return runs_page(s, key, older, n, offset if at is None else 0)
 
             page = keyset_page("runs", fetch, lambda r: (r.created_at, r.id), limit, at, offset > 0)
-            stats = self._run_stats(s, [r.id for r in page.items])
+            stats = run_stats(s, [r.id for r in page.items])
             items = [self._run_out(s, r, stats.get(r.id, (0, 0, None))) for r in page.items]
             return Page(items, page.next_cursor, page.prev_cursor)
 
     def count_runs(self) -> int:
         """How many runs are stored."""
         with self.store.read() as s:
-            return int(s.scalar(select(func.count(Run.id))) or 0)
+            return count_runs(s)
 
     def iter_run_cases(self, run_id: int) -> Iterator[RunCase]:
         """A stored run's rows in the order they were stored, as a baseline reads them:
@@ -499,15 +391,7 @@ class RunsMixin(ServiceBase):
         its explanation keeps: id, row, ordinal). One query, streamed: the cost grows with
         the run's rows (paging by offset grew with their square)."""
         with self.store.read() as s:
-            q = _run_results(
-                run_id,
-                Result.input,
-                Result.score,
-                Result.passed,
-                Result.fingerprint,
-                Result.explanation,
-            )
-            for rid, name, text_in, score, passed, fp, explanation in s.execute(q):
+            for rid, name, text_in, score, passed, fp, explanation in run_case_rows(s, run_id):
                 case = explanation.get("case") if isinstance(explanation, dict) else None
                 yield (rid, name, text_in, score, passed, fp, case or {})
 
@@ -518,19 +402,7 @@ class RunsMixin(ServiceBase):
         rid = check_id(run_id, "run")
         with self.store.read() as s:
             get_row(s, Run, rid, "run")
-            q = _run_results(
-                rid,
-                Result.input,
-                Result.output,
-                Result.reference,
-                Result.score,
-                Result.passed,
-                Result.threshold,
-                Result.fingerprint,
-                Result.matched_index,
-                Result.explanation,
-            )
-            for row in s.execute(q):
+            for row in run_text_rows(s, rid):
                 explanation = row[-1]
                 case = explanation.get("case") if isinstance(explanation, dict) else None
                 yield RunRow(
@@ -546,14 +418,3 @@ class RunsMixin(ServiceBase):
                     int(row[9] or 0),
                     case if isinstance(case, dict) else {},
                 )
-
-
-def _run_results(run_id: int, *columns: Any) -> Select[Any]:
-    # a run's results in the order they were stored, streamed: (id, eval name, *columns)
-    return (
-        select(Result.id, func.coalesce(Eval.name, Result.eval_name), *columns)
-        .outerjoin(Eval, Eval.id == Result.eval_id)
-        .where(Result.run_id == run_id)
-        .order_by(Result.id)
-        .execution_options(yield_per=5000)
-    )

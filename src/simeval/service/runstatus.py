@@ -14,12 +14,10 @@ import os
 import socket
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from simeval.checks import utc_now
 from simeval.processes import pid_alive
-from simeval.store import Run
+from simeval.store import Run, Tx
+from simeval.store.runs_sql import running_runs
 
 STALE = timedelta(minutes=10)
 
@@ -45,13 +43,11 @@ def effective_status(run: Run, now: datetime | None = None) -> str:
     return "running"
 
 
-def mark_interrupted(s: Session) -> int:
+def mark_interrupted(s: Tx) -> int:
     """Write ``interrupted`` on every running run whose process is gone; returns how many."""
     marked = 0
-    for run in s.scalars(select(Run).where(Run.status == "running")):
+    for run in running_runs(s):
         if effective_status(run) == "interrupted":
             run.status = "interrupted"
             marked += 1
     return marked
-
-    return True

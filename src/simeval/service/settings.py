@@ -13,7 +13,6 @@ from simeval.service.base import ServiceBase
 from simeval.service.models import CleanupOut, SettingsOut
 from simeval.store import Tx
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, MAX_INDEXED_KEY, indexed_keys
-from simeval.store.rollups import Tally, add_sums, roll_up
 from simeval.store.settings_sql import (
     backfill_meta_keys,
     delete_older,
@@ -214,7 +213,7 @@ class SettingsMixin(ServiceBase):
         cutoff = (parse_time(now, "now") or utc_now()) - timedelta(days=days)
 
         def work(s: Tx) -> CleanupOut:
-            captures, results, tests, runs = delete_older(s, cutoff, roll_up, _sum_again)
+            captures, results, tests, runs = delete_older(s, cutoff)
             record(
                 s,
                 "cleanup.run",
@@ -231,12 +230,3 @@ class SettingsMixin(ServiceBase):
 
         out: CleanupOut = self._write(work)
         return out
-
-
-def _sum_again(conn: Any, rows: Any) -> None:
-    """The rollups' sums of the (captured_at, scores) ``rows`` added (the hour the
-    retention cutoff falls in, summed again from the captures it keeps)."""
-    tally = Tally()
-    for when, blob in rows:
-        tally.add(when, blob)
-    add_sums(conn, tally.sums())

@@ -262,6 +262,35 @@ def add_sums(conn: Connection, sums: dict[Key, Sums]) -> None:
         conn.execute(t.insert(), fresh)
 
 
+def sum_rows(conn: Connection, rows: Iterable[tuple[datetime, bytes | None]]) -> None:
+    """The rollup's sums of the (captured_at, scores) ``rows`` added (the hour the retention
+    cutoff falls in, summed again from the captures it keeps)."""
+    tally = Tally()
+    for when, blob in rows:
+        tally.add(when, blob)
+    add_sums(conn, tally.sums())
+
+
+def count_capture(conn: Connection, cap: Capture, sign: int) -> None:
+    """The capture, as it is now, added to (``sign`` 1) or taken from (-1) the trend and
+    metadata rollups."""
+    tally = Tally()
+    tally.add(cap.captured_at, cap.scores)
+    sums = {
+        k: Sums(count=sign * v.count, total=sign * v.total, passes=sign * v.passes)
+        for k, v in tally.sums().items()
+    }
+    add_sums(conn, sums)
+    meta = tally_rows(conn, [(cap.id, cap.captured_at, cap.scores)])
+    write_sums(
+        conn,
+        MetaSums(
+            {k: [sign * c, sign * p] for k, (c, p) in meta.results.items()},
+            {k: sign * n for k, n in meta.captures.items()},
+        ),
+    )
+
+
 _ADD_TO_ROW = (
     update(rollup_table)
     .where(

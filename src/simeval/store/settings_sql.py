@@ -5,16 +5,17 @@ and names the keys."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import delete, func, select, text
-from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.engine import CursorResult
 
 from simeval.store.database import CAPTURE_LOCK, Tx
 from simeval.store.meta_rollup import cut_hours, hour_start
 from simeval.store.packing import packed_count, packed_count_sql
+from simeval.store.rollups import roll_up, sum_rows
 from simeval.store.summaries import backfill_meta, drop_meta_key, recompute_conversations
 from simeval.store.tables import Capture, Eval, EvalTest, Result, Run, Setting, TrendRollup
 
@@ -89,14 +90,12 @@ def _deleted(s: Tx, stmt: Any) -> int:
 def delete_older(
     s: Tx,
     cutoff: datetime,
-    roll_up: Callable[[Connection], object],
-    add_hour: Callable[[Connection, Iterable[Any]], None],
 ) -> tuple[int, int, int, int]:
     """The retention cleanup in ``s``'s write transaction: delete the captures with their
     results, the runs with theirs, and the tests of eval versions no longer current, older
-    than ``cutoff``; the rollups follow. ``roll_up(conn)`` takes every capture into the
-    rollups first; ``add_hour(conn, rows)`` sums the (captured_at, scores) rows of the hour
-    the cutoff falls in again. Returns how many captures, results, tests and runs went."""
+    than ``cutoff``; the rollups follow (every capture taken into them first; the hour the
+    cutoff falls in summed again from the captures it keeps). Returns how many captures,
+    results, tests and runs went."""
     conn = s.connection()
     # the rollup first takes in every capture, then loses the deleted ones: whole hours
     # go, the hour the cutoff falls in is summed again from the captures it keeps
@@ -127,7 +126,7 @@ def delete_older(
     kept = select(Capture.captured_at, Capture.scores).where(
         Capture.captured_at >= edge, Capture.captured_at < edge + HOUR
     )
-    add_hour(conn, s.execute(kept))
+    sum_rows(conn, s.execute(kept).tuples())
     current = select(Eval.version).where(Eval.id == EvalTest.eval_id).scalar_subquery()
     tests = _deleted(
         s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)

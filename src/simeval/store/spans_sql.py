@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import delete, insert, text
-from sqlalchemy.engine import Connection
 
 from simeval.store.database import CAPTURE_LOCK, Tx
 from simeval.store.meta_index import index_entries
 from simeval.store.meta_rollup import watermark
+from simeval.store.rollups import count_capture
 from simeval.store.summaries import recompute_conversations
 from simeval.store.tables import Capture, capture_meta_table
 
@@ -47,18 +47,17 @@ def rewrite_capture(
     keys: Sequence[str],
     cap: Capture,
     change: Callable[[], None],
-    recount: Callable[[Connection, Capture, int], None],
 ) -> None:
     """In the write transaction ``s``: ``change()`` edits the stored capture ``cap`` (read
     with its row locked: ``capture_for_update``); its ``capture_meta`` rows (of the indexed
-    ``keys``) and its conversations' summaries follow. When the rollups counted it,
-    ``recount(conn, cap, sign)`` takes it out of them before (``sign`` -1) and counts it
-    again after (1). ``Recount`` when it must be run again."""
+    ``keys``) and its conversations' summaries follow. When the rollups counted it, it is
+    taken out of them before and counted again after. ``Recount`` when it must be run
+    again."""
     conn = s.connection()
     counted = lock_for_rewrite(s, cap)
     talks = {cap.conversation_id}
     if counted:
-        recount(conn, cap, -1)
+        count_capture(conn, cap, -1)
     change()
     s.flush()
     talks.add(cap.conversation_id)
@@ -71,5 +70,5 @@ def rewrite_capture(
         ]
         conn.execute(insert(capture_meta_table), rows)
     if counted:
-        recount(conn, cap, 1)
+        count_capture(conn, cap, 1)
     recompute_conversations(conn, [t for t in talks if t is not None])
