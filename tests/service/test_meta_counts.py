@@ -24,8 +24,8 @@ from tests.rollups import capture_at, held_results, mixed_meta, roll, utc
 from simeval.checks import utc_now
 from simeval.service import ResultFilter, Service
 from simeval.service.filters import meta_matches
-from simeval.service.meta_counts import rollup_sum
 from simeval.store import make_engine, resolve_db_url, unpack_results, upgrade
+from simeval.store.capture_reads import rollup_sum
 from simeval.store.meta_rollup import hour_start, watermark
 from simeval.store.tables import capture_meta_table, captures_table
 

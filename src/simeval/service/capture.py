@@ -12,10 +12,6 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import Any, cast
 
-from sqlalchemy import select, text
-from sqlalchemy.orm import Session
-
-from simeval import store as store_mod
 from simeval.checks import (
     CheckedCapture,
     KeyedCapture,
@@ -41,7 +37,6 @@ from simeval.service.queries import (
     capture_reviews,
     capture_rows,
     review_out,
-    version_refs,
 )
 from simeval.service.settings import (
     AUTO_EVALUATE_KEY,
@@ -49,14 +44,22 @@ from simeval.service.settings import (
     META_WRITING_KEY,
     REVISION_KEY,
 )
-from simeval.store import (
-    Capture,
-    DatabaseBusyError,
-    Eval,
-    EvalVersion,
+from simeval.store import Capture, DatabaseBusyError, Eval, Tx
+from simeval.store.captures_sql import (
+    active_evals,
+    captures_by_id,
+    eval_names,
+    insert_capture,
+    is_integrity_error,
+    read_flags,
+    read_flags_tx,
+    stored_keys,
+    tx_connection,
+    versions_of,
 )
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, indexed_keys
 from simeval.store.meta_rollup import ROLLUP_KEY
+from simeval.store.results_sql import version_refs
 from simeval.store.rollups import ROLLUP_EVERY, roll_up
 from simeval.store.summaries import add_captures
 from simeval.vocabulary import normal_meta
@@ -64,7 +67,7 @@ from simeval.vocabulary import normal_meta
 log = logging.getLogger("simeval.service")
 
 
-def in_force(s: Session, evals: list[Eval]) -> list[Eval]:
+def in_force(s: Tx, evals: list[Eval]) -> list[Eval]:
     """The versions of ``evals`` that score captures: an eval edited while active keeps
     scoring with ``active_version`` (its definition read from ``eval_versions``) until the
     pending version is activated. The ones returned for a pinned version are detached copies.
@@ -72,11 +75,7 @@ def in_force(s: Session, evals: list[Eval]) -> list[Eval]:
     pinned = {e.id: e.active_version for e in evals if e.active_version not in (None, e.version)}
     if not pinned:
         return evals
-    rows = {
-        v.eval_id: v
-        for v in s.scalars(select(EvalVersion).where(EvalVersion.eval_id.in_(pinned)))
-        if v.version == pinned[v.eval_id]
-    }
+    rows = {v.eval_id: v for v in versions_of(s, pinned) if v.version == pinned[v.eval_id]}
     out = []
     for e in evals:
         v = rows.get(e.id)
@@ -116,14 +115,7 @@ class CaptureMixin(ServiceBase):
                 cached = self._active
                 if cached is None or cached[0] != revision:
                     with self.store.read() as s:
-                        evals = in_force(
-                            s,
-                            list(
-                                s.scalars(
-                                    select(Eval).where(Eval.status == "active").order_by(Eval.id)
-                                )
-                            ),
-                        )
+                        evals = in_force(s, active_evals(s))
                     cached = self._active = (revision, prepare(evals))
         return cached[1]
 
@@ -189,7 +181,6 @@ class CaptureMixin(ServiceBase):
         if not items:
             return []
         keyed = any(len(item) > 5 and item[5] is not None for item in items)
-        dbapi = self.store.engine.dialect.dbapi
         races = 0
         for _ in range(_KEY_RACE_RETRIES + 10):
             try:
@@ -199,7 +190,7 @@ class CaptureMixin(ServiceBase):
             except _Unprepared as missing:
                 self._prepared(missing.revision)  # then again, the revision ready
             except Exception as exc:
-                unique = dbapi is not None and isinstance(exc, dbapi.IntegrityError)
+                unique = is_integrity_error(self.store.engine, exc)
                 races += 1
                 if not (keyed and unique) or races >= _KEY_RACE_RETRIES:
                     raise
@@ -213,8 +204,8 @@ class CaptureMixin(ServiceBase):
         ids over those read from the request's ``traceparent``. True when the capture
         changed."""
 
-        def merge(s: Session) -> bool:
-            flags = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
+        def merge(s: Tx) -> bool:
+            flags = read_flags_tx(s, _FLAG_KEYS)
             keys = self._indexed_meta(flags)
             return adopt_span(s, keys, capture_id, conversation_id, span_meta)
 
@@ -238,8 +229,8 @@ class CaptureMixin(ServiceBase):
         text_in, output, conversation_id, metadata = proxied[:4]
         before: list[bool] = []
 
-        def merge(s: Session) -> CaptureOut | None:
-            flags = {k: v for k, v in s.execute(text(_FLAGS_SQL))}
+        def merge(s: Tx) -> CaptureOut | None:
+            flags = read_flags_tx(s, _FLAG_KEYS)
             auto = _json_flag(flags.get(AUTO_EVALUATE_KEY), True) is not False
             revision = int(_json_flag(flags.get(REVISION_KEY), 0) or 0)
             cached = self._active
@@ -300,8 +291,7 @@ class CaptureMixin(ServiceBase):
         keys: list[str | None] = [item[5] if len(item) > 5 else None for item in items]
         outs: list[CaptureOut | int] = []
         with self.store.raw_write(lock_wait) as cur:
-            cur.execute(_FLAGS_SQL)
-            flags: dict[str, Any] = dict(cur.fetchall())
+            flags = read_flags(cur, _FLAG_KEYS)
             auto = score and _json_flag(flags.get(AUTO_EVALUATE_KEY), True) is not False
             revision = int(_json_flag(flags.get(REVISION_KEY), 0) or 0)
             cached = self._active
@@ -344,10 +334,7 @@ class CaptureMixin(ServiceBase):
                 add_captures(cur, self.store.engine.dialect, rows, self._indexed_meta(flags))
         if stored:
             with self.store.read() as s:
-                found = {
-                    cap.id: cap
-                    for cap in s.scalars(select(Capture).where(Capture.id.in_(stored.values())))
-                }
+                found = captures_by_id(s, list(stored.values()))
                 olds = {i: self._capture_out(s, cap) for i, cap in found.items()}
             for out in olds.values():
                 out.mark_replayed()
@@ -359,7 +346,7 @@ class CaptureMixin(ServiceBase):
             # a step of the rollup every few hundred captures, in its own transaction; the
             # captures are committed: a busy database only postpones it to a later capture
             with contextlib.suppress(DatabaseBusyError):
-                self.store.run_write(lambda s: roll_up(s.connection()))
+                self.store.run_write(lambda s: roll_up(tx_connection(s)))
         return done
 
     def _indexed_meta(self, flags: dict[str, Any]) -> tuple[str, ...]:
@@ -376,18 +363,7 @@ class CaptureMixin(ServiceBase):
 
     def _stored_keys(self, cur: Any, keys: set[str]) -> dict[str, int]:
         """The ids of the captures stored under ``keys`` (read in the write transaction)."""
-        found: dict[str, int] = {}
-        mark = "?" if self.store.engine.dialect.paramstyle == "qmark" else "%s"
-        ordered = sorted(keys)
-        for start in range(0, len(ordered), 500):
-            part = ordered[start : start + 500]
-            cur.execute(
-                "SELECT capture_key, id FROM captures WHERE capture_key IN "
-                f"({', '.join([mark] * len(part))})",
-                tuple(part),
-            )
-            found.update((k, int(i)) for k, i in cur.fetchall())
-        return found
+        return stored_keys(cur, self.store.engine.dialect, keys)
 
     def _capture(
         self,
@@ -406,20 +382,17 @@ class CaptureMixin(ServiceBase):
         now = when or utc_now()
         auto = active is not None
         blob, counts, scored, lacking = score_capture(active, input, output)
-        capture_id = store_mod.insert_row(
+        capture_id = insert_capture(
             cur,
             self.store.engine.dialect,
-            store_mod.captures_table,
-            {
-                "input": input,
-                "output": output,
-                "conversation_id": conversation_id,
-                "metadata": metadata,
-                "captured_at": now,
-                "evaluated": auto,
-                "scores": blob,
-                "capture_key": key,
-            },
+            input=input,
+            output=output,
+            conversation_id=conversation_id,
+            metadata=metadata,
+            captured_at=now,
+            evaluated=auto,
+            scores=blob,
+            capture_key=key,
         )
 
         def results() -> list[dict[str, Any]]:
@@ -520,7 +493,7 @@ class CaptureMixin(ServiceBase):
                 )
         return rows
 
-    def _captures_out(self, s: Session, caps: Sequence[Capture]) -> list[CaptureOut]:
+    def _captures_out(self, s: Tx, caps: Sequence[Capture]) -> list[CaptureOut]:
         """Captures as answered, their reviews, references and eval names read once for all
         (a page of captures: three queries, not three per capture)."""
         reviews = capture_reviews(s, [c.id for c in caps])
@@ -528,14 +501,12 @@ class CaptureMixin(ServiceBase):
         pairs = {(r.eval_id, r.eval_version) for part in rows for r in part}
         refs = version_refs(s, pairs)
         ids = {e for e, _ in pairs}
-        names: dict[int, str] = {
-            i: n for i, n in s.execute(select(Eval.id, Eval.name).where(Eval.id.in_(ids)))
-        }
+        names = eval_names(s, ids)
         return [self._capture_out(s, c, (r, refs, names)) for c, r in zip(caps, rows, strict=True)]
 
     def _capture_out(
         self,
-        s: Session,
+        s: Tx,
         cap: Capture,
         read: tuple[list[Any], dict[tuple[int, int], list[str]], dict[int, str]] | None = None,
     ) -> CaptureOut:
@@ -667,11 +638,8 @@ class _Unprepared(Exception):
         self.revision = revision
 
 
-_FLAGS_SQL = (
-    "SELECT key, value FROM settings WHERE key IN "
-    f"('{REVISION_KEY}', '{AUTO_EVALUATE_KEY}', '{ROLLUP_KEY}', "
-    f"'{INDEXED_META_KEY}', '{META_WRITING_KEY}')"
-)
+# the settings a capture reads with its flags (``read_flags``), in its transaction
+_FLAG_KEYS = (REVISION_KEY, AUTO_EVALUATE_KEY, ROLLUP_KEY, INDEXED_META_KEY, META_WRITING_KEY)
 
 
 def _json_flag(raw: Any, default: Any) -> Any:

@@ -3,42 +3,37 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import func, or_, select
-from sqlalchemy.orm import Session
+from typing import Any, cast
 
 from simeval.checks import as_utc, check_lookup, check_page
 from simeval.errors import InvalidInput, NotFound
 from simeval.service.capture import CaptureMixin
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.models import CaptureOut, ConversationDetail, ConversationOut
-from simeval.store import Capture, Conversation, Review, unpack_results
+from simeval.store import Conversation, Tx, unpack_results
+from simeval.store.conversations_sql import (
+    capture_blobs,
+    capture_inputs,
+    conversation_page,
+    conversation_reviews,
+    conversation_turns,
+    count_conversations,
+    count_turns,
+)
 
 MAX_TURNS = 1000  # turns shown on one conversation page / answer
 
 
-def _review_changes(s: Session, conversation_ids: list[str]) -> dict[str, int]:
+def _review_changes(s: Tx, conversation_ids: list[str]) -> dict[str, int]:
     """How reviews change the pass counts of ``conversation_ids`` (the summary counts the
     automated verdicts): for each reviewed result of their captures, its effective verdict
     (the review's score against the result's threshold) less its automated one."""
     if not conversation_ids:
         return {}
-    q = (
-        select(Review.capture_id, Review.eval_id, Review.score, Capture.conversation_id)
-        .join(Capture, Capture.id == Review.capture_id)
-        .where(Capture.conversation_id.in_(conversation_ids))
-    )
-    reviewed: dict[tuple[int, int], tuple[float, str]] = {
-        (int(cid or 0), int(eid or 0)): (score, str(talk)) for cid, eid, score, talk in s.execute(q)
-    }
+    reviewed = conversation_reviews(s, conversation_ids)
     if not reviewed:
         return {}
-    blobs = dict(
-        s.execute(
-            select(Capture.id, Capture.scores).where(Capture.id.in_({c for c, _ in reviewed}))
-        ).all()
-    )
+    blobs = capture_blobs(s, {c for c, _ in reviewed})
     out: dict[str, int] = {}
     for (cid, eid), (score, talk) in reviewed.items():
         packed = unpack_results(blobs.get(cid))
@@ -64,7 +59,7 @@ class ConversationsMixin(CaptureMixin):
     def count_conversations(self) -> int:
         """How many distinct conversation ids the captures carry (the summary's rows)."""
         with self.store.read() as s:
-            return int(s.scalar(select(func.count()).select_from(Conversation)) or 0)
+            return count_conversations(s)
 
     def list_conversations(
         self, limit: int = 50, offset: int = 0, cursor: str | None = None
@@ -93,25 +88,12 @@ class ConversationsMixin(CaptureMixin):
         """
         limit, offset = check_page(limit, offset)
         at = page_position(cursor, offset, "conversations", (datetime, str))
-        t = Conversation
         with self.store.read() as s:
 
             def fetch(at: Position | None, n: int) -> list[Conversation]:
-                q = select(t)
-                if at is None or at.direction == OLDER:
-                    if at is not None:
-                        last, after = at.key
-                        # a range on last_at alone: what the index (last_at, id) serves
-                        q = q.where(
-                            t.last_at <= last, or_(t.last_at < last, t.conversation_id > after)
-                        )
-                    q = q.order_by(t.last_at.desc(), t.conversation_id)
-                else:
-                    last, before = at.key
-                    q = q.where(
-                        t.last_at >= last, or_(t.last_at > last, t.conversation_id < before)
-                    ).order_by(t.last_at, t.conversation_id.desc())
-                return list(s.scalars(q.limit(n).offset(offset if at is None else 0)))
+                older = at is None or at.direction == OLDER
+                key = None if at is None else cast(tuple[datetime, str], at.key)
+                return conversation_page(s, older, key, n, offset if at is None else 0)
 
             page = keyset_page(
                 "conversations",
@@ -124,15 +106,14 @@ class ConversationsMixin(CaptureMixin):
             items = self._conversations_out(s, page.items)
         return Page(items, page.next_cursor, page.prev_cursor)
 
-    def _conversations_out(self, s: Session, rows: list[Conversation]) -> list[ConversationOut]:
+    def _conversations_out(self, s: Tx, rows: list[Conversation]) -> list[ConversationOut]:
         """The summary rows as listed: reviews applied to the pass counts, the last input."""
         ids = [r.conversation_id for r in rows]
         passes = {r.conversation_id: r.passes for r in rows}
         for talk, delta in _review_changes(s, ids).items():
             passes[talk] += delta
         last_ids = [r.last_capture_id for r in rows]
-        q = select(Capture.id, Capture.input).where(Capture.id.in_(last_ids))
-        lasts: dict[int, str] = {i: text for i, text in s.execute(q)}
+        lasts = capture_inputs(s, last_ids)
         out = []
         for r in rows:
             n, p = r.results, passes[r.conversation_id]
@@ -156,22 +137,16 @@ class ConversationsMixin(CaptureMixin):
         its results, and the conversation's totals."""
         cid = _check_conversation(conversation_id)
         with self.store.read() as s:
-            q = (
-                select(Capture)
-                .where(Capture.conversation_id == cid)
-                .order_by(Capture.captured_at, Capture.id)
-                .limit(MAX_TURNS)
-            )
             # the turns' reviews, references and eval names read once for all of them
-            turns: list[CaptureOut] = self._captures_out(s, list(s.scalars(q)))
-            total = s.scalar(select(func.count(Capture.id)).where(Capture.conversation_id == cid))
+            turns: list[CaptureOut] = self._captures_out(s, conversation_turns(s, cid, MAX_TURNS))
+            total = count_turns(s, cid)
         if not turns:
             raise NotFound(f"no conversation with id {cid!r}")
         n = sum(len(t.results) for t in turns)
         p = sum(r.passed for t in turns for r in t.results)
         return ConversationDetail(
             id=cid,
-            turns=int(total or 0),
+            turns=total,
             first_at=turns[0].captured_at,
             last_at=turns[-1].captured_at,
             results=n,

@@ -17,10 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, false, func, or_, select, true, tuple_
-from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
-
 from simeval.checks import MAX_ID, as_utc
 from simeval.errors import InvalidInput, NotFound
 from simeval.service.base import ServiceBase
@@ -33,7 +29,12 @@ from simeval.service.capture_walk import (
 from simeval.service.filters import ResultFilter
 from simeval.service.meta_counts import meta_counts
 from simeval.service.models import ReviewOut
-from simeval.store import Capture, EvalVersion, Result, Review, unpack_results
+from simeval.store import Capture, Result, Review, Tx, unpack_results
+from simeval.store.results_sql import capture_reviews, count_run_rows, run_rows
+
+# the readers of results elsewhere in the service (compare, export) import these from here
+from simeval.store.results_sql import version_options as version_options
+from simeval.store.results_sql import version_refs as version_refs
 from simeval.store.rollups import tally_totals
 
 _ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")
@@ -91,21 +92,6 @@ class Row:
         return self.automated_passed
 
 
-def _effective_pass() -> ColumnElement[bool]:
-    """SQL on run rows: the row passes, a review's score deciding when there is one."""
-    return or_(
-        and_(Review.score.is_not(None), Review.score >= Result.threshold),
-        and_(Review.score.is_(None), Result.passed == true()),
-    )
-
-
-def _effective_fail() -> ColumnElement[bool]:
-    return or_(
-        and_(Review.score.is_not(None), Review.score < Result.threshold),
-        and_(Review.score.is_(None), Result.passed == false()),
-    )
-
-
 def review_out(review: Review | None) -> ReviewOut | None:
     """A stored review as the service answers it (None without one)."""
     if review is None:
@@ -118,39 +104,13 @@ def review_out(review: Review | None) -> ReviewOut | None:
     )
 
 
-def version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, int], list[str]]:
-    """The reference answers of each (eval id, version) of ``pairs``: what a captured result
-    matched, and what its explanation is computed from."""
-    eval_ids = {e for e, _ in pairs if e is not None}
-    if not eval_ids:
-        return {}
-    q = select(EvalVersion.eval_id, EvalVersion.version, EvalVersion.references).where(
-        EvalVersion.eval_id.in_(eval_ids)
-    )
-    return {(e, v): list(refs) for e, v, refs in s.execute(q) if (e, v) in pairs}
-
-
-def version_options(
-    s: Session, pairs: set[tuple[Any, Any]]
-) -> dict[tuple[int, int], dict[str, Any]]:
-    """The scorer options of each (eval id, version) of ``pairs``, in one query: what a
-    page of captured results is explained with."""
-    eval_ids = {e for e, _ in pairs if e is not None}
-    if not eval_ids:
-        return {}
-    q = select(EvalVersion.eval_id, EvalVersion.version, EvalVersion.options).where(
-        EvalVersion.eval_id.in_(eval_ids)
-    )
-    return {(e, v): dict(o or {}) for e, v, o in s.execute(q) if (e, v) in pairs}
-
-
 def _keep(row: Row, f: ResultFilter) -> bool:
     if f.reviewed is not None and (row.review is not None) != f.reviewed:
         return False
     return f.passed is None or row.passed == f.passed
 
 
-def capture_rows(s: Session, cap: Capture, reviews: dict[tuple[int, int], Review]) -> list[Row]:
+def capture_rows(s: Tx, cap: Capture, reviews: dict[tuple[int, int], Review]) -> list[Row]:
     """The results of one capture, in the order they were scored."""
     packed = unpack_results(cap.scores)
     out = []
@@ -175,17 +135,6 @@ def capture_rows(s: Session, cap: Capture, reviews: dict[tuple[int, int], Review
     return out
 
 
-def capture_reviews(s: Session, capture_ids: list[int]) -> dict[tuple[int, int], Review]:
-    """The reviews of ``capture_ids`` by (capture, eval). The ids (integers the store gave)
-    are written into the SQL: a driver that parses its placeholders (psycopg) spent more on
-    the 500 of an export's chunk than the query took."""
-    if not capture_ids:
-        return {}
-    ids: Any = bindparam("ids", capture_ids, literal_execute=True)
-    q = select(Review).where(Review.capture_id.in_(ids))
-    return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
-
-
 ResultKey = tuple[datetime, int, int, int]  # a result's place: time, then ``Row.order``
 
 
@@ -208,7 +157,7 @@ def _scope(f: ResultFilter) -> CaptureScope:
 
 
 def _iter_captured(
-    s: Session,
+    s: Tx,
     f: ResultFilter,
     eval_id: int | None,
     newest: bool,
@@ -236,27 +185,6 @@ def _iter_captured(
                     yield row
 
 
-def _run_query(f: ResultFilter, eval_id: int | None) -> Any:
-    q = (
-        select(Result, Review)
-        .outerjoin(Review, Review.result_id == Result.id)
-        .where(Result.capture_id.is_(None))
-    )
-    if eval_id is not None:
-        q = q.where(Result.eval_id == eval_id)
-    if f.passed is not None:
-        q = q.where(_effective_pass() if f.passed else _effective_fail())
-    if f.since is not None:
-        q = q.where(Result.created_at >= f.since)
-    if f.until is not None:
-        q = q.where(Result.created_at < f.until)
-    if f.reviewed is not None:
-        q = q.where(Review.id.is_not(None) if f.reviewed else Review.id.is_(None))
-    if f.run_id is not None:
-        q = q.where(Result.run_id == f.run_id)
-    return q
-
-
 def run_row(r: Result, review: Review | None) -> Row:
     return Row(
         f"r{r.id}",
@@ -276,35 +204,19 @@ def run_row(r: Result, review: Review | None) -> Row:
 
 
 def _iter_run_rows(
-    s: Session,
+    s: Tx,
     f: ResultFilter,
     eval_id: int | None,
     newest: bool,
     after: ResultKey | None,
     limit: int | None = None,
 ) -> Iterator[Row]:
-    q = _run_query(f, eval_id)
-    if limit is not None:
-        # the database stops (or keeps a top-N sort) at what the page reads, where a
-        # whole run's rows were sorted for a page of 50
-        q = q.limit(limit)
-    if after is not None:
-        at, kind, ident, _ = after
-        key = tuple_(Result.created_at, Result.id)
-        if kind == 0:  # after a run's row: the rows past it
-            q = q.where(key < tuple_(at, ident) if newest else key > tuple_(at, ident))
-        else:  # after a captured result: run rows of that time come after it (newest first)
-            q = q.where(Result.created_at <= at if newest else Result.created_at > at)
-    if newest:
-        q = q.order_by(Result.created_at.desc(), Result.id.desc())
-    else:
-        q = q.order_by(Result.created_at, Result.id)
-    for r, review in s.execute(q.execution_options(yield_per=1000)):
+    for r, review in run_rows(s, f, eval_id, newest, after, limit):
         yield run_row(r, review)
 
 
 def iter_rows(
-    s: Session,
+    s: Tx,
     f: ResultFilter,
     eval_id: int | None,
     newest: bool = True,
@@ -338,14 +250,14 @@ def capture_scope(f: ResultFilter) -> CaptureScope:
 
 
 def iter_run_rows(
-    s: Session, f: ResultFilter, eval_id: int | None, newest: bool = True
+    s: Tx, f: ResultFilter, eval_id: int | None, newest: bool = True
 ) -> Iterator[Row]:
     """The data-set run rows of ``iter_rows`` alone, in its order (the export merges them
     with its own walk of the captures)."""
     return _iter_run_rows(s, f, eval_id, newest, None)
 
 
-def count_rows(s: Session, f: ResultFilter, eval_id: int | None) -> int:
+def count_rows(s: Tx, f: ResultFilter, eval_id: int | None) -> int:
     """How many results ``iter_rows`` gives, without walking the captured ones: through the
     rollup, or under a metadata or conversation filter (which the rollup does not know) from
     the matching captures' packed headers (``capture_meta`` selecting them); a verdict or
@@ -358,8 +270,7 @@ def count_rows(s: Session, f: ResultFilter, eval_id: int | None) -> int:
         if f.passed is None and f.reviewed is None:
             return count_results_in_scope(s, _scope(f), eval_id)
         return sum(1 for _ in _iter_captured(s, f, eval_id, True))
-    query = _run_query(f, eval_id).subquery()
-    runs = int(s.scalar(select(func.count()).select_from(query)) or 0)
+    runs = count_run_rows(s, f, eval_id)
     if f.run_id is not None:
         return runs
     sums = tally_totals(s, None if eval_id is None else [eval_id], f.since, f.until).values()
@@ -370,7 +281,7 @@ def count_rows(s: Session, f: ResultFilter, eval_id: int | None) -> int:
     return runs + _captured(f, n, p, r, rp)
 
 
-def _rolled_pair(s: Session, f: ResultFilter) -> tuple[str, str] | None:
+def _rolled_pair(s: Tx, f: ResultFilter) -> tuple[str, str] | None:
     """The one metadata pair of ``f`` when ``meta_rollup`` answers its count (a single pair
     the index answers, no conversation filter), else None."""
     if len(f.meta) != 1 or f.conversation_id is not None:
@@ -392,6 +303,6 @@ def _captured(f: ResultFilter, n: int, p: int, r: int, rp: int) -> int:
 class QueriesMixin(ServiceBase):
     """Results as the service's listings select them."""
 
-    def _eval_id(self, s: Session, f: ResultFilter) -> int | None:
+    def _eval_id(self, s: Tx, f: ResultFilter) -> int | None:
         """The id of the eval ``f`` names (``NotFound`` when there is none), None for all."""
         return None if f.eval_name is None else self._find_eval(s, f.eval_name).id

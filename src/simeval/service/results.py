@@ -10,9 +10,6 @@ from datetime import datetime
 from itertools import islice
 from typing import Any, cast
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from simeval.checks import as_utc, check_page, check_storable, utc_now
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.scoring.options import check_unit
@@ -33,11 +30,23 @@ from simeval.service.queries import (
     result_key,
     review_out,
     run_row,
-    version_options,
-    version_refs,
 )
 from simeval.service.runstatus import effective_status
-from simeval.store import Capture, Eval, Result, Review, Run
+from simeval.store import Result, Tx
+from simeval.store.results_sql import (
+    add_review,
+    capture_by_id,
+    eval_names_types,
+    review_by_key,
+    reviewed_captures,
+    reviewed_run_scores,
+    run_row_with_review,
+    runs_by_id,
+    stored_run_options,
+    version_options,
+    version_refs,
+    worst_run_rows,
+)
 
 
 def _unexplained(explanation: dict[str, Any] | None) -> bool:
@@ -114,13 +123,10 @@ def run_row_missing(row: Result, run_options: dict[str, Any]) -> list[str]:
 class ResultsMixin(QueriesMixin):
     """Results: list, count, show, review, labelled examples."""
 
-    def _results_out(self, s: Session, rows: Iterable[Row], explain: bool) -> list[ResultOut]:
+    def _results_out(self, s: Tx, rows: Iterable[Row], explain: bool) -> list[ResultOut]:
         rows = list(rows)
         ids = {r.eval_id for r in rows if r.eval_id is not None}
-        names = {
-            i: (n, t)
-            for i, n, t in s.execute(select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids)))
-        }
+        names = eval_names_types(s, ids)
         refs = version_refs(s, {(r.eval_id, r.eval_version) for r in rows if r.capture})
         known = version_options(s, set(refs)) if explain else {}
         out = [self._result_out(r, names, refs, explain, s, known) for r in rows]
@@ -134,16 +140,12 @@ class ResultsMixin(QueriesMixin):
             ]
             if todo:
                 run_ids = {row.run_id for _, row in todo}
-                q = select(Run.id, Run.options).where(Run.id.in_(run_ids))
-                options = {i: o for i, o in s.execute(q)}
+                options = stored_run_options(s, run_ids)
                 for o, row in todo:
                     o.explanation = _explain_run_row(row, options.get(row.run_id) or {})
         run_ids = {o.run_id for o in out if o.run_id is not None}
         if run_ids:
-            status = {
-                run.id: effective_status(run)
-                for run in s.scalars(select(Run).where(Run.id.in_(run_ids)))
-            }
+            status = {run.id: effective_status(run) for run in runs_by_id(s, run_ids)}
             out = [
                 o if o.run_id is None else o.model_copy(update={"run_status": status.get(o.run_id)})
                 for o in out
@@ -156,7 +158,7 @@ class ResultsMixin(QueriesMixin):
         names: dict[int, tuple[str, str]],
         refs: dict[tuple[int, int], list[str]],
         explain: bool,
-        session: Session | None = None,
+        session: Tx | None = None,
         options: dict[tuple[int, int], dict[str, Any]] | None = None,
     ) -> ResultOut:
         cap, run = r.capture, r.run_row
@@ -206,7 +208,7 @@ class ResultsMixin(QueriesMixin):
         input: str,
         output: str,
         references: list[str],
-        session: Session | None = None,
+        session: Tx | None = None,
         known: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The explanation of a captured result, with its eval version's scorer options
@@ -296,29 +298,18 @@ class ResultsMixin(QueriesMixin):
         with their explanations (missing terms), computed for rows stored without one."""
         limit, _ = check_page(limit, 0)
         with self.store.read() as s:
-            q = (
-                select(Result, Review)
-                .outerjoin(Review, Review.result_id == Result.id)
-                .where(Result.run_id == run_id)
-                .order_by(Result.score, Result.id)
-                .limit(limit)
-            )
-            rows = [run_row(r, review) for r, review in s.execute(q)]
+            rows = [run_row(r, review) for r, review in worst_run_rows(s, run_id, limit)]
             return self._results_out(s, rows, explain)
 
-    def _row(self, s: Session, result_id: Any) -> Row:
+    def _row(self, s: Tx, result_id: Any) -> Row:
         where = parse_result_id(result_id)
         if isinstance(where, int):
-            found = s.execute(
-                select(Result, Review)
-                .outerjoin(Review, Review.result_id == Result.id)
-                .where(Result.id == where, Result.capture_id.is_(None))
-            ).first()
+            found = run_row_with_review(s, where)
             if found is None:
                 raise NotFound(f"no result with id {result_id}")
             return run_row(*found)
         capture_id, eval_id = where
-        cap = s.get(Capture, capture_id)
+        cap = capture_by_id(s, capture_id)
         if cap is not None:
             for row in capture_rows(s, cap, capture_reviews(s, [capture_id])):
                 if row.eval_id == eval_id:
@@ -346,21 +337,20 @@ class ResultsMixin(QueriesMixin):
         # a signed-in user reviews as themself: a name in the request cannot say otherwise
         who = signed_in_user() or check_reviewer(reviewer)
 
-        def work(s: Session) -> str:
+        def work(s: Tx) -> str:
             row = self._row(s, result_id)
-            existing = s.scalar(select(Review).where(Review.result_key == row.id))
+            existing = review_by_key(s, row.id)
             if existing is None:
-                s.add(
-                    Review(
-                        result_key=row.id,
-                        result_id=row.run_row.id if row.run_row is not None else None,
-                        capture_id=row.capture.id if row.capture is not None else None,
-                        eval_id=row.eval_id if row.capture is not None else None,
-                        score=value,
-                        note=note,
-                        created_at=utc_now(),
-                        reviewer=who,
-                    )
+                add_review(
+                    s,
+                    result_key=row.id,
+                    result_id=row.run_row.id if row.run_row is not None else None,
+                    capture_id=row.capture.id if row.capture is not None else None,
+                    eval_id=row.eval_id if row.capture is not None else None,
+                    score=value,
+                    note=note,
+                    created_at=utc_now(),
+                    reviewer=who,
                 )
             else:
                 existing.score, existing.note, existing.created_at = value, note, utc_now()
@@ -385,21 +375,9 @@ class ResultsMixin(QueriesMixin):
         out: list[tuple[float, bool]] = []
         with self.store.read() as s:
             ev = self._find_eval(s, eval_name)
-            q = (
-                select(Review, Capture)
-                .join(Capture, Capture.id == Review.capture_id)
-                .where(Review.eval_id == ev.id)
-                .order_by(Capture.id)
-            )
-            for review, cap in s.execute(q):
+            for review, cap in reviewed_captures(s, ev.id):
                 for row in capture_rows(s, cap, {}):
                     if row.eval_id == ev.id:
                         out.append((float(row.score), bool(review.score >= row.threshold)))
-            q2 = (
-                select(Result.score, Review.score >= Result.threshold)
-                .join(Review, Review.result_id == Result.id)
-                .where(Result.eval_id == ev.id)
-                .order_by(Result.id)
-            )
-            out += [(float(sc), bool(ok)) for sc, ok in s.execute(q2)]
+            out += [(float(sc), bool(ok)) for sc, ok in reviewed_run_scores(s, ev.id)]
         return out

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import struct
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
-
-from sqlalchemy import select, tuple_
-from sqlalchemy.orm import Session
 
 from simeval.checks import as_utc, parse_time
 from simeval.errors import InvalidInput
 from simeval.service.base import ServiceBase
 from simeval.service.models import TrendBucket, TrendOut
-from simeval.store import PACK_HEAD, PACK_VERSION, Capture, Result, Review, unpack_results
+from simeval.store import Tx
+from simeval.store.packing import EntryReader
 from simeval.store.rollups import tally_range
+from simeval.store.trend_reads import eval_capture_reviews, newest_scored_chunks, run_verdict_rows
 
 BUCKETS = ("hour", "day", "week")
 RECENT_LOOKBACK = 100_000  # captures read at most for an eval's recent verdicts
@@ -32,72 +30,16 @@ def bucket_of(hour: datetime, bucket: str) -> datetime:
     return day if bucket == "day" else day - timedelta(days=day.weekday())
 
 
-class _EntryReader:
-    """One eval's (score, threshold, passed) read straight from packed results: the entry's
-    place is worked out once per layout (captures scored by the same evals share one)."""
-
-    _F64 = struct.Struct("<d")
-
-    def __init__(self, eval_id: int):
-        self.eval_id = eval_id
-        self.places: dict[bytes, tuple[int, int, int] | None] = {}
-
-    def __call__(self, blob: bytes | None) -> tuple[float, float, int] | None:
-        if not blob:
-            return None
-        blob = bytes(blob)
-        version, _, nfp, n = PACK_HEAD.unpack_from(blob)
-        if version != PACK_VERSION:
-            return None
-        at = PACK_HEAD.size
-        for _ in range(nfp):
-            at += 1 + blob[at]
-        scores_at = at + 12 * n
-        key = blob[:scores_at]
-        if key not in self.places:
-            i = unpack_results(blob).position(self.eval_id)
-            self.places[key] = (
-                None
-                if i < 0
-                else (scores_at + 8 * i, scores_at + 8 * n + 8 * i, scores_at + 20 * n + i)
-            )
-        place = self.places[key]
-        if place is None:
-            return None
-        score_at, threshold_at, passed_at = place
-        return (
-            self._F64.unpack_from(blob, score_at)[0],
-            self._F64.unpack_from(blob, threshold_at)[0],
-            blob[passed_at],
-        )
-
-
 def _captured_verdicts(
-    s: Session, eval_id: int, lookback: int
+    s: Tx, eval_id: int, lookback: int
 ) -> Iterator[tuple[datetime, float, bool]]:
     """(time, score, verdict) of an eval's captured results, newest first, from the packed
     results of the newest ``lookback`` captures (a chunk at a time through the time index;
     the texts are not read), a review's score deciding the verdict."""
-    entry_of = _EntryReader(eval_id)
-    first = (
-        select(Capture.id, Capture.captured_at, Capture.scores)
-        .where(Capture.scores.is_not(None))
-        .order_by(Capture.captured_at.desc(), Capture.id.desc())
-    )
-    # the eval's reviews of captured results, read once: few beside its results (an IN list
-    # of each chunk's capture ids cost more to build than the chunk to read)
-    reviews: dict[Any, float] = dict(
-        s.execute(
-            select(Review.capture_id, Review.score).where(
-                Review.eval_id == eval_id, Review.capture_id.is_not(None)
-            )
-        ).all()
-    )
-    q, read = first, 0
-    while read < lookback:
-        chunk = min(_CHUNK, lookback - read)
-        rows = s.execute(q.limit(chunk)).all()
-        read += len(rows)
+    entry_of = EntryReader(eval_id)
+    # the eval's reviews of captured results, read once
+    reviews = eval_capture_reviews(s, eval_id)
+    for rows in newest_scored_chunks(s, lookback, _CHUNK):
         for capture_id, when, blob in rows:
             entry = entry_of(blob)
             if entry is None:
@@ -105,22 +47,11 @@ def _captured_verdicts(
             score, threshold, passed = entry
             reviewed = reviews.get(capture_id)
             yield when, score, bool(passed if reviewed is None else reviewed >= threshold)
-        if len(rows) < chunk:
-            return
-        last = tuple_(rows[-1][1], rows[-1][0])
-        q = first.where(tuple_(Capture.captured_at, Capture.id) < last)
 
 
-def _run_verdicts(s: Session, eval_id: int, limit: int) -> Iterator[tuple[datetime, float, bool]]:
+def _run_verdicts(s: Tx, eval_id: int, limit: int) -> Iterator[tuple[datetime, float, bool]]:
     """(time, score, verdict) of an eval's newest data-set run rows, newest first."""
-    q = (
-        select(Result.created_at, Result.score, Result.passed, Result.threshold, Review.score)
-        .outerjoin(Review, Review.result_id == Result.id)
-        .where(Result.capture_id.is_(None), Result.eval_id == eval_id)
-        .order_by(Result.created_at.desc(), Result.id.desc())
-        .limit(limit)
-    )
-    for when, score, passed, threshold, reviewed in s.execute(q):
+    for when, score, passed, threshold, reviewed in run_verdict_rows(s, eval_id, limit):
         yield when, score, bool(passed if reviewed is None else reviewed >= threshold)
 
 

@@ -346,3 +346,96 @@ def packed_count_sql(blob: Any) -> ColumnElement[Any]:
 def packed_count(head: bytes | None) -> int:
     """The result count of the header bytes ``packed_count_sql`` reads (0 for none)."""
     return int.from_bytes(bytes(head), "little") if head else 0
+
+
+# -- readers for trends and metadata counts
+
+# where SQL's SUBSTR (1-based) finds the header's uint32 count: grouping captures by it
+# counts their results without reading the blobs
+COUNT_SQL_AT = PACK_HEAD.size - 3
+COUNT_SQL_SIZE = 4
+
+
+def header_count(raw: bytes) -> int:
+    """The results count of a packed header's count bytes (read by ``COUNT_SQL_AT``)."""
+    return int.from_bytes(bytes(raw), "little")
+
+
+def _find_entry(column: bytes, eval_id: int) -> int:
+    """The entry of ``eval_id`` in a packed eval ids column, or -1."""
+    key = eval_id.to_bytes(8, "little", signed=True)
+    found = column.find(key)
+    while found != -1:
+        if found % 8 == 0:  # an entry, not bytes across two
+            return found // 8
+        found = column.find(key, found + 1)
+    return -1
+
+
+def entry_count(blob: bytes, eval_id: int | None) -> int:
+    """The results a packed blob holds (of ``eval_id``: 0 or 1, an eval scores a capture
+    once), reading its eval ids column only."""
+    _, _, nfp, n = PACK_HEAD.unpack_from(blob)
+    if eval_id is None:
+        return int(n)
+    _, at = packed_fingerprints(blob, nfp)
+    return int(_find_entry(blob[at : at + 8 * n], eval_id) >= 0)
+
+
+def passed_count(blob: bytes | None, eval_id: int | None) -> tuple[int, int]:
+    """(results, passing ones) of one capture's packed results (of ``eval_id``, or all),
+    the automated verdicts, read from the eval ids and passed columns only."""
+    if not blob:
+        return 0, 0
+    blob = bytes(blob)
+    _, _, nfp, n = PACK_HEAD.unpack_from(blob)
+    if n == 0:
+        return 0, 0
+    _, at = packed_fingerprints(blob, nfp)
+    passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n
+    passed = blob[passed_at : passed_at + n]
+    if eval_id is None:
+        return int(n), passed.count(1)
+    i = _find_entry(blob[at : at + 8 * n], eval_id)
+    return (0, 0) if i < 0 else (1, passed[i])
+
+
+class EntryReader:
+    """One eval's (score, threshold, passed) read straight from packed results: the entry's
+    place is worked out once per layout (captures scored by the same evals share one)."""
+
+    _F64 = struct.Struct("<d")
+
+    def __init__(self, eval_id: int):
+        self.eval_id = eval_id
+        self.places: dict[bytes, tuple[int, int, int] | None] = {}
+
+    def __call__(self, blob: bytes | None) -> tuple[float, float, int] | None:
+        """The eval's (score, threshold, passed) in ``blob``, None when it holds none."""
+        if not blob:
+            return None
+        blob = bytes(blob)
+        version, _, nfp, n = PACK_HEAD.unpack_from(blob)
+        if version != PACK_VERSION:
+            return None
+        at = PACK_HEAD.size
+        for _ in range(nfp):
+            at += 1 + blob[at]
+        scores_at = at + 12 * n
+        key = blob[:scores_at]
+        if key not in self.places:
+            i = unpack_results(blob).position(self.eval_id)
+            self.places[key] = (
+                None
+                if i < 0
+                else (scores_at + 8 * i, scores_at + 8 * n + 8 * i, scores_at + 20 * n + i)
+            )
+        place = self.places[key]
+        if place is None:
+            return None
+        score_at, threshold_at, passed_at = place
+        return (
+            self._F64.unpack_from(blob, score_at)[0],
+            self._F64.unpack_from(blob, threshold_at)[0],
+            blob[passed_at],
+        )
