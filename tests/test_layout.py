@@ -1,5 +1,5 @@
-"""Where things live: a module's file name says what it is, and one API package
-(``simeval.web.api``) holds every ``/api`` route.
+"""Where things live: a module's file name says what it is, one API package
+(``simeval.web.api``) holds every ``/api`` route, and the store holds every query.
 
 Outside the thin layers (``cli/``, ``web/api/``, ``web/pages/``, whose modules are named after
 the commands, resources and pages they expose), no two modules share a file name: a name met in
@@ -9,6 +9,7 @@ the packages; this holds the rooms.
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -99,3 +100,50 @@ def test_the_standalone_proxy_serves_the_api_packages_health(tmp_path: Path) -> 
         assert _outside(app) == []
         body = c.get("/api/health").json()
         assert body["status"] == "ok" and body["proxy"]["upstream"] == "http://127.0.0.1:9/v1"
+
+
+# the query methods of a SQLAlchemy session, connection or result, and of a DB-API cursor
+QUERY_METHODS = frozenset(
+    {"execute", "executemany", "scalar", "scalars", "add_all", "flush", "query",
+     "connection", "get_bind", "fetchone", "fetchall", "fetchmany"}
+)  # fmt: skip
+
+
+def _modules_outside_the_store() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        inside = path.relative_to(PACKAGE)
+        if inside.parts[0] != "store" and "__pycache__" not in inside.parts:
+            yield inside.as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def test_no_module_outside_the_store_imports_sqlalchemy() -> None:
+    # at the top, in a function or for type checking alike: the store owns every query, and
+    # the rest holds a transaction (``simeval.store.Tx``) only to pass it to the store
+    found = []
+    for name, tree in _modules_outside_the_store():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            else:
+                continue
+            found += [f"{name}: {m}" for m in modules if m.split(".")[0] == "sqlalchemy"]
+    assert found == []
+
+
+def test_the_service_runs_no_statement_of_its_own() -> None:
+    # a method of a session, connection or cursor called in the service: a query written
+    # outside the store (a dict's or a set's ``add``/``get``/``delete`` are not among these)
+    found = []
+    for name, tree in _modules_outside_the_store():
+        if not name.startswith("service/"):
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in QUERY_METHODS
+            ):
+                found.append(f"{name}:{node.lineno} .{node.func.attr}()")
+    assert found == []

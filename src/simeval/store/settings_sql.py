@@ -126,7 +126,7 @@ def delete_older(
     kept = select(Capture.captured_at, Capture.scores).where(
         Capture.captured_at >= edge, Capture.captured_at < edge + HOUR
     )
-    sum_rows(conn, s.execute(kept).tuples())
+    sum_rows(conn, ((when, blob) for when, blob in s.execute(kept)))
     current = select(Eval.version).where(Eval.id == EvalTest.eval_id).scalar_subquery()
     tests = _deleted(
         s, delete(EvalTest).where(EvalTest.created_at < cutoff, EvalTest.version < current)
