@@ -147,3 +147,20 @@ def test_the_service_runs_no_statement_of_its_own() -> None:
             ):
                 found.append(f"{name}:{node.lineno} .{node.func.attr}()")
     assert found == []
+
+
+def test_only_the_packing_module_knows_the_packed_layout() -> None:
+    # the header and its version are what every hand decoding of a capture's packed results
+    # starts from: outside ``store/packing.py`` a reader calls one of its readers instead
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        inside = path.relative_to(PACKAGE).as_posix()
+        if inside == "store/packing.py" or "__pycache__" in inside:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            imported = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
+            for seen in [name, *imported]:
+                if seen in ("PACK_HEAD", "PACK_VERSION"):
+                    found.append(f"{inside}:{getattr(node, 'lineno', 0)} {seen}")
+    assert found == []

@@ -62,8 +62,6 @@ if TYPE_CHECKING:
         upgrade,
     )
     from simeval.store.packing import (
-        PACK_HEAD,
-        PACK_VERSION,
         PackedResults,
         f64_bytes,
         i32_bytes,
@@ -167,8 +165,6 @@ _MODULES = {
         "meta_text",
     ),
     "simeval.store.packing": (
-        "PACK_HEAD",
-        "PACK_VERSION",
         "PackedResults",
         "f64_bytes",
         "i32_bytes",
@@ -203,8 +199,6 @@ __all__ = [
     "MAX_INDEXED_VALUE",
     "MIGRATE_LOCK",
     "MIGRATIONS_DIR",
-    "PACK_HEAD",
-    "PACK_VERSION",
     "QUICK_CHECK_BYTES",
     "Alert",
     "AlertDelivery",

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from simeval.checks import naive_utc
 from simeval.store.database import CAPTURE_LOCK
 from simeval.store.meta_index import NOT_ROLLED_UP, rolled_up
-from simeval.store.packing import PACK_HEAD, PACK_VERSION
+from simeval.store.packing import packed_ids_and_verdicts
 from simeval.store.tables import (
     Setting,
     capture_meta_table,
@@ -105,17 +105,13 @@ class MetaTally:
         self._caps[(hour, pairs)] = self._caps.get((hour, pairs), 0) + 1
         if not blob:
             return
-        blob = bytes(blob)
-        version, _, nfp, n = PACK_HEAD.unpack_from(blob)
-        if version != PACK_VERSION or n == 0:
+        columns = packed_ids_and_verdicts(bytes(blob))
+        if columns is None:
             return
-        at = PACK_HEAD.size
-        for _ in range(nfp):
-            at += 1 + blob[at]
-        passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n  # ids, versions, scores, ..., passed
-        slot = self._acc.setdefault((hour, blob[at : at + 8 * n], pairs), [0, []])
+        ids, passed = columns
+        slot = self._acc.setdefault((hour, ids, pairs), [0, []])
         slot[0] += 1
-        slot[1].append(blob[passed_at : passed_at + n])
+        slot[1].append(passed)
 
     def sums(self) -> dict[MetaKey, list[int]]:
         """[count, passes] per (key, value, hour, eval id)."""

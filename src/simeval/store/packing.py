@@ -209,6 +209,20 @@ def packed_sum_columns(blob: bytes) -> tuple[bytes, bytes, bytes] | None:
     return layout_key, blob[scores_at : scores_at + 8 * n], blob[passed_at : passed_at + n]
 
 
+def packed_ids_and_verdicts(blob: bytes) -> tuple[bytes, bytes] | None:
+    """(eval id column, verdict column) of a packed capture, as bytes: int64 ids, a uint8
+    verdict each; None when it holds no result or is of a format unknown here (the metadata
+    rollup groups captures by their ids and sums their verdicts)."""
+    version, _, nfp, n = PACK_HEAD.unpack_from(blob)
+    if version != PACK_VERSION or n == 0:
+        return None
+    at = PACK_HEAD.size
+    for _ in range(nfp):
+        at += 1 + blob[at]
+    passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n  # ids, versions, scores, thresholds, matched
+    return blob[at : at + 8 * n], blob[passed_at : passed_at + n]
+
+
 def packed_layout(blob: bytes) -> tuple[list[int], list[int], list[str]]:
     """The eval ids, versions and fingerprints (one per entry) of a packed capture."""
     _, _, nfp, n = PACK_HEAD.unpack_from(blob)
