@@ -157,7 +157,7 @@ class PgDatabases:
         return f"{self.base_url}/{name}"
 
     def drop(self, url: str) -> None:
-        from simeval.service.base import _SERVICES, _SERVICES_LOCK
+        from simeval.service.facade import _SERVICES, _SERVICES_LOCK
 
         with _SERVICES_LOCK:
             svc = _SERVICES.pop(url, None)

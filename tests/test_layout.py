@@ -164,3 +164,39 @@ def test_only_the_packing_module_knows_the_packed_layout() -> None:
                 if seen in ("PACK_HEAD", "PACK_VERSION"):
                     found.append(f"{inside}:{getattr(node, 'lineno', 0)} {seen}")
     assert found == []
+
+
+def _parts() -> list[type]:
+    """Every part of the service: the classes of ``simeval.service`` built over ``Part``."""
+    import importlib
+    import inspect
+
+    from simeval.service.base import Part
+
+    found = []
+    for path in sorted((PACKAGE / "service").glob("*.py")):
+        module = importlib.import_module(f"simeval.service.{path.stem}")
+        found += [
+            c
+            for _, c in inspect.getmembers(module, inspect.isclass)
+            if issubclass(c, Part) and c is not Part and c.__module__ == module.__name__
+        ]
+    return found
+
+
+def test_the_service_is_a_facade_over_parts_that_inherit_nothing_of_each_other() -> None:
+    from simeval.service import Service
+    from simeval.service.base import Part
+
+    assert len(Service.__mro__) - 1 <= 4  # composed, not 21 mixins deep
+    parts = _parts()
+    assert len(parts) >= 15
+    assert [c.__name__ for c in parts if c.__bases__ != (Part,)] == []
+
+
+def test_the_facade_offers_at_most_95_public_members(tmp_path: Path) -> None:
+    from simeval.service import Service
+
+    with Service(str(tmp_path / "evals.db")) as svc:
+        public = [name for name in dir(svc) if not name.startswith("_")]
+    assert len(public) <= 95, sorted(public)

@@ -64,7 +64,7 @@ def test_import_then_list_and_test(
         with Service(db) as svc:
             for _ in range(5):
                 svc.capture("q", "Bananas are yellow.")
-            svc.evaluate_alerts()
+            svc.alerts.evaluate_alerts()
         res = run(db, "alerts", "list", "--json")
         assert res.exit_code == 0, res.output
         data = json.loads(res.stdout)

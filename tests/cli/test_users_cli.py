@@ -32,9 +32,9 @@ def test_add_prints_only_the_key_which_names_the_user(db: str) -> None:
     key = out.strip()
     assert out == key + "\n" and key.startswith("simeval_") and len(key) > 40
     with Service(db) as svc:
-        found = svc.identity_by_key(key)
+        found = svc.users.identity_by_key(key)
         assert found is not None and (found.name, found.role) == ("ana@example.org", "admin")
-        assert svc.identity_by_key(key + "x") is None
+        assert svc.users.identity_by_key(key + "x") is None
 
 
 def test_list_shows_each_user_without_the_key(db: str) -> None:
@@ -58,15 +58,15 @@ def test_role_disable_enable_and_a_new_key(db: str) -> None:
     assert run(db, "users", "role", "bo", "editor").exit_code == 0
     assert run(db, "users", "disable", "bo").exit_code == 0
     with Service(db) as svc:
-        found = svc.identity_by_key(old)
+        found = svc.users.identity_by_key(old)
         assert found is not None and found.role == "editor" and found.disabled
     assert run(db, "users", "enable", "bo").exit_code == 0
     res = run(db, "users", "key", "bo")
     new = res.stdout.strip()
     assert res.exit_code == 0 and new != old and res.stdout == new + "\n"
     with Service(db) as svc:
-        assert svc.identity_by_key(old) is None  # the old key stops at once
-        again = svc.identity_by_key(new)
+        assert svc.users.identity_by_key(old) is None  # the old key stops at once
+        again = svc.users.identity_by_key(new)
         assert again is not None and not again.disabled
 
 
@@ -75,9 +75,9 @@ def test_password_from_stdin_signs_in(db: str) -> None:
     res = run(db, "users", "password", "ana", input="correct horse\n")
     assert res.exit_code == 0, res.output
     with Service(db) as svc:
-        assert svc.identity_by_password("ana", "correct horse") is not None
-        assert svc.identity_by_password("ana", "correct horse ") is None
-        assert svc.identity_by_password("nobody", "correct horse") is None
+        assert svc.users.identity_by_password("ana", "correct horse") is not None
+        assert svc.users.identity_by_password("ana", "correct horse ") is None
+        assert svc.users.identity_by_password("nobody", "correct horse") is None
 
 
 @pytest.mark.parametrize(
@@ -115,7 +115,7 @@ def test_the_last_enabled_admin_keeps_its_rights(db: str) -> None:
     assert run(db, "users", "enable", "ana").exit_code == 0
     assert run(db, "users", "role", "bo", "viewer").exit_code == 0
     with Service(db) as svc:
-        assert {u.name: (u.role, u.disabled) for u in svc.list_users()} == {
+        assert {u.name: (u.role, u.disabled) for u in svc.users.list_users()} == {
             "ana": ("admin", False),
             "bo": ("viewer", False),
         }

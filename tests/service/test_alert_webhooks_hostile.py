@@ -90,14 +90,14 @@ def test_a_redirect_is_a_failed_delivery_and_never_followed(
             )
 
         with raw_server(redirect) as url:
-            svc.set_alert_rules([rule(url, secret_env="SIMEVAL_ALERT_SECRET")])
-            report = svc.test_alert("low", attempts=3, backoff=0.01)
+            svc.alerts.set_alert_rules([rule(url, secret_env="SIMEVAL_ALERT_SECRET")])
+            report = svc.alerts.test_alert("low", attempts=3, backoff=0.01)
         time.sleep(0.2)  # had it been followed, the target would have it by now
         assert target.got == []
     assert not report.delivered
     assert [(a.status, a.ok) for a in report.attempts] == [(status, False)]  # not retried
     assert "redirects are not followed" in (report.attempts[0].error or "")
-    (logged,) = svc.alert_deliveries()
+    (logged,) = svc.alerts.alert_deliveries()
     assert logged.status == status and not logged.ok
 
 
@@ -111,8 +111,8 @@ def test_a_trickling_receiver_is_cut_at_the_deadline(svc: Service) -> None:
             time.sleep(0.1)
 
     with raw_server(trickle) as url:
-        svc.set_alert_rules([rule(url)])
-        report = svc.test_alert("low", attempts=1, backoff=0.01, timeout=0.5)
+        svc.alerts.set_alert_rules([rule(url)])
+        report = svc.alerts.test_alert("low", attempts=1, backoff=0.01, timeout=0.5)
     assert not report.delivered
     assert report.attempts[0].status is None
     # the receiver would take 10 s to send its 100 bytes, each well within a per-read

@@ -49,84 +49,88 @@ def rule(**extra: Any) -> dict[str, Any]:
 
 
 def test_a_rule_opens_once_per_drop_and_closes_when_the_pass_rate_recovers(svc: Service) -> None:
-    svc.set_alert_rules([rule()])
+    svc.alerts.set_alert_rules([rule()])
     capture(svc, GOOD, 10)
-    assert svc.evaluate_alerts().opened == []
+    assert svc.alerts.evaluate_alerts().opened == []
     capture(svc, BAD, 6)  # the last 10: 4 pass
-    check = svc.evaluate_alerts()
+    check = svc.alerts.evaluate_alerts()
     assert [(a.rule, a.eval_name, a.value) for a in check.opened] == [
         ("capital-low", "capital", 0.4)
     ]
     assert "pass rate 40% < 0.8 over the last 10 results" in check.opened[0].message
     # no double fire: again, and with more bad results, the one alert stays the only one
-    assert svc.evaluate_alerts().opened == []
+    assert svc.alerts.evaluate_alerts().opened == []
     capture(svc, BAD, 5)
-    assert svc.evaluate_alerts().opened == []
-    assert len(svc.open_alerts()) == 1 and len(svc.open_alerts("capital")) == 1
-    assert svc.open_alerts("other") == []
+    assert svc.alerts.evaluate_alerts().opened == []
+    assert len(svc.alerts.open_alerts()) == 1 and len(svc.alerts.open_alerts("capital")) == 1
+    assert svc.alerts.open_alerts("other") == []
     capture(svc, GOOD, 10)
-    closed = svc.evaluate_alerts().closed
+    closed = svc.alerts.evaluate_alerts().closed
     assert [a.id for a in closed] == [check.opened[0].id]
     assert closed[0].closed_at is not None and closed[0].detail["closed_value"] == 1.0
-    assert svc.open_alerts() == []
+    assert svc.alerts.open_alerts() == []
     # the next drop is a new alert
     capture(svc, BAD, 10)
-    again = svc.evaluate_alerts().opened
+    again = svc.alerts.evaluate_alerts().opened
     assert len(again) == 1 and again[0].id != check.opened[0].id
     assert sql(svc.url, "SELECT count(*) FROM alerts") == [(2,)]
 
 
 def test_a_count_window_needs_its_results_and_reviews_count(svc: Service) -> None:
-    svc.set_alert_rules([rule(when="mean_score < 0.5")])
+    svc.alerts.set_alert_rules([rule(when="mean_score < 0.5")])
     capture(svc, BAD, 9)
-    assert svc.evaluate_alerts().opened == []  # 9 of 10 results: not judged yet
+    assert svc.alerts.evaluate_alerts().opened == []  # 9 of 10 results: not judged yet
     capture(svc, BAD, 1)
-    (alert,) = svc.evaluate_alerts().opened
+    (alert,) = svc.alerts.evaluate_alerts().opened
     assert alert.value is not None and alert.value < 0.5
     # a person's reviews decide: all ten marked good, the rule holds again
     for r in svc.list_results(eval_name="capital", limit=10):
         svc.review_result(r.id, 1.0)
-    assert [a.id for a in svc.evaluate_alerts().closed] == [alert.id]
+    assert [a.id for a in svc.alerts.evaluate_alerts().closed] == [alert.id]
 
 
 def test_drop_uses_the_compare_engines_test_and_closes_only_on_recovery(svc: Service) -> None:
-    svc.set_alert_rules([{"name": "capital-drop", "eval": "capital", "when": "drop", "window": 20}])
+    svc.alerts.set_alert_rules(
+        [{"name": "capital-drop", "eval": "capital", "when": "drop", "window": 20}]
+    )
     capture(svc, GOOD, 20)
     capture(svc, GOOD, 18)
     capture(svc, BAD, 2)  # 90% after 100%: within chance, no alert
-    assert svc.evaluate_alerts().opened == []
+    assert svc.alerts.evaluate_alerts().opened == []
     capture(svc, BAD, 18)  # the last 20 all fail
-    (alert,) = svc.evaluate_alerts().opened
+    (alert,) = svc.alerts.evaluate_alerts().opened
     assert alert.value is not None and alert.value < -0.5
     assert alert.detail["pass_rate_ci"][1] < 0 and alert.detail["baseline"]["n"] == 20
     # both windows now low: still judged against the window it dropped from, still open
     capture(svc, BAD, 20)
-    check = svc.evaluate_alerts()
+    check = svc.alerts.evaluate_alerts()
     assert check.opened == [] and check.closed == []
     capture(svc, GOOD, 20)
-    assert [a.id for a in svc.evaluate_alerts().closed] == [alert.id]
+    assert [a.id for a in svc.alerts.evaluate_alerts().closed] == [alert.id]
 
 
 def test_silence_fires_after_the_window_without_results(svc: Service) -> None:
-    svc.set_alert_rules([{"name": "quiet", "eval": "capital", "when": "silence", "window": "1h"}])
+    svc.alerts.set_alert_rules(
+        [{"name": "quiet", "eval": "capital", "when": "silence", "window": "1h"}]
+    )
     capture(svc, GOOD, 1)
-    assert svc.evaluate_alerts().opened == []
+    assert svc.alerts.evaluate_alerts().opened == []
     later = utc_now() + timedelta(hours=2)
-    (alert,) = svc.evaluate_alerts(now=later).opened
+    (alert,) = svc.alerts.evaluate_alerts(now=later).opened
     assert alert.message == "capital: no results for 1h" and alert.value is not None
     assert alert.value >= 3600
     capture(svc, GOOD, 1)
-    assert [a.id for a in svc.evaluate_alerts().closed] == [alert.id]
+    assert [a.id for a in svc.alerts.evaluate_alerts().closed] == [alert.id]
 
 
 def test_a_star_rule_watches_every_active_eval(svc: Service) -> None:
-    svc.set_alert_rules([rule(name="all-low", eval="*", window=5)])
+    svc.alerts.set_alert_rules([rule(name="all-low", eval="*", window=5)])
     capture(svc, BAD, 5)
-    opened = svc.evaluate_alerts().opened
+    opened = svc.alerts.evaluate_alerts().opened
     assert sorted(a.eval_name for a in opened) == ["capital", "other"]
     svc.deactivate_eval("other")
     capture(svc, GOOD, 5)
-    closed = svc.evaluate_alerts().closed
+    closed = svc.alerts.evaluate_alerts().closed
     # "other" is no longer watched: its alert stays as it was, capital's closes
     assert [a.eval_name for a in closed] == ["capital"]
 
@@ -144,7 +148,7 @@ def test_rules_come_from_the_evals_yaml_and_go_back_to_it(svc: Service, tmp_path
 
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     svc.import_evals(str(path))
-    rules = {r.name: r for r in svc.alert_rules()}
+    rules = {r.name: r for r in svc.alerts.alert_rules()}
     assert rules["capital-low"].when == "pass_rate < 0.8" and rules["capital-low"].window == 10
     assert rules["quiet"].window == "90m" and rules["quiet"].format == "slack"
     exported = svc.export_evals()["alerts"]
@@ -161,9 +165,9 @@ def test_rules_come_from_the_evals_yaml_and_go_back_to_it(svc: Service, tmp_path
     ]
     # importing the export changes nothing; a changed rule is replaced by name
     svc.import_evals(svc.export_evals())
-    assert len(svc.alert_rules()) == 2
+    assert len(svc.alerts.alert_rules()) == 2
     svc.import_evals({"evals": [], "alerts": [rule(when="pass_rate < 0.5")]})
-    assert {r.name: r.threshold for r in svc.alert_rules()}["capital-low"] == 0.5
+    assert {r.name: r.threshold for r in svc.alerts.alert_rules()}["capital-low"] == 0.5
 
 
 @pytest.mark.parametrize(
@@ -194,7 +198,7 @@ def test_a_bad_rule_is_named_and_nothing_is_stored(
     with pytest.raises(InvalidInput) as err:
         svc.import_evals(doc)
     assert said in str(err.value) and "alert 1 ('capital-low')" in str(err.value)
-    assert svc.alert_rules() == []
+    assert svc.alerts.alert_rules() == []
     assert "new-one" not in [e.name for e in svc.list_evals()]
 
 
@@ -204,10 +208,10 @@ def test_an_alert_is_delivered_signed_to_a_webhook(
 ) -> None:
     monkeypatch.setenv("SIMEVAL_ALERT_SECRET", SECRET)
     with webhook_receiver() as hook:
-        svc.set_alert_rules([rule(webhook=hook.url, secret_env="SIMEVAL_ALERT_SECRET")])
+        svc.alerts.set_alert_rules([rule(webhook=hook.url, secret_env="SIMEVAL_ALERT_SECRET")])
         capture(svc, BAD, 10)
-        (alert,) = svc.evaluate_alerts().opened
-        tries = svc.deliver_alert(alert.id, "open", backoff=0.01)
+        (alert,) = svc.alerts.evaluate_alerts().opened
+        tries = svc.alerts.deliver_alert(alert.id, "open", backoff=0.01)
         (got,) = hook.wait_for(1)
     assert [(t.attempt, t.ok, t.status) for t in tries] == [(1, True, 200)]
     assert got.signed_with(SECRET) and not got.signed_with("another secret")
@@ -215,14 +219,14 @@ def test_an_alert_is_delivered_signed_to_a_webhook(
     body = got.json()
     assert body["event"] == "open" and body["eval"] == "capital" and body["alert_id"] == alert.id
     assert body["value"] == 0.0 and body["message"].startswith("[simeval alert OPEN] capital-low")
-    assert [d.ok for d in svc.alert_deliveries(alert_id=alert.id)] == [True]
+    assert [d.ok for d in svc.alerts.alert_deliveries(alert_id=alert.id)] == [True]
 
 
 @pytest.mark.process
 def test_slack_hooks_get_text(svc: Service) -> None:
     with webhook_receiver() as hook:
-        svc.set_alert_rules([rule(webhook=hook.url, format="slack")])
-        report = svc.test_alert("capital-low", backoff=0.01)
+        svc.alerts.set_alert_rules([rule(webhook=hook.url, format="slack")])
+        report = svc.alerts.test_alert("capital-low", backoff=0.01)
         (got,) = hook.wait_for(1)
     assert report.delivered and "x-simeval-signature" not in got.headers
     assert list(got.json()) == ["text"] and "[simeval alert TEST] capital-low" in got.json()["text"]
@@ -231,19 +235,21 @@ def test_slack_hooks_get_text(svc: Service) -> None:
 @pytest.mark.process
 def test_a_failing_receiver_is_tried_five_times_each_attempt_logged(svc: Service) -> None:
     with webhook_receiver(status=500) as hook:
-        svc.set_alert_rules([rule(webhook=hook.url)])
+        svc.alerts.set_alert_rules([rule(webhook=hook.url)])
         capture(svc, BAD, 10)
-        (alert,) = svc.evaluate_alerts().opened
-        tries = svc.deliver_alert(alert.id, "open", attempts=5, backoff=0.01)
+        (alert,) = svc.alerts.evaluate_alerts().opened
+        tries = svc.alerts.deliver_alert(alert.id, "open", attempts=5, backoff=0.01)
         assert len(hook.wait_for(5)) == 5
     assert [t.attempt for t in tries] == [1, 2, 3, 4, 5]
-    logged = svc.alert_deliveries(alert_id=alert.id)
+    logged = svc.alerts.alert_deliveries(alert_id=alert.id)
     assert sorted(d.attempt for d in logged) == [1, 2, 3, 4, 5]
     assert all(not d.ok and d.status == 500 and "HTTP 500" in (d.error or "") for d in logged)
     # a refusal (4xx) answers the same again: one attempt
     with webhook_receiver(status=404) as hook:
-        svc.set_alert_rules([rule(webhook=hook.url)])
-        assert [t.status for t in svc.test_alert("capital-low", backoff=0.01).attempts] == [404]
+        svc.alerts.set_alert_rules([rule(webhook=hook.url)])
+        assert [t.status for t in svc.alerts.test_alert("capital-low", backoff=0.01).attempts] == [
+            404
+        ]
 
 
 @pytest.mark.process
@@ -252,8 +258,8 @@ def test_a_missing_secret_sends_nothing_and_says_so(
 ) -> None:
     monkeypatch.delenv("SIMEVAL_NO_SUCH_SECRET", raising=False)
     with webhook_receiver() as hook:
-        svc.set_alert_rules([rule(webhook=hook.url, secret_env="SIMEVAL_NO_SUCH_SECRET")])
-        report = svc.test_alert("capital-low", attempts=5, backoff=10)
+        svc.alerts.set_alert_rules([rule(webhook=hook.url, secret_env="SIMEVAL_NO_SUCH_SECRET")])
+        report = svc.alerts.test_alert("capital-low", attempts=5, backoff=10)
         assert hook.got == []
     assert not report.delivered
     # one attempt, no backoff: the variable would be missing on every retry too
@@ -263,12 +269,12 @@ def test_a_missing_secret_sends_nothing_and_says_so(
 
 def test_test_alert_needs_a_known_rule_with_a_webhook(svc: Service) -> None:
     with pytest.raises(NotFound):
-        svc.test_alert("nope")
-    svc.set_alert_rules([rule()])
+        svc.alerts.test_alert("nope")
+    svc.alerts.set_alert_rules([rule()])
     with pytest.raises(InvalidInput, match="has no webhook"):
-        svc.test_alert("capital-low")
-    svc.delete_alert_rule("capital-low")
-    assert svc.alert_rules() == []
+        svc.alerts.test_alert("capital-low")
+    svc.alerts.delete_alert_rule("capital-low")
+    assert svc.alerts.alert_rules() == []
 
 
 def _wait(predicate: Any, seconds: float = 20.0) -> bool:
@@ -284,7 +290,7 @@ def test_a_slow_receiver_never_delays_captures(svc: Service) -> None:
     """The watcher is woken by captures (its timer is off); while the receiver holds the
     alert's delivery, every capture still completes: none waits for the receiver."""
     with webhook_receiver(delay=60.0) as hook:
-        svc.set_alert_rules([rule(webhook=hook.url, window=2)])
+        svc.alerts.set_alert_rules([rule(webhook=hook.url, window=2)])
         watcher = AlertWatcher(svc, interval=600.0, min_gap=0.05, backoff=0.01, timeout=120.0)
         watcher.start()
         try:
@@ -308,7 +314,7 @@ def test_a_slow_receiver_never_holds_up_another_rules_receiver(svc: Service) -> 
     """Two rules, two receivers: while the first holds its delivery (for a minute), the
     second rule's alert reaches its receiver (one delivery thread queued it behind)."""
     with webhook_receiver(delay=60.0) as slow, webhook_receiver() as fast:
-        svc.set_alert_rules(
+        svc.alerts.set_alert_rules(
             [
                 rule(webhook=slow.url, window=2),
                 rule(name="other-low", eval="other", webhook=fast.url, window=2),
@@ -321,7 +327,7 @@ def test_a_slow_receiver_never_holds_up_another_rules_receiver(svc: Service) -> 
             assert _wait(lambda: len(slow.got) == 1)  # held
             assert _wait(lambda: len(fast.got) == 1)
             assert fast.got[0].json()["rule"] == "other-low"
-            assert _wait(lambda: any(d.ok for d in svc.alert_deliveries()))
+            assert _wait(lambda: any(d.ok for d in svc.alerts.alert_deliveries()))
             assert not slow.release.is_set() and len(slow.got) == 1  # still held
         finally:
             slow.release.set()
@@ -331,7 +337,7 @@ def test_a_slow_receiver_never_holds_up_another_rules_receiver(svc: Service) -> 
 @pytest.mark.process
 def test_a_down_receiver_never_delays_captures_and_logs_each_attempt(svc: Service) -> None:
     url = closed_port_url()
-    svc.set_alert_rules([rule(webhook=url, window=2)])
+    svc.alerts.set_alert_rules([rule(webhook=url, window=2)])
     watcher = AlertWatcher(svc, interval=600.0, min_gap=0.05, backoff=0.05, timeout=2.0)
     watcher.start()
     try:
@@ -340,30 +346,33 @@ def test_a_down_receiver_never_delays_captures_and_logs_each_attempt(svc: Servic
             started = time.monotonic()
             svc.capture("q", f"{BAD} {i}")
             assert time.monotonic() - started < 5.0
-        assert _wait(lambda: len(svc.alert_deliveries()) == 5)
+        assert _wait(lambda: len(svc.alerts.alert_deliveries()) == 5)
     finally:
         watcher.stop()
-    logged = svc.alert_deliveries()
+    logged = svc.alerts.alert_deliveries()
     assert sorted(d.attempt for d in logged) == [1, 2, 3, 4, 5]
     assert all(d.status is None and not d.ok and d.error for d in logged)
-    assert len(svc.open_alerts()) == 1  # one alert for the one drop, however many captures
+    assert len(svc.alerts.open_alerts()) == 1  # one alert for the one drop, however many captures
     assert svc.count_results(eval_name="capital") == 22
 
 
 def test_payloads_are_json_with_the_alert(svc: Service) -> None:
-    svc.set_alert_rules([rule()])
+    svc.alerts.set_alert_rules([rule()])
     capture(svc, BAD, 10)
-    (alert,) = svc.evaluate_alerts().opened
-    assert json.loads(json.dumps(svc.get_alert(alert.id).model_dump(mode="json")))["id"] == alert.id
+    (alert,) = svc.alerts.evaluate_alerts().opened
+    assert (
+        json.loads(json.dumps(svc.alerts.get_alert(alert.id).model_dump(mode="json")))["id"]
+        == alert.id
+    )
     with pytest.raises(NotFound):
-        svc.get_alert(10_000)
+        svc.alerts.get_alert(10_000)
 
 
 def test_alerts_of_an_eval_name_no_database_can_hold_are_none(svc: Service) -> None:
     # PostgreSQL refuses a NUL in a query's text (the fuzzer's 500 on /api/alerts?eval=)
-    svc.set_alert_rules([rule(when="pass_rate < 0.99", window=3)])
+    svc.alerts.set_alert_rules([rule(when="pass_rate < 0.99", window=3)])
     capture(svc, "Bananas grow on trees.", 3)
-    svc.evaluate_alerts()
-    assert [a.eval_name for a in svc.list_alerts(eval_name="capital")] == ["capital"]
-    assert svc.list_alerts(eval_name="capi\x00tal") == []
-    assert svc.list_alerts(eval_name="capi\udc80tal") == []
+    svc.alerts.evaluate_alerts()
+    assert [a.eval_name for a in svc.alerts.list_alerts(eval_name="capital")] == ["capital"]
+    assert svc.alerts.list_alerts(eval_name="capi\x00tal") == []
+    assert svc.alerts.list_alerts(eval_name="capi\udc80tal") == []

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from simeval.errors import InvalidInput
 from simeval.service import Service
+from simeval.service.capture import CaptureService
 from simeval.web import create_app
 
 REF = "Paris is the capital of France and its largest city."
@@ -193,14 +194,14 @@ def test_a_writer_that_loses_the_race_answers_the_stored_capture(
     svc = active_service(db)
     try:
         svc.capture("q", "the other writer's output", capture_key="race")
-        real = Service._stored_keys
+        real = CaptureService._stored_keys
         calls = []
 
-        def late_lookup(self: Service, cur: Any, keys: set[str]) -> dict[str, int]:
+        def late_lookup(self: CaptureService, cur: Any, keys: set[str]) -> dict[str, int]:
             calls.append(keys)
             return {} if len(calls) == 1 else real(self, cur, keys)
 
-        monkeypatch.setattr(Service, "_stored_keys", late_lookup)
+        monkeypatch.setattr(CaptureService, "_stored_keys", late_lookup)
         out = svc.capture_checked(
             [("q", GOOD, None, None, None, "race"), ("q2", GOOD, None, None, None, "fresh")]
         )

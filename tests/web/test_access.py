@@ -55,7 +55,7 @@ def test_a_route_missing_from_the_table_is_caught() -> None:
 def keys(db: str) -> dict[str, str]:
     """A user of each role (name = role) and their keys; an active eval with one result."""
     with Service(db) as svc:
-        made = {role: svc.add_user(role, role, "password-" + role).key for role in ROLES}
+        made = {role: svc.users.add_user(role, role, "password-" + role).key for role in ROLES}
         svc.create_eval("capital", REF, threshold=0.8)
         svc.test_eval("capital", "q", REF)
         svc.activate_eval("capital")
@@ -139,8 +139,8 @@ def test_a_disabled_user_or_a_replaced_key_is_refused_on_the_next_request(
 ) -> None:
     assert client.get("/api/evals", headers=auth(keys["viewer"])).status_code == 200
     with Service(db) as other:  # another process's change (the CLI, another worker)
-        other.set_user_disabled("viewer", True)
-        new = other.new_user_key("editor").key
+        other.users.set_user_disabled("viewer", True)
+        new = other.users.new_user_key("editor").key
     r = client.get("/api/evals", headers=auth(keys["viewer"]))
     assert r.status_code == 401 and "disabled" in r.json()["error"]
     assert client.get("/api/evals", headers=auth(keys["editor"])).status_code == 401
@@ -151,7 +151,7 @@ def test_a_worker_sees_a_revocation_within_its_cache_second(db: str, keys: dict[
     with TestClient(create_app(db=db, alert_interval=None), base_url=BASE) as c:
         assert c.get("/api/evals", headers=auth(keys["viewer"])).status_code == 200
         with Service(db) as other:
-            other.set_user_disabled("viewer", True)
+            other.users.set_user_disabled("viewer", True)
         time.sleep(1.05)  # past the cache's second: no wall-clock bound is asserted
         assert c.get("/api/evals", headers=auth(keys["viewer"])).status_code == 401
 
@@ -176,8 +176,8 @@ def test_the_token_still_works_without_users(new_sqlite: Callable[..., str]) -> 
 def test_last_used_is_recorded(db: str, client: TestClient, keys: dict[str, str]) -> None:
     client.get("/api/evals", headers=auth(keys["reviewer"]))
     with Service(db) as svc:
-        assert svc.get_user("reviewer").last_used_at is not None
-        assert svc.get_user("viewer").last_used_at is None
+        assert svc.users.get_user("reviewer").last_used_at is not None
+        assert svc.users.get_user("viewer").last_used_at is None
 
 
 def csrf_of(client: TestClient, path: str = "/login") -> str:
@@ -203,7 +203,7 @@ def test_sign_in_with_a_password_then_pages_follow_the_role(db: str, client: Tes
     api = client.post("/api/evals", json={"name": "x", "references": [REF]})
     assert api.status_code == 403 and api.json()["role_needed"] == "editor"
     with Service(db) as other:
-        other.set_user_disabled("viewer", True)
+        other.users.set_user_disabled("viewer", True)
     assert client.get("/results", follow_redirects=False).status_code == 303  # to sign-in
 
 

@@ -41,7 +41,7 @@ def seed(db: str, webhook: str | None = None, window: int = 10) -> None:
         }
         if webhook:
             rule.update(webhook=webhook, secret_env="SIMEVAL_ALERT_SECRET")
-        svc.set_alert_rules([rule])
+        svc.alerts.set_alert_rules([rule])
 
 
 @pytest.fixture

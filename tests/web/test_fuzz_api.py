@@ -49,7 +49,7 @@ ADMIN = "fuzz-admin-q7"
 
 
 def _admin_key(svc: Service) -> str:
-    return svc.add_user(ADMIN, "admin").key
+    return svc.users.add_user(ADMIN, "admin").key
 
 
 def _seeded_app() -> tuple[Any, str]:

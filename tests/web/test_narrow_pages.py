@@ -38,7 +38,7 @@ def build(tmp_path: Path) -> tuple[Path, dict[str, str]]:
                           conversation_id="chat-1", metadata=meta)  # fmt: skip
         ids.append(cap.id)
     svc.create_dataset("golden", [{"input": "Capital of France?", "reference": REF}] * 3)
-    svc.set_alert_rules(
+    svc.alerts.set_alert_rules(
         [
             {
                 "name": "capital-drop",

@@ -106,9 +106,11 @@ def test_overview_marks_the_drop_with_its_interval(client: TestClient) -> None:
 def test_overview_counts_open_alerts(client: TestClient) -> None:
     svc: Service = client.app.state.service  # type: ignore[attr-defined]
     build(svc, evals=8, per_window=12)
-    svc.set_alert_rules([{"name": "low", "eval": "*", "when": "pass_rate < 0.72", "window": 20}])
-    svc.evaluate_alerts()
-    assert [a.eval_name for a in svc.open_alerts()] == [FALLING]
+    svc.alerts.set_alert_rules(
+        [{"name": "low", "eval": "*", "when": "pass_rate < 0.72", "window": 20}]
+    )
+    svc.alerts.evaluate_alerts()
+    assert [a.eval_name for a in svc.alerts.open_alerts()] == [FALLING]
     html = client.get("/dashboard").text
     assert '<th class="num">Open alerts</th>' in html
     row = html[html.index(f'<tr data-eval="{FALLING}"') :]

@@ -66,7 +66,7 @@ def seed(db: str, webhook: str | None = None) -> None:
         }
         if webhook:
             rule.update(webhook=webhook, secret_env="SIMEVAL_ALERT_SECRET")
-        svc.set_alert_rules([rule])
+        svc.alerts.set_alert_rules([rule])
 
 
 def worker_health(

@@ -24,9 +24,9 @@ REF = "Paris is the capital of France."
 def keys(db: str) -> dict[str, str]:
     with Service(db) as svc:
         return {
-            "ana": svc.add_user("ana", "admin").key,
-            "bo": svc.add_user("bo", "reviewer").key,
-            "cy": svc.add_user("cy", "ingest").key,
+            "ana": svc.users.add_user("ana", "admin").key,
+            "bo": svc.users.add_user("bo", "reviewer").key,
+            "cy": svc.users.add_user("cy", "ingest").key,
         }
 
 
@@ -99,17 +99,17 @@ def test_every_kind_of_change_is_logged(db: str) -> None:
         svc.archive_eval("cap")
         svc.create_dataset("qa", [{"input": "q", "references": [REF]}])
         svc.add_dataset_case("qa", {"id": "2", "input": "q2", "references": [REF]})
-        svc.set_alert_rules([{"name": "drop", "eval": "cap", "when": "drop", "window": 20}])
-        svc.delete_alert_rule("drop")
+        svc.alerts.set_alert_rules([{"name": "drop", "eval": "cap", "when": "drop", "window": 20}])
+        svc.alerts.delete_alert_rule("drop")
         svc.update_settings(retention_days=30, auto_evaluate=False)
         svc.cleanup()
         run = svc.create_run("nightly", "cases.jsonl")
         svc.update_run_summary(run, {"status": "complete"})
         svc.delete_run(run)
-        svc.add_user("eve", "viewer")
-        svc.set_user_role("eve", "editor")
-        svc.set_user_disabled("eve", True)
-        svc.new_user_key("eve")
+        svc.users.add_user("eve", "viewer")
+        svc.users.set_user_role("eve", "editor")
+        svc.users.set_user_disabled("eve", True)
+        svc.users.new_user_key("eve")
         page = svc.audit_log(limit=500)
     actions = [e.action for e in reversed(page.entries)]
     assert actions == [

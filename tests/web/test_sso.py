@@ -44,8 +44,8 @@ def test_the_proxy_names_the_user_who_is_made_a_viewer(db: str, proxy: TestClien
     refused = proxy.post("/api/evals", json={"name": "x", "references": ["y"]}, headers=ana)
     assert refused.status_code == 403 and refused.json()["role_needed"] == "editor"
     with Service(db) as svc:
-        assert svc.get_user("ana@example.org").role == "viewer"
-        svc.set_user_role("ana@example.org", "editor")
+        assert svc.users.get_user("ana@example.org").role == "viewer"
+        svc.users.set_user_role("ana@example.org", "editor")
         (made,) = [e for e in svc.audit_log().entries if e.action == "user.add"]
         assert made.detail == {"role": "viewer", "via": "sso"}
     proxy.app.state.identities.forget()  # type: ignore[attr-defined]
@@ -70,7 +70,7 @@ def test_the_header_is_ignored_from_any_other_address(db: str) -> None:
         spoof = {WHO: "ana", "X-Forwarded-For": PROXY}
         assert c.get("/api/me", headers=spoof).status_code == 401
     with Service(db) as svc:
-        assert svc.list_users() == []  # nobody was made
+        assert svc.users.list_users() == []  # nobody was made
 
 
 def test_behind_the_proxy_the_forwarded_client_is_applied(proxy: TestClient) -> None:
@@ -80,7 +80,7 @@ def test_behind_the_proxy_the_forwarded_client_is_applied(proxy: TestClient) -> 
 
 def test_without_create_an_unknown_name_is_refused(db: str) -> None:
     with Service(db) as svc:
-        svc.add_user("known", "reviewer")
+        svc.users.add_user("known", "reviewer")
     with client_from(db, PROXY, create=False) as c:
         assert c.get("/api/me", headers={WHO: "stranger"}).status_code == 401
         assert c.get("/api/me", headers={WHO: "known"}).json() == {
@@ -88,7 +88,7 @@ def test_without_create_an_unknown_name_is_refused(db: str) -> None:
             "role": "reviewer",
         }
     with Service(db) as svc:
-        assert [u.name for u in svc.list_users()] == ["known"]
+        assert [u.name for u in svc.users.list_users()] == ["known"]
 
 
 @pytest.mark.parametrize(

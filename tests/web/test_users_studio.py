@@ -25,8 +25,8 @@ PASSWORDS = {"ana": "ana-password", "vi": "vi-password"}
 
 def seed(db: str) -> None:
     with Service(db) as svc:
-        svc.add_user("ana", "admin", PASSWORDS["ana"])
-        svc.add_user("vi", "viewer", PASSWORDS["vi"])
+        svc.users.add_user("ana", "admin", PASSWORDS["ana"])
+        svc.users.add_user("vi", "viewer", PASSWORDS["vi"])
         with acting_as("ana", signed_in=True):
             svc.create_eval("cap", REF)
             svc.edit_eval("cap", threshold=0.7)
@@ -96,7 +96,7 @@ def test_the_users_page_adds_and_changes_users(db: str, client: TestClient) -> N
     client.post("/users/bo", data={"csrf_token": token, "action": "role", "role": "editor"})
     client.post("/users/bo", data={"csrf_token": token, "action": "disable"})
     with Service(db) as svc:
-        bo = svc.get_user("bo")
+        bo = svc.users.get_user("bo")
         assert (bo.role, bo.disabled) == ("editor", True)
     assert client.get("/api/me", headers=api).status_code == 401
     renewed = client.post("/users/bo", data={"csrf_token": token, "action": "key"})

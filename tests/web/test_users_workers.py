@@ -30,7 +30,7 @@ BASE = "http://127.0.0.1:8000"
 @pytest.fixture
 def run(db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     with Service(db) as svc:
-        keys = {"ana": svc.add_user("ana", "editor", "ana-password").key}
+        keys = {"ana": svc.users.add_user("ana", "editor", "ana-password").key}
     config = WorkerConfig(db=db, workers=2, csrf_secret=new_secret(), alert_interval=None)
     path = new_run_dir(config)
     monkeypatch.setenv(RUN_DIR_ENV, str(path))
@@ -57,7 +57,7 @@ def test_a_session_is_the_same_user_on_every_worker_until_disabled(
         key = {"Authorization": f"Bearer {run['ana']}"}
         assert b.get("/api/me", headers=key).status_code == 200
         with Service(db) as other:
-            other.set_user_disabled("ana", True)
+            other.users.set_user_disabled("ana", True)
         time.sleep(1.05)  # past each worker's cache second (no time bound is asserted)
         for worker in (a, b):
             assert worker.get("/api/me").status_code == 401
@@ -70,7 +70,7 @@ def test_serve_workers_refuse_a_replaced_key_on_every_worker(
 ) -> None:
     db = Path(new_sqlite("team.db"))
     with Service(str(db)) as svc:
-        old = svc.add_user("collector", "ingest").key
+        old = svc.users.add_user("collector", "ingest").key
     args = ("--workers", "2", "--alert-interval", "0")
     with running_server(db, *args, timeout=180) as (url, _), httpx.Client(base_url=url) as c:
         body = {"input": "q", "output": "a"}
@@ -78,7 +78,7 @@ def test_serve_workers_refuse_a_replaced_key_on_every_worker(
             r = c.post("/api/capture", json=body, headers={"Authorization": f"Bearer {old}"})
             assert r.status_code == 201, r.text
         with Service(str(db)) as other:
-            new = other.new_user_key("collector").key
+            new = other.users.new_user_key("collector").key
         time.sleep(1.05)
         for _ in range(20):
             r = c.post("/api/capture", json=body, headers={"Authorization": f"Bearer {old}"})

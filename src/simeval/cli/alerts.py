@@ -53,9 +53,9 @@ def list_alerts(
         simeval alerts list --open --eval capital --json
     """
     with service_at(db) as svc:
-        opened = svc.open_alerts(eval_name)
-        closed = [] if only_open else svc.list_alerts("closed", eval_name, limit)
-        rules = svc.alert_rules()
+        opened = svc.alerts.open_alerts(eval_name)
+        closed = [] if only_open else svc.alerts.list_alerts("closed", eval_name, limit)
+        rules = svc.alerts.alert_rules()
     items = (opened + closed)[:limit] if not only_open else opened
     if as_json:
         print_json({"alerts": [dump(a) for a in items], "rules": [dump(r) for r in rules]})
@@ -111,7 +111,7 @@ def test_alert(name: str, attempts: int, backoff: float, db: str | None, as_json
         SIMEVAL_ALERT_SECRET=... simeval alerts test capital-drop
     """
     with service_at(db) as svc:
-        report = svc.test_alert(name, attempts=attempts, backoff=backoff)
+        report = svc.alerts.test_alert(name, attempts=attempts, backoff=backoff)
     if as_json:
         print_json(dump(report))
     else:
@@ -136,7 +136,7 @@ def delete_rule(name: str, db: str | None) -> None:
         simeval alerts delete capital-drop
     """
     with service_at(db) as svc:
-        svc.delete_alert_rule(name)
+        svc.alerts.delete_alert_rule(name)
     console.print(f"deleted alert rule {escape(name)}")
 
 

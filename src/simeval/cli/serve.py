@@ -97,7 +97,7 @@ def _has_users(db: str | None) -> bool:
     from simeval.service import Service
 
     with Service(db) as svc:
-        return svc.has_users()
+        return svc.users.has_users()
 
 
 def server_url(host: str, port: int) -> str:

@@ -46,7 +46,7 @@ def add(name: str, role: str, db: str | None) -> None:
     with `simeval users password NAME`.
     """
     with service_at(db) as svc:
-        made = svc.add_user(name, role)
+        made = svc.users.add_user(name, role)
     click.echo(made.key)
     click.echo(
         f"user {name!r} added as {role}; the key above is shown once (only its hash is kept). "
@@ -61,7 +61,7 @@ def add(name: str, role: str, db: str | None) -> None:
 def list_(db: str | None, as_json: bool) -> None:
     """List the users: name, role, created, last used, key prefix, disabled."""
     with service_at(db) as svc:
-        found = svc.list_users()
+        found = svc.users.list_users()
     if as_json:
         print_json([dump(u) for u in found])
         return
@@ -94,7 +94,7 @@ def _table(found: list[UserOut]) -> None:
 def role(name: str, role: str, db: str | None) -> None:
     """Give user NAME the role ROLE."""
     with service_at(db) as svc:
-        svc.set_user_role(name, role)
+        svc.users.set_user_role(name, role)
     console.print(f"{escape(name)} is now {role}.")
 
 
@@ -104,7 +104,7 @@ def role(name: str, role: str, db: str | None) -> None:
 def disable(name: str, db: str | None) -> None:
     """Disable user NAME: its key and its studio sessions are refused from now on."""
     with service_at(db) as svc:
-        svc.set_user_disabled(name, True)
+        svc.users.set_user_disabled(name, True)
     console.print(f"{escape(name)} is disabled.")
 
 
@@ -114,7 +114,7 @@ def disable(name: str, db: str | None) -> None:
 def enable(name: str, db: str | None) -> None:
     """Enable user NAME again."""
     with service_at(db) as svc:
-        svc.set_user_disabled(name, False)
+        svc.users.set_user_disabled(name, False)
     console.print(f"{escape(name)} is enabled.")
 
 
@@ -124,7 +124,7 @@ def enable(name: str, db: str | None) -> None:
 def key(name: str, db: str | None) -> None:
     """Give user NAME a new API key (printed on stdout); the old one stops working at once."""
     with service_at(db) as svc:
-        made = svc.new_user_key(name)
+        made = svc.users.new_user_key(name)
     click.echo(made.key)
     click.echo(f"new key for {name!r}; the old one no longer works", err=True)
 
@@ -139,7 +139,7 @@ def password(name: str, db: str | None) -> None:
     else:
         given = sys.stdin.readline().rstrip("\r\n")
     with service_at(db) as svc:
-        svc.set_user_password(name, given)
+        svc.users.set_user_password(name, given)
     click.echo(f"password set for {name!r}", err=True)
 
 

@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from simeval.runs.frames import read_frame, send_frame, unpickled
-from simeval.service.runs import RunsMixin
+from simeval.service.base import Core
+from simeval.service.runs import RunService
 from simeval.store.run_rows import STORE_COLUMNS
 
 
@@ -37,7 +38,8 @@ class Aborted(Exception):
 
 def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
     """Store one run: what ``RunStoreProcess`` sends on ``inbox``, answered on ``outbox``."""
-    svc: Any = None
+    core: Core | None = None
+    svc: RunService | None = None
     run_id: int | None = None
     end: list[tuple[str, Any]] = []
 
@@ -51,7 +53,8 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
 
     try:
         _, db, name, source, options, per_transaction, labels = read_frame(inbox)
-        svc = RunsMixin(db)
+        core = Core(db)
+        svc = RunService(core)
         run_id = svc.create_run(
             name, source, options=options, summary={"status": "storing"}, **labels
         )
@@ -76,8 +79,8 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
                 except Exception:  # an error that does not pickle
                     send_frame(outbox, ("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
     finally:
-        if svc is not None:
-            svc.close()
+        if core is not None:
+            core.close()
 
 
 def main() -> None:

@@ -95,7 +95,7 @@ class AlertWatcher:
         """One evaluation, its openings and closings queued for delivery; never raises (a
         failed evaluation is logged and finds nothing)."""
         try:
-            check: AlertCheck = self.service.evaluate_alerts()
+            check: AlertCheck = self.service.alerts.evaluate_alerts()
         except Exception:
             log.exception("evaluating the alert rules failed; trying again on the next round")
             return AlertCheck()
@@ -141,7 +141,7 @@ class AlertWatcher:
             if item is None or self._stop.is_set():
                 return
             try:
-                self.service.deliver_alert(
+                self.service.alerts.deliver_alert(
                     item[0],
                     item[1],
                     attempts=self.attempts,

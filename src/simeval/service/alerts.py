@@ -33,7 +33,7 @@ from simeval.service.alert_rules import (
     validate_alert_rules,
     when_text,
 )
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.store import Alert, AlertDelivery, AlertRule, Tx
 from simeval.store.alerts_sql import (
     active_evals,
@@ -102,7 +102,7 @@ def payload_of(alert: AlertOut, event: str, sent_at: datetime) -> dict[str, Any]
     }
 
 
-class AlertsMixin(ServiceBase):
+class AlertService(Part):
     """Alert rules, alerts and their deliveries."""
 
     # -- rules ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The audit log read back: who changed what, and when (``AuditMixin.audit_log``). Entries
+"""The audit log read back: who changed what, and when (``AuditService.audit_log``). Entries
 are written by ``simeval.service.actor.record`` in each change's own transaction and never
 changed or deleted (the database's triggers refuse it, migration 0016)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from simeval.checks import as_utc, check_lookup, naive_utc, parse_time
 from simeval.errors import InvalidInput
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.service.cursor import decode_cursor, encode_cursor
 from simeval.service.user_models import AuditEntryOut, AuditPage
 from simeval.store.audit_sql import read_entries
@@ -28,7 +28,7 @@ def _entry(row: Any) -> AuditEntryOut:
     )
 
 
-class AuditMixin(ServiceBase):
+class AuditService(Part):
     """Reading the audit log."""
 
     def audit_log(

@@ -33,9 +33,9 @@ from simeval.scoring.analyzer import scope_key
 from simeval.scoring.compare import Case, histogram
 from simeval.scoring.evalset import EvalSet
 from simeval.scoring.scorer import get_scorer
+from simeval.service.base import Part
 from simeval.service.capture import in_force
 from simeval.service.capture_score import eval_spec
-from simeval.service.evals import EvalsMixin
 from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
 from simeval.store import Tx, pack_results, unpack_results
 from simeval.store.backtest_sql import (
@@ -98,7 +98,7 @@ def _borderline(scored: list[tuple[Any, ...]], threshold: float, n: int) -> list
     return sorted(picked[:n], key=lambda x: (abs(x[0] - threshold), x[2]))
 
 
-class BacktestMixin(EvalsMixin):
+class BacktestService(Part):
     """Backtest and rescore an eval on stored captures."""
 
     def backtest_eval(

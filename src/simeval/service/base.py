@@ -1,5 +1,10 @@
-"""What every part of the service shares: the store, the write step, the lookups (an eval by
-name or id, a row by id), and the process's registry of open services."""
+"""What every part of the service shares.
+
+``Core`` is one database's store with the steps every part takes: the write step (a lost race
+for a name is a ``Conflict``), the lookup of an eval by name or id, the listeners of committed
+captures. A ``Part`` is one concern's methods over a ``Core`` (``EvalService``,
+``CaptureService``...): a part that needs another says so in its constructor, and the
+``Service`` façade (``simeval.service.facade``) builds them all and offers their methods."""
 
 from __future__ import annotations
 
@@ -7,45 +12,38 @@ import difflib
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from simeval.checks import MAX_ID, check_id, check_lookup
 from simeval.errors import Conflict, InvalidType, NotFound
 from simeval.store import Capture, Eval, Result, Run, Store, Tx, resolve_db_url
 from simeval.store.lookups import eval_by_id, eval_named, eval_names, row_by_id, write_or_else
 
+if TYPE_CHECKING:
+    from simeval.service.filters import ResultFilter
+
 _M = TypeVar("_M", Capture, Result, Run)
+_T = TypeVar("_T")
 
 
-class ServiceBase:
-    """The store of one database and the steps every part of the service shares."""
+class Core:
+    """One database's store and the steps every part of the service shares."""
 
     def __init__(self, db: str | os.PathLike[str] | None = None):
         self.url = resolve_db_url(db)
         self.store = Store(self.url)
-        self._lock = threading.Lock()
-        # called with each committed batch of captures (``CaptureMixin.on_captured``)
+        # held while the active evals are prepared again (``CaptureService``)
+        self.lock = threading.Lock()
+        # called with each committed batch of captures (``CaptureService.on_captured``)
         self.capture_listeners: list[Callable[[list[Any]], None]] = []
 
     def close(self) -> None:
         """Close the database connections."""
         self.store.close()
-        with _SERVICES_LOCK:
-            if _SERVICES.get(self.url) is self:
-                del _SERVICES[self.url]
 
-    def ping(self) -> None:
-        """``Unavailable`` when the database cannot answer now (see ``Store.ping``)."""
-        self.store.ping()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- lookups --------------------------------------------------------------------------------
-    def _find_eval(self, s: Tx, name_or_id: Any) -> Eval:
+    def find_eval(self, s: Tx, name_or_id: Any) -> Eval:
+        """The eval named ``name_or_id`` (or of that id) in ``s``, else ``NotFound`` naming the
+        closest name."""
         if isinstance(name_or_id, Eval):
             return name_or_id
         if isinstance(name_or_id, bool) or not isinstance(name_or_id, str | int):
@@ -72,8 +70,28 @@ class ServiceBase:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise NotFound(f"no eval named {str(name_or_id)!r}{hint}")
 
-    def _write(self, fn: Callable[[Tx], Any]) -> Any:
+    def write(self, fn: Callable[[Tx], _T]) -> _T:
+        """``fn(s)`` in a write transaction (retried while the lock is busy); a constraint's
+        refusal naming a name is a ``Conflict``."""
         return write_or_else(self.store, fn, _name_conflict)
+
+
+class Part:
+    """One concern's methods over the ``Core`` of a database."""
+
+    def __init__(self, core: Core):
+        self.core = core
+        self.store = core.store
+
+    def _write(self, fn: Callable[[Tx], _T]) -> _T:
+        return self.core.write(fn)
+
+    def _find_eval(self, s: Tx, name_or_id: Any) -> Eval:
+        return self.core.find_eval(s, name_or_id)
+
+    def _eval_id(self, s: Tx, f: ResultFilter) -> int | None:
+        """The id of the eval ``f`` names (``NotFound`` when there is none), None for all."""
+        return None if f.eval_name is None else self._find_eval(s, f.eval_name).id
 
 
 def _name_conflict(message: str) -> None:
@@ -91,19 +109,3 @@ def get_row(s: Tx, model: type[_M], value: Any, what: str) -> _M:
     if row is None:
         raise NotFound(f"no {what} with id {value}")
     return row
-
-
-_SERVICES: dict[str, ServiceBase] = {}
-_SERVICES_LOCK = threading.Lock()
-_S = TypeVar("_S", bound=ServiceBase)
-
-
-def shared_service(url: str, kind: type[_S]) -> _S:
-    """The process's open ``kind`` for the database ``url``: made the first time, then the
-    same one (a service closed since is made again)."""
-    with _SERVICES_LOCK:
-        svc = _SERVICES.get(url)
-        if not isinstance(svc, kind):
-            svc = kind(url)
-            _SERVICES[url] = svc
-        return svc

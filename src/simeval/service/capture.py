@@ -25,7 +25,7 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.service.adopt import Recount, adopt_span, merge_proxied
-from simeval.service.base import ServiceBase, get_row
+from simeval.service.base import Part, get_row
 from simeval.service.capture_score import Active, prepare, score_capture
 from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
@@ -99,7 +99,7 @@ def in_force(s: Tx, evals: list[Eval]) -> list[Eval]:
     return out
 
 
-class CaptureMixin(ServiceBase):
+class CaptureService(Part):
     """Capture and the cache of prepared active evals it scores with."""
 
     _active: tuple[int, Active] | None = None
@@ -110,7 +110,7 @@ class CaptureMixin(ServiceBase):
         """The active evals, prepared once per ``revision``."""
         cached = self._active
         if cached is None or cached[0] != revision:
-            with self._lock:
+            with self.core.lock:
                 # another thread may have prepared this revision while this one waited
                 cached = self._active
                 if cached is None or cached[0] != revision:
@@ -271,11 +271,11 @@ class CaptureMixin(ServiceBase):
         """Call ``listener`` with each batch of captures once committed (stored ones first
         time and replayed ones alike: ``replayed`` tells them apart), on the storing thread:
         it must return at once (queue them; ``simeval.web.otlp_export`` does)."""
-        self.capture_listeners.append(listener)
+        self.core.capture_listeners.append(listener)
 
     def _announce(self, done: list[CaptureOut]) -> None:
         # committed already: a listener's failure must not fail the capture
-        for listener in list(self.capture_listeners):
+        for listener in list(self.core.capture_listeners):
             try:
                 listener(done)
             except Exception:
@@ -493,7 +493,7 @@ class CaptureMixin(ServiceBase):
                 )
         return rows
 
-    def _captures_out(self, s: Tx, caps: Sequence[Capture]) -> list[CaptureOut]:
+    def captures_out(self, s: Tx, caps: Sequence[Capture]) -> list[CaptureOut]:
         """Captures as answered, their reviews, references and eval names read once for all
         (a page of captures: three queries, not three per capture)."""
         reviews = capture_reviews(s, [c.id for c in caps])
@@ -511,7 +511,7 @@ class CaptureMixin(ServiceBase):
         read: tuple[list[Any], dict[tuple[int, int], list[str]], dict[int, str]] | None = None,
     ) -> CaptureOut:
         if read is None:
-            return self._captures_out(s, [cap])[0]
+            return self.captures_out(s, [cap])[0]
         rows, refs, names = read
         results = []
         for r in rows:
@@ -597,7 +597,7 @@ class CaptureMixin(ServiceBase):
             page = keyset_page(
                 "captures", fetch, lambda c: (c.captured_at, c.id), limit, at, offset > 0
             )
-            items = self._captures_out(s, page.items)
+            items = self.captures_out(s, page.items)
             return Page(items, page.next_cursor, page.prev_cursor)
 
     def count_captures(

@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from simeval.checks import KeyedCapture, check_capture_row
-from simeval.service.capture import CaptureMixin
+from simeval.service.base import Core, Part
+from simeval.service.capture import CaptureService
 from simeval.service.models import CaptureReport
 
 # rows per transaction: a killed batch loses at most one transaction's work, and a long one
@@ -14,8 +15,12 @@ from simeval.service.models import CaptureReport
 CAPTURE_CHUNK = 200
 
 
-class BatchMixin(CaptureMixin):
+class BatchService(Part):
     """Batch capture."""
+
+    def __init__(self, core: Core, captures: CaptureService):
+        super().__init__(core)
+        self.captures = captures
 
     def capture_many(
         self,
@@ -63,7 +68,7 @@ class BatchMixin(CaptureMixin):
         ]
         captured = replayed = scored = passed = 0
         for start in range(0, len(items), chunk):
-            for cap in self.capture_checked(items[start : start + chunk]):
+            for cap in self.captures.capture_checked(items[start : start + chunk]):
                 if cap.replayed:
                     replayed += 1
                     continue

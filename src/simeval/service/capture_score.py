@@ -1,5 +1,5 @@
 """The active evals prepared for the capture path, and one capture scored by them into its
-packed results (``simeval.store.pack_parts``): what ``CaptureMixin`` stores with a capture
+packed results (``simeval.store.pack_parts``): what ``CaptureService`` stores with a capture
 and what ``merge_proxied`` stores again for new texts."""
 
 from __future__ import annotations

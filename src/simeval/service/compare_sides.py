@@ -39,6 +39,7 @@ from simeval.scoring.compare import (
     sides_report,
 )
 from simeval.scoring.scorer import get_scorer
+from simeval.service.base import Part
 from simeval.service.capture_walk import CaptureScope, scope_select
 from simeval.service.compare_read import (
     MAX_RESULTS,
@@ -50,7 +51,7 @@ from simeval.service.compare_read import (
 from simeval.service.filters import ResultFilter, meta_matches, meta_text, parse_meta
 from simeval.service.models import CompareReport
 from simeval.service.queries import capture_reviews, capture_rows, version_options, version_refs
-from simeval.service.results import ResultsMixin, run_row_missing
+from simeval.service.results import run_row_missing
 from simeval.store import Tx
 from simeval.store.compare_sql import (
     capture_review_scores,
@@ -137,7 +138,7 @@ def parse_side(spec: Any) -> tuple[str, Any]:
     return "file", spec
 
 
-class CompareMixin(ResultsMixin):
+class CompareService(Part):
     """A/B comparison of runs, results files and captured results."""
 
     def compare(

@@ -7,7 +7,8 @@ from typing import Any, cast
 
 from simeval.checks import as_utc, check_lookup, check_page
 from simeval.errors import InvalidInput, NotFound
-from simeval.service.capture import CaptureMixin
+from simeval.service.base import Core, Part
+from simeval.service.capture import CaptureService
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.models import CaptureOut, ConversationDetail, ConversationOut
 from simeval.store import Conversation, Tx, unpack_results
@@ -53,8 +54,12 @@ def _check_conversation(conversation_id: Any) -> str:
     return conversation_id
 
 
-class ConversationsMixin(CaptureMixin):
+class ConversationService(Part):
     """Conversations, from the captures' ``conversation_id`` and their summaries."""
+
+    def __init__(self, core: Core, captures: CaptureService):
+        super().__init__(core)
+        self.captures = captures
 
     def count_conversations(self) -> int:
         """How many distinct conversation ids the captures carry (the summary's rows)."""
@@ -138,7 +143,9 @@ class ConversationsMixin(CaptureMixin):
         cid = _check_conversation(conversation_id)
         with self.store.read() as s:
             # the turns' reviews, references and eval names read once for all of them
-            turns: list[CaptureOut] = self._captures_out(s, conversation_turns(s, cid, MAX_TURNS))
+            turns: list[CaptureOut] = self.captures.captures_out(
+                s, conversation_turns(s, cid, MAX_TURNS)
+            )
             total = count_turns(s, cid)
         if not turns:
             raise NotFound(f"no conversation with id {cid!r}")

@@ -21,7 +21,7 @@ from typing import Any
 from simeval.checks import MAX_ID, UNSET, as_utc, check_lookup, check_name, check_page, utc_now
 from simeval.errors import Conflict, InvalidInput, NotFound, SimevalError
 from simeval.service.actor import record
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.service.dataset_files import (
     check_case,
     check_case_id,
@@ -86,7 +86,7 @@ def _case_out(row: DatasetCase) -> DatasetCaseOut:
     )
 
 
-class DatasetsMixin(ServiceBase):
+class DatasetService(Part):
     """Datasets and their versions."""
 
     # -- reading -------------------------------------------------------------------------------

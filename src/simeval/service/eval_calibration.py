@@ -7,13 +7,19 @@ from collections.abc import Sequence
 
 from simeval.errors import InvalidInput
 from simeval.scoring import calibrate as calibrate_mod
-from simeval.service.evals import EvalsMixin
+from simeval.service.base import Core, Part
+from simeval.service.evals import EvalService
 from simeval.service.models import AppliedThreshold, CalibrationReport, EvalOut
-from simeval.service.results import ResultsMixin
+from simeval.service.results import ResultService
 
 
-class CalibrationMixin(ResultsMixin, EvalsMixin):
+class CalibrationService(Part):
     """Eval calibration."""
+
+    def __init__(self, core: Core, evals: EvalService, results: ResultService):
+        super().__init__(core)
+        self.evals = evals
+        self.results = results
 
     def calibrate_eval(
         self,
@@ -36,8 +42,8 @@ class CalibrationMixin(ResultsMixin, EvalsMixin):
         entry (threshold and status before and after, version, ``changed``). ``InvalidInput``
         when there is nothing to learn from.
         """
-        ev = self.get_eval(eval_name)
-        labelled = self.labelled_results(ev.name)
+        ev = self.evals.get_eval(eval_name)
+        labelled = self.results.labelled_results(ev.name)
         if not labelled and examples is None:
             raise InvalidInput(
                 f"eval {ev.name!r} has no reviewed results yet: review some results "
@@ -67,7 +73,9 @@ class CalibrationMixin(ResultsMixin, EvalsMixin):
 
     def _apply_threshold(self, ev: EvalOut, threshold: float) -> AppliedThreshold:
         """Write ``threshold`` to the eval (a new version) unless it has it already."""
-        after = self.edit_eval(ev.name, threshold=threshold) if threshold != ev.threshold else ev
+        after = (
+            self.evals.edit_eval(ev.name, threshold=threshold) if threshold != ev.threshold else ev
+        )
         return AppliedThreshold(
             eval=ev.name,
             threshold_before=ev.threshold,

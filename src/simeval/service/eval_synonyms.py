@@ -14,15 +14,21 @@ from collections.abc import Sequence
 from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import analyzer_from_options
 from simeval.scoring.synonyms import SynonymPair, suggest_pairs
-from simeval.service.evals import EvalsMixin
+from simeval.service.base import Core, Part
+from simeval.service.evals import EvalService
 from simeval.service.models import EvalOut
-from simeval.service.results import ResultsMixin
+from simeval.service.results import ResultService
 
 SCAN_REVIEWED = 500  # the newest reviewed results a suggestion looks at
 
 
-class SynonymsMixin(ResultsMixin, EvalsMixin):
+class SynonymService(Part):
     """Synonym suggestions from reviews, and accepting one."""
+
+    def __init__(self, core: Core, evals: EvalService, results: ResultService):
+        super().__init__(core)
+        self.evals = evals
+        self.results = results
 
     def synonym_suggestions(
         self, name: str | int, limit: int = 10, scan: int = SCAN_REVIEWED
@@ -35,8 +41,8 @@ class SynonymsMixin(ResultsMixin, EvalsMixin):
         >>> svc.synonym_suggestions("capital")  # doctest: +SKIP
         [SynonymPair(reference='commence', output='begin', results=3)]
         """
-        ev = self.get_eval(name)
-        rows = self.list_results(eval_name=ev.id, reviewed=True, passed=True, limit=scan)
+        ev = self.evals.get_eval(name)
+        rows = self.results.list_results(eval_name=ev.id, reviewed=True, passed=True, limit=scan)
         cases = []
         for r in rows:
             if r.automated_passed or not r.explanation:
@@ -57,6 +63,6 @@ class SynonymsMixin(ResultsMixin, EvalsMixin):
         group = [w.strip() for w in words if isinstance(w, str) and w.strip()]
         if len(set(group)) < 2:
             raise InvalidInput(f"a synonym group needs at least two different words: {words!r}")
-        ev = self.get_eval(name)
+        ev = self.evals.get_eval(name)
         options = {**ev.options, "synonyms": [*ev.synonyms, group]}
-        return self.edit_eval(ev.id, options=options)
+        return self.evals.edit_eval(ev.id, options=options)

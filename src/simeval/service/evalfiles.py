@@ -16,7 +16,8 @@ from simeval.service.alert_rules import (
     store_alert_rules,
     validate_alert_rules,
 )
-from simeval.service.evals import EvalsMixin, is_pending
+from simeval.service.base import Core, Part
+from simeval.service.evals import EvalService, is_pending
 from simeval.service.models import ImportReport
 from simeval.service.option_checks import check_options
 from simeval.store import Tx
@@ -199,8 +200,12 @@ def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
     return out
 
 
-class EvalFilesMixin(EvalsMixin):
+class EvalFileService(Part):
     """Eval definition files: export and import."""
+
+    def __init__(self, core: Core, evals: EvalService):
+        super().__init__(core)
+        self.evals = evals
 
     def export_evals(self, include_archived: bool = False) -> dict[str, Any]:
         """The eval definitions as a YAML/JSON-ready document. Each carries its latest passing
@@ -222,7 +227,7 @@ class EvalFilesMixin(EvalsMixin):
                     item["input_scope"] = ev.input_scope
                 if ev.options:
                     item["options"] = dict(ev.options)
-                test = self._latest_test(s, ev, passed=True)
+                test = self.evals.latest_test(s, ev, passed=True)
                 if test is not None:
                     item["test"] = {"input": test.input, "output": test.output}
                 items.append(item)
@@ -272,7 +277,7 @@ class EvalFilesMixin(EvalsMixin):
         ev = eval_named(s, name)
         acted = False
         if ev is None:
-            ev = self._create(
+            ev = self.evals.create_in(
                 s,
                 name,
                 e["references"],
@@ -289,27 +294,27 @@ class EvalFilesMixin(EvalsMixin):
                 k: e[k]
                 for k in ("references", "threshold", "input_scope", "options", "fingerprint")
             }
-            if self._edit(s, ev, wanted):
+            if self.evals.edit_in(s, ev, wanted):
                 report.updated.append(name)
                 acted = True
         # no status in the file: keep the one the eval had (an edit may have made it a draft)
         status = e["status"] or before
         if status == "active" and (ev.status != "active" or is_pending(ev)):
             if ev.status == "archived":
-                self._set_status(s, ev, "draft")
-            test = self._latest_test(s, ev)
+                self.evals.set_status_in(s, ev, "draft")
+            test = self.evals.latest_test(s, ev)
             if (test is None or not test.passed) and e["test"] is not None:
-                self._test(s, ev, e["test"]["input"], e["test"]["output"])
-                test = self._latest_test(s, ev)
-            blocker = self._blocker(ev, test)
+                self.evals.test_in(s, ev, e["test"]["input"], e["test"]["output"])
+                test = self.evals.latest_test(s, ev)
+            blocker = self.evals.blocker(ev, test)
             if blocker:
                 report.not_activated[name] = blocker
             else:
-                self._activate(s, ev)  # a pending version switches over
+                self.evals.activate_in(s, ev)  # a pending version switches over
                 report.activated.append(name)
             acted = True
         elif status != "active" and ev.status != status:
-            self._set_status(s, ev, status)
+            self.evals.set_status_in(s, ev, status)
             (report.deactivated if status == "draft" else report.archived).append(name)
             acted = True
         if not acted:

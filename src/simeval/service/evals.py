@@ -22,7 +22,7 @@ from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold, strictness
 from simeval.scoring.scorer import check_references, get_scorer
 from simeval.service.actor import current_actor, record
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.service.models import EvalOut, EvalStats, EvalVersionOut, TestOut
 from simeval.service.option_checks import check_options
 from simeval.service.settings import REVISION_KEY
@@ -76,15 +76,15 @@ def _edit_entry(ev: Eval, changes: dict[str, Any]) -> tuple[str, str, dict[str, 
     return action, f"eval:{ev.name}", detail
 
 
-class EvalsMixin(ServiceBase):
+class EvalService(Part):
     """The eval lifecycle."""
 
-    def _latest_test(self, s: Tx, ev: Eval, passed: bool = False) -> EvalTest | None:
+    def latest_test(self, s: Tx, ev: Eval, passed: bool = False) -> EvalTest | None:
         """The latest test of the eval's current version (the latest passing one if asked)."""
         return latest_test(s, ev.id, ev.version, passed)
 
     @staticmethod
-    def _blocker(ev: Eval, test: EvalTest | None) -> str | None:
+    def blocker(ev: Eval, test: EvalTest | None) -> str | None:
         if ev.status == "active" and not is_pending(ev):
             return None
         if ev.status == "archived":
@@ -143,12 +143,12 @@ class EvalsMixin(ServiceBase):
         stats: EvalStats | Unset | None = UNSET,
     ) -> EvalOut:
         if isinstance(test, Unset):
-            test = self._latest_test(s, ev)
+            test = self.latest_test(s, ev)
         if isinstance(stats, Unset):
             stats = self._stats(s, [ev.id]).get(
                 ev.id, EvalStats(results=0, pass_rate=None, mean_score=None)
             )
-        blocker = self._blocker(ev, test)
+        blocker = self.blocker(ev, test)
         return EvalOut(
             id=ev.id,
             name=ev.name,
@@ -201,14 +201,14 @@ class EvalsMixin(ServiceBase):
         opts, fp = check_options(options)
 
         def work(s: Tx) -> EvalOut:
-            ev = self._create(s, clean, refs, limit, scope, opts, fp)
+            ev = self.create_in(s, clean, refs, limit, scope, opts, fp)
             return self._eval_out(
                 s, ev, test=None, stats=EvalStats(results=0, pass_rate=None, mean_score=None)
             )
 
         return self._write(work)
 
-    def _create(
+    def create_in(
         self,
         s: Tx,
         name: str,
@@ -313,7 +313,7 @@ class EvalsMixin(ServiceBase):
         def edit(s: Tx, ev: Eval) -> None:
             if ev.status == "archived":
                 raise Conflict(f"eval {ev.name!r} is archived: restore it with deactivate first")
-            self._edit(s, ev, changes_in)
+            self.edit_in(s, ev, changes_in)
 
         return self._change_eval(name, edit)
 
@@ -328,7 +328,7 @@ class EvalsMixin(ServiceBase):
         out: EvalOut = self._write(work)
         return out
 
-    def _edit(self, s: Tx, ev: Eval, wanted: dict[str, Any]) -> dict[str, Any]:
+    def edit_in(self, s: Tx, ev: Eval, wanted: dict[str, Any]) -> dict[str, Any]:
         changes: dict[str, Any] = {}
         for key in ("name", "references", "threshold", "input_scope", "options", "fingerprint"):
             if key in wanted and wanted[key] != getattr(ev, key):
@@ -361,11 +361,11 @@ class EvalsMixin(ServiceBase):
 
         def work(s: Tx) -> TestOut:
             ev = self._find_eval(s, name)
-            return self._test(s, ev, input, output)
+            return self.test_in(s, ev, input, output)
 
         return self._write(work)
 
-    def _test(self, s: Tx, ev: Eval, input: str, output: str) -> TestOut:
+    def test_in(self, s: Tx, ev: Eval, input: str, output: str) -> TestOut:
         spec = EvalSpec(ev.id, ev.name, ev.version, tuple(ev.references), ev.threshold, None,
                         tuple(sorted(ev.options.items())))  # fmt: skip
         # scored as captures are (the eval-set engine, with the input), explained beside it
@@ -393,12 +393,12 @@ class EvalsMixin(ServiceBase):
     def activate_eval(self, name: str | int) -> EvalOut:
         """Make an eval score every matching capture. ``Conflict`` (saying why) unless the
         latest test of its current version passed."""
-        return self._change_eval(name, self._activate)
+        return self._change_eval(name, self.activate_in)
 
-    def _activate(self, s: Tx, ev: Eval) -> bool:
+    def activate_in(self, s: Tx, ev: Eval) -> bool:
         if ev.status == "active" and not is_pending(ev):
             return False
-        blocker = self._blocker(ev, self._latest_test(s, ev))
+        blocker = self.blocker(ev, self.latest_test(s, ev))
         if blocker:
             raise Conflict(f"cannot activate: {blocker}")
         if ev.status == "active":  # switch over to the pending version
@@ -407,10 +407,10 @@ class EvalsMixin(ServiceBase):
             self._bump_revision(s)
             record(s, "eval.activate", f"eval:{ev.name}", version=ev.version)
             return True
-        self._set_status(s, ev, "active")
+        self.set_status_in(s, ev, "active")
         return True
 
-    def _set_status(self, s: Tx, ev: Eval, status: str) -> bool:
+    def set_status_in(self, s: Tx, ev: Eval, status: str) -> bool:
         if ev.status == status:
             return False
         ev.active_version = None  # leaving "active" drops a pending switch-over
@@ -423,8 +423,8 @@ class EvalsMixin(ServiceBase):
 
     def deactivate_eval(self, name: str | int) -> EvalOut:
         """Stop an eval scoring captures (status draft); also restores an archived eval."""
-        return self._change_eval(name, lambda s, ev: self._set_status(s, ev, "draft"))
+        return self._change_eval(name, lambda s, ev: self.set_status_in(s, ev, "draft"))
 
     def archive_eval(self, name: str | int) -> EvalOut:
         """Hide an eval from listings and stop it scoring; its results are kept."""
-        return self._change_eval(name, lambda s, ev: self._set_status(s, ev, "archived"))
+        return self._change_eval(name, lambda s, ev: self.set_status_in(s, ev, "archived"))

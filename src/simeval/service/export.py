@@ -41,11 +41,11 @@ from simeval.errors import InvalidInput
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.explain import Explainer, Reference, explainer
 from simeval.scoring.required import Required
+from simeval.service.base import Part
 from simeval.service.capture_walk import scope_select
 from simeval.service.filters import ResultFilter, filter_of, meta_matches
 from simeval.service.models import ResultOut
 from simeval.service.queries import Row, capture_reviews, capture_scope, iter_rows, iter_run_rows
-from simeval.service.results import ResultsMixin
 from simeval.service.runstatus import effective_status
 from simeval.store import PackedResults, Result, Tx, unpack_results
 from simeval.store.export_sql import (
@@ -588,7 +588,7 @@ def _run_items(rows: Iterator[Row], look: _Lookups, form: str) -> Iterator[_Item
             yield r.created_at, 0, int(r.id[1:]), [shaped]
 
 
-class ExportMixin(ResultsMixin):
+class ExportService(Part):
     """Results export."""
 
     def _export_values(self, s: Tx, f: ResultFilter, form: str) -> Iterator[Any]:

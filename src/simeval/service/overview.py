@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from simeval.checks import as_utc
 from simeval.errors import InvalidInput
 from simeval.scoring.compare import pass_rate_diff_interval
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.store import Tx
 from simeval.store.meta_rollup import hour_start, watermark
 from simeval.store.overview_sql import active_evals, rollup_slots, slot_of
@@ -217,7 +217,7 @@ def sort_rows(rows: list[OverviewRow], sort: str) -> list[OverviewRow]:
     )
 
 
-class OverviewMixin(ServiceBase):
+class OverviewService(Part):
     """Every active eval at a glance."""
 
     def overview(

@@ -19,7 +19,6 @@ from typing import Any
 
 from simeval.checks import MAX_ID, as_utc
 from simeval.errors import InvalidInput, NotFound
-from simeval.service.base import ServiceBase
 from simeval.service.capture_walk import (
     CaptureScope,
     capture_chunks,
@@ -298,11 +297,3 @@ def _captured(f: ResultFilter, n: int, p: int, r: int, rp: int) -> int:
     elif f.reviewed is False:
         n, p = n - r, p - rp
     return n if f.passed is None else (p if f.passed else n - p)
-
-
-class QueriesMixin(ServiceBase):
-    """Results as the service's listings select them."""
-
-    def _eval_id(self, s: Tx, f: ResultFilter) -> int | None:
-        """The id of the eval ``f`` names (``NotFound`` when there is none), None for all."""
-        return None if f.eval_name is None else self._find_eval(s, f.eval_name).id

@@ -15,11 +15,11 @@ from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.scoring.options import check_unit
 from simeval.scoring.scorer import get_scorer
 from simeval.service.actor import record, signed_in_user
+from simeval.service.base import Part
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.filters import ResultFilter, filter_of
 from simeval.service.models import ResultOut
 from simeval.service.queries import (
-    QueriesMixin,
     ResultKey,
     Row,
     capture_reviews,
@@ -120,7 +120,7 @@ def run_row_missing(row: Result, run_options: dict[str, Any]) -> list[str]:
     return [str(t) for t in terms if t]
 
 
-class ResultsMixin(QueriesMixin):
+class ResultService(Part):
     """Results: list, count, show, review, labelled examples."""
 
     def _results_out(self, s: Tx, rows: Iterable[Row], explain: bool) -> list[ResultOut]:

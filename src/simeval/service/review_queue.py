@@ -22,10 +22,11 @@ from pydantic import BaseModel
 
 from simeval.errors import InvalidInput
 from simeval.scoring.options import check_unit
+from simeval.service.base import Core, Part
 from simeval.service.filters import ResultFilter, filter_of
 from simeval.service.models import ResultOut
 from simeval.service.queries import Row, iter_rows
-from simeval.service.results import ResultsMixin
+from simeval.service.results import ResultService
 
 QUEUE_WINDOW = 500  # the most recent unreviewed results the queue is drawn from
 MAX_WINDOW = 10_000
@@ -98,8 +99,12 @@ def _check_window(window: Any) -> int:
     return window
 
 
-class ReviewQueueMixin(ResultsMixin):
+class ReviewQueueService(Part):
     """The review queue, and reviews given as a verdict."""
+
+    def __init__(self, core: Core, results: ResultService):
+        super().__init__(core)
+        self.results = results
 
     def review_queue_next(
         self,
@@ -131,8 +136,8 @@ class ReviewQueueMixin(ResultsMixin):
             queue.sort(key=lambda q: q[0])
             ahead = [q for q in queue if start is None or q[0] > start]
         # shown with its explanation, read as get_result reads one (its own reads)
-        item = self.get_result(ahead[0][2].id) if ahead else None
-        reviewed = self.count_results(replace(f, reviewed=True))
+        item = self.results.get_result(ahead[0][2].id) if ahead else None
+        reviewed = self.results.count_results(replace(f, reviewed=True))
         first = ahead[0] if ahead else None
         return ReviewQueueOut(
             item=item,
@@ -163,7 +168,7 @@ class ReviewQueueMixin(ResultsMixin):
         the reviewer."""
         if verdict not in ("pass", "fail"):
             raise InvalidInput(f"review verdict must be pass or fail, not {verdict!r}")
-        current = self.get_result(result_id)
+        current = self.results.get_result(result_id)
         threshold = current.threshold
         if score is not None and str(score).strip() != "":
             value = check_unit(score, "review score")
@@ -183,4 +188,4 @@ class ReviewQueueMixin(ResultsMixin):
             raise InvalidInput("cannot review as a fail: its threshold 0 passes every score")
         else:
             value = max(0.0, round(threshold - FAIL_STEP, 6))
-        return self.review_result(result_id, value, note, reviewer)
+        return self.results.review_result(result_id, value, note, reviewer)

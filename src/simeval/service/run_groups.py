@@ -26,9 +26,9 @@ from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
 from simeval.scoring.explain import TOP_MISSING, missing_terms
 from simeval.scoring.required import missing_required
 from simeval.scoring.scorer import get_scorer
+from simeval.service.base import Core, Part
 from simeval.service.models import ResultOut
-from simeval.service.results import ResultsMixin, run_row_options
-from simeval.service.runs import RunsMixin
+from simeval.service.results import ResultService, run_row_options
 from simeval.service.runstatus import effective_status
 from simeval.store import Result, Review, Run, Tx
 from simeval.store.run_groups_sql import (
@@ -169,8 +169,12 @@ def _cut(text: str | None) -> str:
     return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
 
 
-class RunGroupsMixin(RunsMixin, ResultsMixin):
+class RunGroupService(Part):
     """Run groups: listing them, a page of a group's cases side by side, one case."""
+
+    def __init__(self, core: Core, results: ResultService):
+        super().__init__(core)
+        self.results = results
 
     def _group_runs(self, s: Tx, name: Any) -> list[Run]:
         group = check_group_name(name)
@@ -290,7 +294,8 @@ class RunGroupsMixin(RunsMixin, ResultsMixin):
             labels = _labels(runs)
             options = [run_row_options(r.options or {}, eval_name or None) or {} for r in runs]
         results = [
-            None if cell is None else self.get_result(cell.result_id) for cell in case_out.cells
+            None if cell is None else self.results.get_result(cell.result_id)
+            for cell in case_out.cells
         ]
         return GroupCaseDetail(
             group=runs[0].group_name or "",

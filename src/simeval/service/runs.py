@@ -19,7 +19,7 @@ from simeval.checks import (
 from simeval.errors import Conflict, InvalidInput, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.actor import record
-from simeval.service.base import ServiceBase, get_row
+from simeval.service.base import Part, get_row
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.runstatus import effective_status, mark_interrupted, process_info
 from simeval.store import Run, Tx
@@ -135,7 +135,7 @@ def check_run_labels(engine: Any, group: Any, dataset: Any, dataset_version: Any
     return out
 
 
-class RunsMixin(ServiceBase):
+class RunService(Part):
     """Stored data-set runs."""
 
     def create_run(

@@ -9,7 +9,7 @@ from simeval.checks import UNSET, Unset, as_utc, check_url, parse_time, utc_now
 from simeval.errors import InvalidInput, InvalidType
 from simeval.scoring.options import RETENTION_CHOICES, RETENTION_TEXT
 from simeval.service.actor import record
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.service.models import CleanupOut, SettingsOut
 from simeval.store import Tx
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, MAX_INDEXED_KEY, indexed_keys
@@ -87,7 +87,7 @@ def answered_meta_keys(s: Tx) -> tuple[str, ...]:
     return indexed_keys(declared if isinstance(declared, list) else None)
 
 
-class SettingsMixin(ServiceBase):
+class SettingsService(Part):
     """Settings and retention."""
 
     def get_settings(self) -> SettingsOut:

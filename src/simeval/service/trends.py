@@ -10,7 +10,7 @@ from typing import Any
 
 from simeval.checks import as_utc, parse_time
 from simeval.errors import InvalidInput
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.service.models import TrendBucket, TrendOut
 from simeval.store import Tx
 from simeval.store.packing import EntryReader
@@ -55,7 +55,7 @@ def _run_verdicts(s: Tx, eval_id: int, limit: int) -> Iterator[tuple[datetime, f
         yield when, score, bool(passed if reviewed is None else reviewed >= threshold)
 
 
-class TrendsMixin(ServiceBase):
+class TrendService(Part):
     """Per-eval trends."""
 
     def recent_verdicts(

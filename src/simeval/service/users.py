@@ -12,7 +12,7 @@ from typing import Any
 from simeval.checks import as_utc, utc_now
 from simeval.errors import Conflict, NotFound
 from simeval.service.actor import record
-from simeval.service.base import ServiceBase
+from simeval.service.base import Part
 from simeval.service.credentials import (
     check_password,
     check_role,
@@ -63,7 +63,7 @@ def _identity(user: User | None) -> Identity | None:
     return None if user is None else Identity(user.name, user.role, bool(user.disabled))
 
 
-class UsersMixin(ServiceBase):
+class UserService(Part):
     """Users, their roles, keys and passwords."""
 
     def _user(self, s: Tx, name: Any) -> User:

@@ -69,7 +69,7 @@ class Identities:
         entry = self._exist
         if entry is not None and self._fresh(entry):
             return entry[1]
-        found = self.service.has_users()
+        found = self.service.users.has_users()
         self._exist = (time.monotonic(), found)
         return bool(found)
 
@@ -79,7 +79,7 @@ class Identities:
         entry = self._by_key.get(digest)
         if entry is not None and self._fresh(entry):
             return entry[1]
-        found = self.service.identity_by_key(key)
+        found = self.service.users.identity_by_key(key)
         self._remember(self._by_key, digest, found)
         return found
 
@@ -88,7 +88,7 @@ class Identities:
         entry = self._by_name.get(name)
         if entry is not None and self._fresh(entry):
             return entry[1]
-        found = self.service.identity(name)
+        found = self.service.users.identity(name)
         self._remember(self._by_name, name, found)
         return found
 
@@ -114,7 +114,7 @@ class Identities:
             if len(self._touched) >= _MAX_CACHED:
                 self._touched.clear()
             self._touched[name] = now
-        self.service.touch_user(name)
+        self.service.users.touch_user(name)
 
 
 class SignInThrottle:

@@ -98,7 +98,7 @@ class UserHeader:
             return None
         found = identities.by_name(name)
         if found is None and self.create:
-            found = identities.service.ensure_user(name, "viewer")
+            found = identities.service.users.ensure_user(name, "viewer")
             identities.forget()
         return found
 

@@ -80,13 +80,13 @@ def list_alerts(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> JSONResponse:
     """Alerts newest first, open and closed (or one ``status``), all evals' or one's."""
-    return _json(service.list_alerts(status=status, eval_name=eval, limit=limit))
+    return _json(service.alerts.list_alerts(status=status, eval_name=eval, limit=limit))
 
 
 @router.get("/rules", response_model=list[AlertRuleOut])
 def list_rules(service: ServiceDep) -> JSONResponse:
     """The alert rules (from the evals YAML's ``alerts:`` section), by name."""
-    return _json(service.alert_rules())
+    return _json(service.alerts.alert_rules())
 
 
 @router.post("/rules/{name}/test", response_model=AlertTestReport)
@@ -96,7 +96,7 @@ async def test_rule(
     attempts: Annotated[int, Query(ge=1, le=5, description="Tries at most")] = 1,
 ) -> JSONResponse:
     """Post a sample alert of rule ``name`` to its webhook; the attempts are logged."""
-    report = await run_in_threadpool(service.test_alert, name, attempts)
+    report = await run_in_threadpool(service.alerts.test_alert, name, attempts)
     return _json(report)
 
 
@@ -107,7 +107,7 @@ async def evaluate(request: Request, service: ServiceDep) -> JSONResponse:
     if watcher is not None:
         check = await run_in_threadpool(watcher.run_once)
     else:
-        check = await run_in_threadpool(service.evaluate_alerts)
+        check = await run_in_threadpool(service.alerts.evaluate_alerts)
         if getattr(request.app.state, "worker", None) is not None:
             # one of several workers, and another runs the watcher (simeval.web.workers),
             # which delivers only what it opened: what this evaluation changed goes out here
@@ -117,19 +117,19 @@ async def evaluate(request: Request, service: ServiceDep) -> JSONResponse:
 
 def _deliver(service: Service, check: AlertCheck) -> None:
     for alert in check.opened:
-        service.deliver_alert(alert.id, "open")
+        service.alerts.deliver_alert(alert.id, "open")
     for alert in check.closed:
-        service.deliver_alert(alert.id, "closed")
+        service.alerts.deliver_alert(alert.id, "closed")
 
 
 @router.get("/{alert_id}", response_model=AlertOut)
 def get_alert(alert_id: AlertId, service: ServiceDep) -> JSONResponse:
     """One alert."""
-    return _json(service.get_alert(alert_id))
+    return _json(service.alerts.get_alert(alert_id))
 
 
 @router.get("/{alert_id}/deliveries", response_model=list[DeliveryOut])
 def deliveries(alert_id: AlertId, service: ServiceDep) -> JSONResponse:
     """The alert's delivery attempts, newest first."""
-    service.get_alert(alert_id)  # 404 for an unknown alert
-    return _json(service.alert_deliveries(alert_id=alert_id))
+    service.alerts.get_alert(alert_id)  # 404 for an unknown alert
+    return _json(service.alerts.alert_deliveries(alert_id=alert_id))

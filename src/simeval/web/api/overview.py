@@ -38,5 +38,5 @@ def overview(
     return service.overview(
         window,
         sort,
-        alerts=lambda: dict(Counter(a.eval_name for a in service.open_alerts())),
+        alerts=lambda: dict(Counter(a.eval_name for a in service.alerts.open_alerts())),
     )

@@ -56,13 +56,13 @@ def me(request: Request) -> JSONResponse:
 @router.get("/users", response_model=list[UserOut], tags=["users"])
 def list_users(service: ServiceDep) -> JSONResponse:
     """Every user (never a key or password: the key's first characters only)."""
-    return json_reply(service.list_users())
+    return json_reply(service.users.list_users())
 
 
 @router.post("/users", response_model=NewKey, status_code=201, tags=["users"])
 def add_user(body: UserIn, service: ServiceDep, request: Request) -> JSONResponse:
     """Add a user; the answer holds its API key, shown this once."""
-    made = service.add_user(body.name, body.role, body.password)
+    made = service.users.add_user(body.name, body.role, body.password)
     _changed(request)
     return json_reply(made, 201)
 
@@ -72,13 +72,13 @@ def change_user(
     name: UserName, body: UserChange, service: ServiceDep, request: Request
 ) -> JSONResponse:
     """Change a user's role, disable or enable it, or set its password."""
-    out = service.get_user(name)
+    out = service.users.get_user(name)
     if body.role is not None:
-        out = service.set_user_role(name, body.role)
+        out = service.users.set_user_role(name, body.role)
     if body.disabled is not None:
-        out = service.set_user_disabled(name, body.disabled)
+        out = service.users.set_user_disabled(name, body.disabled)
     if body.password is not None:
-        out = service.set_user_password(name, body.password)
+        out = service.users.set_user_password(name, body.password)
     _changed(request)
     return json_reply(out)
 
@@ -86,7 +86,7 @@ def change_user(
 @router.post("/users/{name}/key", response_model=NewKey, tags=["users"])
 def new_key(name: UserName, service: ServiceDep, request: Request) -> JSONResponse:
     """Give a user a new API key (in the answer, shown this once); the old one stops."""
-    made = service.new_user_key(name)
+    made = service.users.new_user_key(name)
     _changed(request)
     return json_reply(made)
 

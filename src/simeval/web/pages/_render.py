@@ -143,7 +143,7 @@ CSP = (
 def open_alert_count(request: Request) -> int:
     """How many alerts are open (every page's banner); 0 when the store cannot say."""
     try:
-        return len(service_of(request).open_alerts())
+        return len(service_of(request).alerts.open_alerts())
     except SimevalError:  # the store down: the page itself says so, not its banner
         return 0
 

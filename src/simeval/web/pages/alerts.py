@@ -17,9 +17,11 @@ CLOSED_SHOWN = 50
 def alerts_page(request: Request) -> Response:
     """Open alerts, the latest closed ones, and the rules."""
     service = service_of(request)
-    opened = service.open_alerts()
-    closed = service.list_alerts(status="closed", limit=CLOSED_SHOWN)
-    attempts = {a.id: service.alert_deliveries(alert_id=a.id, limit=10) for a in opened + closed}
+    opened = service.alerts.open_alerts()
+    closed = service.alerts.list_alerts(status="closed", limit=CLOSED_SHOWN)
+    attempts = {
+        a.id: service.alerts.alert_deliveries(alert_id=a.id, limit=10) for a in opened + closed
+    }
     return render(
         request,
         "alerts.html",
@@ -27,6 +29,6 @@ def alerts_page(request: Request) -> Response:
             "opened": opened,
             "closed": closed,
             "attempts": attempts,
-            "rules": service.alert_rules(),
+            "rules": service.alerts.alert_rules(),
         },
     )

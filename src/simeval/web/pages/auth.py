@@ -67,7 +67,9 @@ async def _user_login(request: Request, name: str, form: FormData, target: str) 
         response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
         return response
     service = request.app.state.service
-    user = await run_in_threadpool(service.identity_by_password, name, form_text(form, "password"))
+    user = await run_in_threadpool(
+        service.users.identity_by_password, name, form_text(form, "password")
+    )
     if user is None or user.disabled:
         throttle.failed(name)
         return render(request, "login.html", {**context, "error": "wrong name or password"}, 401)

@@ -68,7 +68,7 @@ def _overview(service: Service, window: str, sort: str) -> dict[str, Any]:
     error = None
 
     def alerts() -> dict[str, int]:
-        return dict(Counter(a.eval_name for a in service.open_alerts()))
+        return dict(Counter(a.eval_name for a in service.alerts.open_alerts()))
 
     try:
         out = service.overview(window, sort, alerts=alerts)

@@ -28,7 +28,7 @@ def _users_page(
     status: int = 200,
 ) -> Response:
     context = {
-        "users": service_of(request).list_users(),
+        "users": service_of(request).users.list_users(),
         "roles": ROLES,
         "new_key": new_key,
         "error": error,
@@ -51,7 +51,10 @@ async def add_user(request: Request) -> Response:
     password = form_text(form, "password") or None
     try:
         made = await run_in_threadpool(
-            service.add_user, form_text(form, "name").strip(), form_text(form, "role"), password
+            service.users.add_user,
+            form_text(form, "name").strip(),
+            form_text(form, "role"),
+            password,
         )
     except SimevalError as exc:
         return _users_page(request, error=str(exc), status=exc.status_code)
@@ -69,13 +72,13 @@ async def change_user(request: Request, name: str) -> Response:
     new_key = None
     try:
         if action == "role":
-            service.set_user_role(name, form_text(form, "role"))
+            service.users.set_user_role(name, form_text(form, "role"))
             done = f"{name} is now {form_text(form, 'role')}."
         elif action in ("disable", "enable"):
-            service.set_user_disabled(name, action == "disable")
+            service.users.set_user_disabled(name, action == "disable")
             done = f"{name} is {action}d."
         elif action == "key":
-            new_key = service.new_user_key(name)
+            new_key = service.users.new_user_key(name)
             done = f"New key for {name}: the old one no longer works."
         else:
             return _users_page(request, error=f"unknown action {action[:40]!r}", status=400)
