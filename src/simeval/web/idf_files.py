@@ -17,6 +17,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from simeval.errors import InvalidOption
+from simeval.jsontypes import JSONObject
 from simeval.service.store_names import sqlite_file
 
 MAX_IDF_BYTES = 64 * 1024 * 1024
@@ -37,7 +38,7 @@ def resolve_idf_dir(db_url: str, idf_dir: str | os.PathLike[str] | None) -> Path
     return Path(platformdirs.user_data_dir("simeval", appauthor=False))
 
 
-def idf_option(idf_dir: Path, options: dict[str, Any] | None) -> dict[str, Any] | None:
+def idf_option(idf_dir: Path, options: JSONObject | None) -> JSONObject | None:
     """``options`` with a corpus table's name replaced by its path in ``idf_dir``, checked;
     ``InvalidOption`` for anything else."""
     if not options or "idf" not in options:

@@ -217,6 +217,8 @@ class _JsonObject:
         }
 
 
+# validated as any value (a JSON body holds JSON), and so typed for the service to take
+# as its JSON
 Metadata = Annotated[dict[str, Any], _JsonObject()]
 
 # -- scorer options: ``simeval.scoring.options.resolve_options`` ---------------------------------
