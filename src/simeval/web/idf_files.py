@@ -14,7 +14,6 @@ import os
 import re
 import stat
 from pathlib import Path, PurePath
-from typing import Any
 
 from simeval.errors import InvalidOption
 from simeval.jsontypes import JSONObject
@@ -63,7 +62,7 @@ def idf_option(idf_dir: Path, options: JSONObject | None) -> JSONObject | None:
     return {**options, "idf": str(path)}
 
 
-def shown_idf(data: Any) -> Any:
+def shown_idf(data: dict[str, object]) -> dict[str, object]:
     """An eval's (or version's) dump with a corpus IDF table shown by its file name: the API
     names tables by name in the server's IDF directory, and where the server keeps its files
     is none of a client's business."""
