@@ -13,7 +13,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -254,7 +254,7 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
 async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
     message = _validation_message(exc)
     if is_api_path(request.url.path):
-        details: list[dict[str, Any]] = [
+        details: list[dict[str, object]] = [
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()
         ]
         return JSONResponse({"error": message, "details": details}, status_code=422)

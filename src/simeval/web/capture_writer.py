@@ -16,7 +16,6 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from simeval.checks import CheckedCapture, KeyedCapture
 from simeval.errors import Unavailable
@@ -76,8 +75,9 @@ class CaptureWriter:
                 # the whole request is bounded by lock_wait, the wait behind earlier batches
                 # included: this batch waits for the lock only what its oldest capture has left
                 left = min(deadline for _, deadline, _ in batch) - time.monotonic()
+                outs: list[CaptureOut | Exception] = []
                 try:
-                    outs: list[Any] = await loop.run_in_executor(
+                    outs += await loop.run_in_executor(
                         self._thread, self._store, [item for item, _, _ in batch], left
                     )
                 except Exception as exc:
@@ -101,7 +101,9 @@ class CaptureWriter:
         finally:
             self._flushing = False
 
-    def _due(self, now: float) -> list[Any]:
+    def _due(
+        self, now: float
+    ) -> list[tuple[CheckedCapture | KeyedCapture, float, asyncio.Future[CaptureOut]]]:
         """The next batch to store, the captures whose deadline has passed while they waited
         answered 503 at once instead (nothing of them stored)."""
         batch = self._pending[:MAX_BATCH]
@@ -158,7 +160,7 @@ class CaptureWriter:
         self._thread.shutdown(wait=True)
 
 
-def _settle(future: asyncio.Future[CaptureOut], outcome: Any) -> None:
+def _settle(future: asyncio.Future[CaptureOut], outcome: CaptureOut | BaseException) -> None:
     if future.done():  # the client went away
         return
     if isinstance(outcome, BaseException):

@@ -26,8 +26,8 @@ RATE_COLOR = "#0891b2"
 MUTED = "#64748b"
 
 
-def _layout(**extra: Any) -> dict[str, Any]:
-    layout: dict[str, Any] = {
+def _layout(**extra: object) -> dict[str, object]:
+    layout: dict[str, object] = {
         # the template is added to the JSON (``as_json``): set on the figure, plotly validates
         # a deep copy of it each time (~50 ms a figure, most of a dashboard's time)
         "template": None,
@@ -42,7 +42,7 @@ def _layout(**extra: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def _template() -> dict[str, Any]:
+def _template() -> dict[str, object]:
     """The figures' template (plotly_white) as JSON, built once."""
     import plotly.io as pio
 
@@ -63,13 +63,13 @@ def as_json(fig: Any) -> Markup:
     return Markup(safe)
 
 
-def trend_spec(trend: TrendOut) -> dict[str, Any]:
+def trend_spec(trend: TrendOut) -> dict[str, object]:
     """Mean score and pass rate per bucket, the threshold line, version and scorer changes,
     as plotly.js reads the figure: built without plotly's Python objects (their validation
     cost tens of milliseconds a figure, most of a dashboard's time)."""
     buckets = trend.buckets
     x = [b.start for b in buckets]
-    data: list[dict[str, Any]] = [
+    data: list[dict[str, object]] = [
         {
             "type": "scatter",
             "x": x,
@@ -104,8 +104,8 @@ def trend_spec(trend: TrendOut) -> dict[str, Any]:
             "hoverinfo": "skip",
         }
     )
-    shapes: list[dict[str, Any]] = []
-    notes: list[dict[str, Any]] = []
+    shapes: list[dict[str, object]] = []
+    notes: list[dict[str, object]] = []
     for i, b in enumerate(buckets):
         marks = []
         if i > 0 and b.version_change:
@@ -149,7 +149,7 @@ BUCKET_WIDTH = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": ti
 TICK_FORMAT = {"hour": "%H:%M<br>%b %d", "day": "%b %d", "week": "%b %d"}
 
 
-def _time_axis(x: Sequence[datetime], bucket: str) -> dict[str, Any]:
+def _time_axis(x: Sequence[datetime], bucket: str) -> dict[str, object]:
     """An x axis padded by a bucket on each side and labelled at the bucket's scale.
 
     Left to itself plotly zooms a single point down to milliseconds ("03:59:59.9995").
@@ -158,7 +158,7 @@ def _time_axis(x: Sequence[datetime], bucket: str) -> dict[str, Any]:
     if not x:
         return {}
     pad = width if len(x) < 6 else width / 2
-    axis: dict[str, Any] = {
+    axis: dict[str, object] = {
         "range": [(min(x) - pad).isoformat(), (max(x) + pad).isoformat()],
         "tickformat": TICK_FORMAT.get(bucket, "%b %d"),
         "hoverformat": "%Y-%m-%d %H:%M",
@@ -171,7 +171,7 @@ def _time_axis(x: Sequence[datetime], bucket: str) -> dict[str, Any]:
 
 def histogram_spec(
     scores: Sequence[float], threshold: float, passed: Sequence[bool] | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Distribution of the raw scores, passing and failing bars apart, the threshold marked,
     as plotly.js reads the figure (built without plotly's Python objects).
 
@@ -234,13 +234,13 @@ def histogram_spec(
     }
 
 
-def _count_axis(scores: Sequence[float], size: float) -> dict[str, Any]:
+def _count_axis(scores: Sequence[float], size: float) -> dict[str, object]:
     """A y axis of whole counts: with few results plotly would otherwise tick 0.5, 1.5..."""
     per_bin: dict[int, int] = {}
     for s in scores:
         k = min(int(s / size), round(1 / size) - 1)
         per_bin[k] = per_bin.get(k, 0) + 1
-    axis: dict[str, Any] = {"title": {"text": "results"}, "rangemode": "tozero"}
+    axis: dict[str, object] = {"title": {"text": "results"}, "rangemode": "tozero"}
     if max(per_bin.values(), default=0) <= 8:
         axis.update(tick0=0, dtick=1)
     return axis

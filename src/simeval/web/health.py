@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
 from simeval.errors import SimevalError
 from simeval.service.store_names import database_problem
+
+if TYPE_CHECKING:
+    from simeval.service import Service
 
 # Retry-After of a 503 for an outage (the database server restarting, the disk full): long
 # enough not to hammer it, short enough that a restart is noticed soon
@@ -22,7 +25,7 @@ class DatabaseCheck:
     """``problem()``: None while the database answers, else one line saying why it does not
     (never a statement, never a traceback); asked at most once a ``CHECK_EVERY_S``."""
 
-    def __init__(self, service: Any, every: float = CHECK_EVERY_S):
+    def __init__(self, service: Service, every: float = CHECK_EVERY_S):
         self.service = service
         self.every = every
         self._lock = threading.Lock()

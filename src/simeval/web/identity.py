@@ -10,12 +10,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
 from simeval.service.credentials import key_hash
 from simeval.service.users import Identity
+
+if TYPE_CHECKING:
+    from simeval.service import Service
+
+T = TypeVar("T")
 
 TOUCH_EVERY_S = 60.0  # how often a user's "last used" is written, at most, per process
 _MAX_CACHED = 10_000
@@ -24,7 +29,7 @@ _MAX_CACHED = 10_000
 class Identities:
     """The users of one service's database, cached for ``ttl`` seconds per lookup."""
 
-    def __init__(self, service: Any, ttl: float = 1.0):
+    def __init__(self, service: Service, ttl: float = 1.0):
         self.service = service
         self.ttl = ttl
         self._lock = threading.Lock()
@@ -33,10 +38,10 @@ class Identities:
         self._by_name: dict[str, tuple[float, Identity | None]] = {}
         self._touched: dict[str, float] = {}
 
-    def _fresh(self, entry: tuple[float, Any] | None) -> bool:
+    def _fresh(self, entry: tuple[float, object] | None) -> bool:
         return entry is not None and time.monotonic() - entry[0] < self.ttl
 
-    def _peek(self, entry: tuple[float, Any] | None) -> tuple[bool, Any]:
+    def _peek(self, entry: tuple[float, T] | None) -> tuple[bool, T | None]:
         if entry is not None and self._fresh(entry):
             return True, entry[1]
         return False, None
@@ -92,7 +97,9 @@ class Identities:
         self._remember(self._by_name, name, found)
         return found
 
-    def _remember(self, cache: dict[str, Any], key: str, found: Identity | None) -> None:
+    def _remember(
+        self, cache: dict[str, tuple[float, Identity | None]], key: str, found: Identity | None
+    ) -> None:
         with self._lock:
             if len(cache) >= _MAX_CACHED:
                 cache.clear()

@@ -14,9 +14,9 @@ import os
 import re
 import stat
 from pathlib import Path, PurePath
-from typing import Any
 
 from simeval.errors import InvalidOption
+from simeval.jsontypes import JSONObject
 from simeval.service.store_names import sqlite_file
 
 MAX_IDF_BYTES = 64 * 1024 * 1024
@@ -37,7 +37,7 @@ def resolve_idf_dir(db_url: str, idf_dir: str | os.PathLike[str] | None) -> Path
     return Path(platformdirs.user_data_dir("simeval", appauthor=False))
 
 
-def idf_option(idf_dir: Path, options: dict[str, Any] | None) -> dict[str, Any] | None:
+def idf_option(idf_dir: Path, options: JSONObject | None) -> JSONObject | None:
     """``options`` with a corpus table's name replaced by its path in ``idf_dir``, checked;
     ``InvalidOption`` for anything else."""
     if not options or "idf" not in options:
@@ -62,7 +62,7 @@ def idf_option(idf_dir: Path, options: dict[str, Any] | None) -> dict[str, Any] 
     return {**options, "idf": str(path)}
 
 
-def shown_idf(data: Any) -> Any:
+def shown_idf(data: dict[str, object]) -> dict[str, object]:
     """An eval's (or version's) dump with a corpus IDF table shown by its file name: the API
     names tables by name in the server's IDF directory, and where the server keeps its files
     is none of a client's business."""

@@ -15,8 +15,7 @@ do take, before any route reads the body.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
@@ -57,7 +56,7 @@ class MethodMiddleware:
     request passes through untouched. The templates are read from the app's routes on the
     first request (all routes are in place by then)."""
 
-    def __init__(self, app: ASGIApp, routes: Any):
+    def __init__(self, app: ASGIApp, routes: Callable[[], Iterable[BaseRoute]]):
         self.app = app
         self._routes = routes
         self._templates: list[_Template] | None = None

@@ -57,7 +57,10 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
-from typing import Any
+from types import ModuleType
+from typing import TypedDict
+
+from starlette.datastructures import State
 
 from simeval import __version__
 from simeval.checks import unix_ns
@@ -65,7 +68,7 @@ from simeval.errors import InvalidInput
 from simeval.keepalive import KeepAlive
 from simeval.scoring.explain import missing_terms
 from simeval.scoring.required import missing_required
-from simeval.scoring.scorer import get_scorer
+from simeval.scoring.scorer import Scorer, get_scorer
 from simeval.service import Service
 from simeval.service.models import CaptureOut, CaptureResultOut
 from simeval.service.settings import check_otlp_url
@@ -80,7 +83,7 @@ SEVERITY = {True: (9, "INFO"), False: (13, "WARN")}
 TOP_MISSING = 5  # reference terms an explanation names at most
 
 
-def check_export_url(url: Any) -> str:
+def check_export_url(url: object) -> str:
     """The OTLP/HTTP logs URL of ``url`` (``/v1/logs`` appended to a base URL), else an
     ``InvalidInput`` naming the problem."""
     parts = urllib.parse.urlsplit(check_otlp_url(url))
@@ -90,7 +93,7 @@ def check_export_url(url: Any) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-def open_exporter(state: Any, service: Service, url: str | None = None) -> None:
+def open_exporter(state: State, service: Service, url: str | None = None) -> None:
     """Give the app (``state``: its ``app.state``) the exporter ``url`` names (else the
     stored setting), fed by ``service``; ``state.otlp_export`` is None when neither names one.
     A ``url`` given (``serve --otlp-export``) pins it: the setting then changes nothing."""
@@ -107,7 +110,7 @@ def open_exporter(state: Any, service: Service, url: str | None = None) -> None:
         state.otlp_export = exporter
 
 
-def close_exporter(state: Any, service: Service, timeout: float = 5.0) -> None:
+def close_exporter(state: State, service: Service, timeout: float = 5.0) -> None:
     """Stop feeding the app's exporter and close it (what is queued: ``timeout`` s at most)."""
     exporter = getattr(state, "otlp_export", None)
     state.otlp_export = None
@@ -117,7 +120,7 @@ def close_exporter(state: Any, service: Service, timeout: float = 5.0) -> None:
         exporter.close(timeout)
 
 
-def follow_setting(state: Any, service: Service) -> None:
+def follow_setting(state: State, service: Service) -> None:
     """After the stored setting changed: start, switch or stop the app's exporter to match
     it (a server started with ``--otlp-export`` keeps that URL). Blocks up to a second or two
     while the old exporter sends what it has: call it off the event loop."""
@@ -145,7 +148,7 @@ def env_headers() -> dict[str, str]:
     return out
 
 
-def _proto() -> Any:
+def _proto() -> ModuleType | None:
     """The OTLP logs messages, or None without ``opentelemetry-proto``."""
     try:
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -154,7 +157,7 @@ def _proto() -> Any:
     return logs_service_pb2
 
 
-def _hex_id(value: Any, size: int) -> str | None:
+def _hex_id(value: object, size: int) -> str | None:
     """A trace id (16 bytes) or span id (8) as lower-case hex, when ``value`` is one."""
     if not isinstance(value, str) or len(value) != size * 2:
         return None
@@ -174,6 +177,30 @@ def span_of(capture: CaptureOut) -> tuple[str | None, str | None]:
         # OTLP ingest keys a span without a response id by its span id
         span = _hex_id(capture.capture_key, 8)
     return (trace, span) if trace and span else (None, None)
+
+
+class ScoreRecord(TypedDict):
+    """One result's log record as plain values (``ScoreExporter._encode`` writes it)."""
+
+    time: int  # ns
+    observed: int  # ns
+    severity: tuple[int, str]  # number, text
+    trace_id: str | None  # hex, both ids or neither (``span_of``)
+    span_id: str | None
+    attrs: dict[str, str | float]
+
+
+class ExportStats(TypedDict):
+    """The counters ``/api/health`` shows (``ScoreExporter.stats``)."""
+
+    url: str
+    encoding: str
+    sent: int
+    failed: int
+    dropped: int
+    queued: int
+    retries: int
+    last_error: str | None
 
 
 def response_id_of(capture: CaptureOut) -> str | None:
@@ -238,7 +265,7 @@ class ScoreExporter:
         self._closing = False
         self._deadline = float("inf")
         self._http = KeepAlive(urllib.parse.urlsplit(self.url), timeout)
-        self._scorers: dict[tuple[int, int], Any] = {}
+        self._scorers: dict[tuple[int, int], Scorer | None] = {}
         self._thread = threading.Thread(target=self._run, name="simeval-otlp-export", daemon=True)
         self._thread.start()
 
@@ -256,7 +283,7 @@ class ScoreExporter:
                 self._queue.append((capture, now))
             self._cond.notify()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ExportStats:
         """The counters ``/api/health`` shows."""
         with self._cond:
             queued = len(self._queue) + self._busy
@@ -320,7 +347,7 @@ class ScoreExporter:
                 self._busy = 0
                 self._cond.notify_all()
 
-    def _deliver(self, records: list[dict[str, Any]]) -> None:
+    def _deliver(self, records: list[ScoreRecord]) -> None:
         """Send ``records`` in requests of ``batch_size``, each retried until it is taken,
         refused, or out of attempts (or of time, when closing)."""
         for start in range(0, len(records), self.batch_size):
@@ -367,15 +394,15 @@ class ScoreExporter:
         return status, f"HTTP {status}: {shown}", retry_after
 
     # -- the events -----------------------------------------------------------------------------
-    def _records(self, capture: CaptureOut, when: int) -> list[dict[str, Any]]:
+    def _records(self, capture: CaptureOut, when: int) -> list[ScoreRecord]:
         """The log records of one capture's results (plain values; ``_encode`` writes them)."""
         trace_id, span_id = span_of(capture)
         response_id = response_id_of(capture)
         at = unix_ns(capture.captured_at)
-        out = []
+        out: list[ScoreRecord] = []
         for result in capture.results:
             label = "pass" if result.passed else "fail"
-            attrs: dict[str, Any] = {
+            attrs: dict[str, str | float] = {
                 "gen_ai.evaluation.name": result.eval_name,
                 "gen_ai.evaluation.score.value": float(result.score),
                 "gen_ai.evaluation.score.label": label,
@@ -438,7 +465,7 @@ class ScoreExporter:
             text += "; missing: " + ", ".join(missing)
         return text
 
-    def _scorer(self, result: CaptureResultOut) -> Any:
+    def _scorer(self, result: CaptureResultOut) -> Scorer | None:
         """The scorer of the result's eval version (read once), None when it cannot be had."""
         key = (result.eval_id, result.eval_version)
         if key not in self._scorers:
@@ -456,7 +483,7 @@ class ScoreExporter:
             self._scorers[key] = scorer
         return self._scorers[key]
 
-    def _encode(self, records: list[dict[str, Any]]) -> bytes:
+    def _encode(self, records: list[ScoreRecord]) -> bytes:
         if self._pb is not None:
             return encode_protobuf(self._pb, records)
         return encode_json(records)
@@ -466,18 +493,18 @@ def _resource() -> list[tuple[str, str]]:
     return [("service.name", "simeval")]
 
 
-def encode_json(records: list[dict[str, Any]]) -> bytes:
+def encode_json(records: list[ScoreRecord]) -> bytes:
     """An OTLP/HTTP JSON ``ExportLogsServiceRequest`` of ``records`` (ids as hex, as the
     OTLP JSON encoding has them; 64-bit integers as strings)."""
 
-    def value(v: Any) -> dict[str, Any]:
+    def value(v: object) -> dict[str, float | str]:
         if isinstance(v, float):
             return {"doubleValue": v}
         return {"stringValue": str(v)}
 
     logs = []
     for r in records:
-        rec: dict[str, Any] = {
+        rec: dict[str, object] = {
             "timeUnixNano": str(r["time"]),
             "observedTimeUnixNano": str(r["observed"]),
             "severityNumber": r["severity"][0],
@@ -503,7 +530,7 @@ def encode_json(records: list[dict[str, Any]]) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
-def encode_protobuf(pb: Any, records: list[dict[str, Any]]) -> bytes:
+def encode_protobuf(pb: ModuleType, records: list[ScoreRecord]) -> bytes:
     """An OTLP/HTTP protobuf ``ExportLogsServiceRequest`` of ``records``."""
     from opentelemetry.proto.common.v1 import common_pb2
     from opentelemetry.proto.logs.v1 import logs_pb2
@@ -527,14 +554,16 @@ def encode_protobuf(pb: Any, records: list[dict[str, Any]]) -> bytes:
             rec.event_name = EVENT_NAME
         else:  # opentelemetry-proto before 1.32: the event name was an attribute
             attrs = {"event.name": EVENT_NAME, **attrs}
-        for k, v in attrs.items():
+        for key, item in attrs.items():
             any_value = (
-                common_pb2.AnyValue(double_value=v)
-                if isinstance(v, float)
-                else common_pb2.AnyValue(string_value=str(v))
+                common_pb2.AnyValue(double_value=item)
+                if isinstance(item, float)
+                else common_pb2.AnyValue(string_value=str(item))
             )
-            rec.attributes.add(key=k, value=any_value)
+            rec.attributes.add(key=key, value=any_value)
         if r["trace_id"]:
+            span_id = r["span_id"]
+            assert span_id is not None  # span_of gives both ids or neither
             rec.trace_id = bytes.fromhex(r["trace_id"])
-            rec.span_id = bytes.fromhex(r["span_id"])
+            rec.span_id = bytes.fromhex(span_id)
     return bytes(request.SerializeToString())

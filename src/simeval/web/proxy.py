@@ -52,8 +52,8 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlencode
 
 import anyio
@@ -73,6 +73,13 @@ from simeval.web.replies import (
     trace_context,
 )
 from simeval.web.security import secret_matches
+
+if TYPE_CHECKING:
+    import httpx
+    from fastapi import FastAPI
+
+    from simeval.service import Service
+    from simeval.service.models import CaptureOut
 
 __all__ = [
     "CAPTURED",
@@ -157,15 +164,15 @@ DEGRADED_FOR_S = 300.0  # /api/health says "degraded" this long after a reply fa
 WATCH_EVERY_S = 1.0  # how often the watchdog looks at the capture thread
 
 
-def proxy_store(service: Any) -> Callable[[list[KeyedCapture]], list[Any]]:
+def proxy_store(service: Service) -> Callable[[list[KeyedCapture]], list[CaptureOut]]:
     """What the capture queue stores through: ``service.capture_checked``, then, for each
     call whose OTLP span was stored first (the same key, a capture from a span), the proxy's
     copy merged into it (``Service.merge_proxied``: the proxy's exact texts, the span's
     conversation and ids). The captures are stored by then: a merge that fails is said,
     never retried with the batch (which would store its unkeyed captures twice)."""
 
-    def store(items: list[KeyedCapture]) -> list[Any]:
-        outs: list[Any] = service.capture_checked(items)
+    def store(items: list[KeyedCapture]) -> list[CaptureOut]:
+        outs = service.capture_checked(items)
         for item, out in zip(items, outs, strict=True):
             meta = out.metadata or {}
             if not out.replayed or meta.get("source") == "proxy" or "span_name" not in meta:
@@ -207,7 +214,7 @@ class CaptureQueue:
 
     def __init__(
         self,
-        store: Callable[[list[KeyedCapture]], Any],
+        store: Callable[[list[KeyedCapture]], object],
         maxsize: int = 10_000,
         upstream: str = "",
         *,
@@ -285,7 +292,7 @@ class CaptureQueue:
                 return f"{replies} could not be captured, the last {ago:.0f} s ago (see the log)"
         return None
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, str | int | None]:
         """The counters ``/api/health`` shows."""
         return {
             "upstream": self.upstream,
@@ -461,9 +468,9 @@ class Proxy:
         self.captures = captures
         self._httpx = httpx
         self._timeout = httpx.Timeout(timeout, connect=10.0)
-        self._client: Any = None
+        self._client: httpx.AsyncClient | None = None
 
-    def _http(self) -> Any:
+    def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = self._httpx.AsyncClient(
                 timeout=self._timeout,
@@ -520,7 +527,7 @@ class Proxy:
             reply.client_disconnected = exchange.gone
             self.captures.put(reply)
 
-    def _request(self, exchange: _Exchange) -> Any:
+    def _request(self, exchange: _Exchange) -> httpx.Request:
         """The upstream request: the client's, with exactly its headers (none of the HTTP
         client's defaults such as User-Agent) but the proxy's own and hop-by-hop ones."""
         scope = exchange.scope
@@ -678,11 +685,11 @@ def create_proxy_app(
     db: str | None = None,
     token: str | None = None,
     *,
-    service: Any = None,
+    service: Service | None = None,
     queue_size: int = 10_000,
     max_body: int = 32 * 1024 * 1024,
     allowed_hosts: Iterable[str] | None = None,
-) -> Any:
+) -> FastAPI:
     """The app behind ``simeval proxy``: the proxy under ``/v1``, OTLP ingest
     (``simeval.web.otlp``'s routes: ``/v1/traces`` and what else it serves, captured here,
     never forwarded) and ``/api/health`` (with the capture queue's counters), storing
@@ -723,7 +730,7 @@ def create_proxy_app(
         )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> Any:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await proxy.aclose()
         captures.close()

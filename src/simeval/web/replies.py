@@ -26,7 +26,7 @@ import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from simeval.checks import (
     KeyedCapture,
@@ -35,6 +35,7 @@ from simeval.checks import (
 )
 from simeval.codings import inflate
 from simeval.errors import InvalidInput, SimevalError, TooLarge
+from simeval.jsontypes import JSONObject, JSONValue
 from simeval.vocabulary import call_key, normal_meta
 
 MAX_CAPTURED_BYTES = 16 * 1024 * 1024  # a longer reply (sent or inflated) is not captured
@@ -93,7 +94,18 @@ class Reply:
         return self.content_type.strip().lower().startswith("text/event-stream")
 
 
-def _parse(data: bytes, what: str) -> Any:
+class ReplyInfo(TypedDict, total=False):
+    """What a reply says about itself (``reply_outputs``), each as the reply has it."""
+
+    id: JSONValue
+    model: JSONValue
+    usage: JSONValue
+    finish_reasons: dict[int, JSONValue]  # by choice index
+    finish_reason: JSONValue  # the first choice's (``reply_output``)
+    first_token: float  # seconds after the request (streams)
+
+
+def _parse(data: bytes, what: str) -> JSONValue:
     """JSON bytes parsed: ``InvalidInput`` when they are not JSON (or not UTF-8), nested too
     deep, or hold a number too long to read."""
     try:
@@ -105,11 +117,11 @@ def _parse(data: bytes, what: str) -> Any:
         raise InvalidInput(f"{what} is not JSON ({problem.splitlines()[0][:200]})") from None
 
 
-def _malformed(what: str, value: Any, expected: str) -> InvalidInput:
+def _malformed(what: str, value: object, expected: str) -> InvalidInput:
     return InvalidInput(f"malformed {what}: expected {expected}, got {type(value).__name__}")
 
 
-def _list(value: Any, what: str) -> list[Any]:
+def _list(value: object, what: str) -> list[JSONValue]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -117,7 +129,7 @@ def _list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def _obj(value: Any, what: str) -> dict[str, Any]:
+def _obj(value: object, what: str) -> JSONObject:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -126,7 +138,7 @@ def _obj(value: Any, what: str) -> dict[str, Any]:
 
 
 def _text_parts(
-    content: Any, kinds: tuple[str, ...] = ("text", "input_text", "output_text")
+    content: object, kinds: tuple[str, ...] = ("text", "input_text", "output_text")
 ) -> str:
     """The text of an OpenAI message content: a string, or the text parts of a list, joined
     (parts of other kinds, or of an unknown shape, carry no text)."""
@@ -145,7 +157,7 @@ def _text_parts(
     return ""
 
 
-def request_input(endpoint: str, body: dict[str, Any]) -> str:
+def request_input(endpoint: str, body: JSONObject) -> str:
     """The prompt of a request: the last user message's text (or the completion prompt);
     a Responses request with no user message (a turn chained by ``previous_response_id``
     carrying ``function_call_output`` items) gives its tool outputs' text, joined by new
@@ -186,7 +198,7 @@ def decoded(reply: Reply) -> bytes:
     return inflate(b"".join(reply.chunks), reply.encoding, MAX_CAPTURED_BYTES, "the reply")
 
 
-def _events(reply: Reply) -> Iterable[tuple[float, dict[str, Any]]]:
+def _events(reply: Reply) -> Iterable[tuple[float, JSONObject]]:
     """The JSON events of a server-sent-event stream, each with when its chunk arrived; an
     event that is not a JSON object (a comment, ``[DONE]``, nesting too deep) is skipped."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -211,7 +223,7 @@ def _events(reply: Reply) -> Iterable[tuple[float, dict[str, Any]]]:
                 yield at, parsed
 
 
-def _chat_text(choice: dict[str, Any], streamed: bool) -> str:
+def _chat_text(choice: JSONObject, streamed: bool) -> str:
     if "text" in choice:  # /completions, streamed or not: each event's choices[].text
         text = choice.get("text")
         return text if isinstance(text, str) else ""
@@ -221,11 +233,12 @@ def _chat_text(choice: dict[str, Any], streamed: bool) -> str:
     return _text_parts(message.get("content"))
 
 
-def _response_text(response: dict[str, Any]) -> str:
+def _response_text(response: JSONObject) -> str:
     texts = []
     for item in _list(response.get("output"), "reply: output"):
-        if _obj(item, "reply: output item").get("type") == "message":
-            texts.append(_text_parts(item.get("content"), ("output_text", "text")))
+        message = _obj(item, "reply: output item")
+        if message.get("type") == "message":
+            texts.append(_text_parts(message.get("content"), ("output_text", "text")))
     return "".join(texts)
 
 
@@ -233,7 +246,7 @@ def _response_text(response: dict[str, Any]) -> str:
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
-def _response_finish(response: dict[str, Any]) -> Any:
+def _response_finish(response: JSONObject) -> JSONValue:
     """A Responses reply's finish reason as Chat Completions says it: ``completed`` is
     ``stop``, ``incomplete`` for lack of tokens ``length``; another status as it is."""
     status = response.get("status")
@@ -247,11 +260,11 @@ def _response_finish(response: dict[str, Any]) -> Any:
 
 
 def _response_event(
-    event: dict[str, Any],
+    event: JSONObject,
     at: float,
     streamed: bool,
     texts: dict[int, list[str]],
-    info: dict[str, Any],
+    info: ReplyInfo,
 ) -> None:
     """One event of a Responses stream (or the whole reply) added to ``texts`` (one choice,
     0) and ``info``."""
@@ -275,11 +288,11 @@ def _response_event(
 
 
 def _chat_event(
-    event: dict[str, Any],
+    event: JSONObject,
     at: float,
     streamed: bool,
     texts: dict[int, list[str]],
-    info: dict[str, Any],
+    info: ReplyInfo,
 ) -> None:
     """One chat or completion event (or the whole reply) added to ``texts`` (by choice
     index) and ``info``."""
@@ -290,6 +303,7 @@ def _chat_event(
     finish = info.setdefault("finish_reasons", {})
     for position, choice in enumerate(_list(event.get("choices"), "reply: choices")):
         index = _obj(choice, "reply: choice").get("index", position)
+        assert isinstance(choice, dict)  # or None, whose text cannot be read
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_CHOICES:
             raise _malformed("reply: choices[].index", index, f"an integer below {MAX_CHOICES}")
         piece = _chat_text(choice, streamed)
@@ -302,15 +316,15 @@ def _chat_event(
             finish[index] = choice["finish_reason"]
 
 
-def reply_outputs(reply: Reply) -> tuple[dict[int, str], dict[str, Any]]:
+def reply_outputs(reply: Reply) -> tuple[dict[int, str], ReplyInfo]:
     """The assistant's text of each choice of a completed reply (by index: one, 0, unless
     the request asked ``n > 1``), and what the reply says about itself: its id, model,
     token usage, finish reason per choice (``finish_reasons``) and (streams) when the first
     text arrived. ``InvalidInput`` for a reply that is not what its endpoint sends."""
-    info: dict[str, Any] = {}
+    info: ReplyInfo = {}
     streamed = reply.streamed
     if streamed:
-        events: Iterable[tuple[float, dict[str, Any]]] = _events(reply)
+        events: Iterable[tuple[float, JSONObject]] = _events(reply)
     else:
         events = [(reply.latency, _obj(_parse(decoded(reply), "the reply"), "reply"))]
     texts: dict[int, list[str]] = {}
@@ -320,7 +334,7 @@ def reply_outputs(reply: Reply) -> tuple[dict[int, str], dict[str, Any]]:
     return {i: "".join(parts) for i, parts in sorted(texts.items())}, info
 
 
-def reply_output(reply: Reply) -> tuple[str, dict[str, Any]]:
+def reply_output(reply: Reply) -> tuple[str, ReplyInfo]:
     """The text of the reply's first choice and what the reply says about itself (see
     ``reply_outputs``; ``finish_reason`` is the first choice's)."""
     texts, info = reply_outputs(reply)
@@ -354,15 +368,16 @@ def reply_captures(reply: Reply) -> list[KeyedCapture]:
     for index, output in outputs.items():
         if not output.strip():
             continue  # tool calls only, or an empty reply: nothing to score
-        metadata: dict[str, Any] = {
+        metadata: JSONObject = {
             "source": "proxy",
             "endpoint": "/v1" + reply.endpoint,
             "model": info.get("model") or request.get("model"),
             "latency_ms": round(reply.latency * 1000, 3),
             "upstream_status": reply.status,
         }
-        if isinstance(info.get("id"), str) and info["id"]:
-            metadata["response_id"] = info["id"][:200]
+        response_id = info.get("id")
+        if isinstance(response_id, str) and response_id:
+            metadata["response_id"] = response_id[:200]
         if several:
             metadata["choice"] = index
         if "first_token" in info:

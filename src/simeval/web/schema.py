@@ -12,16 +12,18 @@ differ from the service's.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Query
+from fastapi import FastAPI, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 from typing_extensions import TypeAliasType
 
 from simeval.checks import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, URL_PATTERN
+from simeval.jsontypes import JSONObject, JSONValue
 from simeval.scoring.analyzer import LANGUAGES, TOKENIZERS
 from simeval.scoring.options import SCALES
 
@@ -38,7 +40,7 @@ StrictFloat = Annotated[float, Field(strict=True)]
 StrictBool = Annotated[bool, Field(strict=True)]
 
 
-def _a_json_integer(value: Any) -> Any:
+def _a_json_integer(value: object) -> object:
     if isinstance(value, bool):
         raise ValueError("Input should be a valid integer, not a boolean")
     if isinstance(value, str):  # pydantic would read "42" (and " 42", "4_2") as 42
@@ -51,7 +53,7 @@ Integer = Annotated[int, BeforeValidator(_a_json_integer)]
 take as 1) nor ``"42"``."""
 
 
-def bounded_integer(minimum: int, maximum: int) -> Any:
+def bounded_integer(minimum: int, maximum: int) -> object:
     """``Integer`` from ``minimum`` to ``maximum``, the bounds stated in the schema (given
     after ``Integer``'s validator, pydantic would write them as its own ``ge``/``le``)."""
     return Annotated[int, Field(ge=minimum, le=maximum), BeforeValidator(_a_json_integer)]
@@ -60,7 +62,7 @@ def bounded_integer(minimum: int, maximum: int) -> Any:
 _DIGITS = re.compile(r"-?[0-9]+")
 
 
-def _digits(value: Any) -> Any:
+def _digits(value: object) -> object:
     # pydantic's int parsing of text also takes surrounding whitespace (Unicode's too: NEL,
     # U+3000), "+2", "2_0" and "2.0": a query or path integer is decimal digits as written
     if isinstance(value, str) and not _DIGITS.fullmatch(value):
@@ -80,12 +82,12 @@ IntParam = Annotated[int, DIGITS]
 """``DIGITS`` on an integer without bounds (a studio page number)."""
 
 
-def as_list(value: Any) -> Any:
+def as_list(value: object) -> object:
     """One string as a list of one (the short form of ``references``)."""
     return [value] if isinstance(value, str) else value
 
 
-def bounds(**limits: Any) -> Any:
+def bounds(**limits: JSONValue) -> JSONObject:
     """JSON Schema keywords for a bound the service checks itself (with its own 400 naming
     the value), so that the schema declares every limit the code enforces."""
     return {key: value for key, value in limits.items() if value is not None}
@@ -145,7 +147,7 @@ KEY = bounds(
 # -- times: ``simeval.checks.parse_time`` ---------------------------------------------------------
 # a time is taken with its year as written between 1000 and 8999 (``TIME_RANGE``)
 _YEAR = "^[1-8][0-9]{3}-"
-DATE_TIME = {"type": "string", "format": "date-time", "pattern": _YEAR}
+DATE_TIME: JSONObject = {"type": "string", "format": "date-time", "pattern": _YEAR}
 # an age back from now, within the same calendar: up to 9,999,999 minutes (19 years), 999,999
 # hours, 99,999 days or 9,999 weeks
 _AGE = "^({})$".format(
@@ -154,15 +156,15 @@ _AGE = "^({})$".format(
         for n, unit in ((7, "mM"), (6, "hH"), (5, "dD"), (4, "wW"))
     )
 )
-_WHEN: list[dict[str, Any]] = [
+_WHEN: list[JSONValue] = [
     DATE_TIME,
     {"type": "string", "format": "date", "pattern": _YEAR},
     {"type": "string", "pattern": _AGE},
     {"type": "string", "maxLength": 0},  # empty: no bound, as left out
 ]
-WHEN: Any = {"anyOf": _WHEN}
+WHEN: JSONObject = {"anyOf": _WHEN}
 """A time filter: an RFC 3339 time, a date or an age such as ``7d``."""
-WHEN_OR_NULL: Any = {"anyOf": [*_WHEN, {"type": "null"}]}
+WHEN_OR_NULL: JSONObject = {"anyOf": [*_WHEN, {"type": "null"}]}
 
 # -- query filters: ``simeval.service.filters.parse_meta``, ``compare.parse_side`` -----------------
 # KEY=VALUE or KEY:VALUE, split at the first '=' or ':' after the first character; a key not blank
@@ -193,7 +195,7 @@ JsonValue = TypeAliasType(  # type: ignore[misc]
     _Text | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None,  # type: ignore[misc]
 )
 """A JSON value as the schema declares it (for ``Metadata``'s schema, not to validate)."""
-_JSON_CORE = TypeAdapter[Any](JsonValue).core_schema
+_JSON_CORE = TypeAdapter[object](JsonValue).core_schema
 
 
 class _JsonObject:
@@ -215,6 +217,8 @@ class _JsonObject:
         }
 
 
+# validated as any value (a JSON body holds JSON), and so typed for the service to take
+# as its JSON
 Metadata = Annotated[dict[str, Any], _JsonObject()]
 
 # -- scorer options: ``simeval.scoring.options.resolve_options`` ---------------------------------
@@ -237,7 +241,7 @@ _GROUP = {
 GROUPS = {"anyOf": [{"type": "array", "items": _GROUP}, {"type": "null"}]}
 
 
-def _maybe(schema: dict[str, Any]) -> dict[str, Any]:
+def _maybe(schema: JSONObject) -> JSONObject:
     return {"anyOf": [schema, {"type": "null"}]}  # null: the default
 
 
@@ -246,7 +250,7 @@ OPTIONS = {
     "additionalProperties": False,
     "description": 'Scorer options (docs/scores.md "Options"); null or left out: the default.',
     "properties": {
-        "language": _maybe({"enum": sorted(LANGUAGES)}),
+        "language": _maybe({"enum": [*sorted(LANGUAGES)]}),
         "stemming": _maybe({"type": "boolean"}),
         "prefix": _maybe({"type": "integer", "minimum": 0, "maximum": 64}),
         "stop_words": _maybe(
@@ -279,7 +283,7 @@ Terms = Annotated[list[str] | None, WithJsonSchema(TERMS)]
 Groups = Annotated[list[list[str | Integer]] | None, WithJsonSchema(GROUPS)]
 
 
-def _iso_text(value: Any) -> Any:
+def _iso_text(value: object) -> object:
     """A JSON body's time as its schema has it: text starting with a four-digit year (pydantic
     would read ``"1"`` or ``1`` as seconds since 1970)."""
     if isinstance(value, datetime):
@@ -372,14 +376,15 @@ def add_links(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def with_links(app: Any) -> Any:
+def with_links(app: FastAPI) -> Callable[[], dict[str, Any]]:
     """``app.openapi`` (FastAPI's, cached) with ``add_links`` applied once."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             add_links(generate())
-        schema: dict[str, Any] = app.openapi_schema
+        schema = app.openapi_schema
+        assert schema is not None  # FastAPI's generate() keeps what it made
         return schema
 
     return openapi
@@ -389,15 +394,15 @@ class ErrorOut(BaseModel):
     """Every error: one line naming the problem (``details`` for a malformed body: 422)."""
 
     error: str
-    details: list[dict[str, Any]] | None = None
+    details: list[dict[str, object]] | None = None
 
 
-def _error(description: str) -> dict[str, Any]:
+def _error(description: str) -> dict[str, object]:
     return {"model": ErrorOut, "description": description}
 
 
 # documented on every route (the OpenAPI schema says what a client may get back)
-ERRORS: dict[int | str, dict[str, Any]] = {
+ERRORS: dict[int | str, dict[str, object]] = {
     400: _error("Bad input: a value out of range, a bad option, a bad file"),
     404: _error("No such eval, result or run"),
     409: _error("Contradicts what is stored (a duplicate name, an activation not allowed)"),

@@ -42,7 +42,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -50,6 +50,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from simeval.errors import InvalidInput, SimevalError
@@ -179,7 +180,7 @@ def _host_name(host_header: str) -> str:
 
 
 async def _send_json(
-    send: Send, status: int, data: dict[str, Any], extra: Iterable[tuple[bytes, bytes]] = ()
+    send: Send, status: int, data: Mapping[str, object], extra: Iterable[tuple[bytes, bytes]] = ()
 ) -> None:
     body = json.dumps(data).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -222,7 +223,7 @@ class GuardMiddleware:
         allowed_hosts: Iterable[str] | None = None,
         sessions: SessionStore | None = None,
         identities: Identities | None = None,
-        refuse_page: Callable[[Request, int, str], Any] | None = None,
+        refuse_page: Callable[[Request, int, str], Response] | None = None,
         user_header: UserHeader | None = None,
     ):
         self.app = app
@@ -567,7 +568,7 @@ def csrf_token(request: Request) -> str:
     return _sign(_secret(request), "csrf", sid)
 
 
-def set_csrf_cookie(request: Request, response: Any) -> None:
+def set_csrf_cookie(request: Request, response: Response) -> None:
     """Set the CSRF cookie on a response when this request created the session."""
     value = getattr(request.state, "new_csrf", None)
     if value:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -32,9 +31,12 @@ from simeval.web.identity import Identities
 PEER_KEY = "simeval.peer"  # where the connection's own address is kept in the scope
 
 
-def _networks(trusted: str | Iterable[str]) -> tuple[bool, list[Any]]:
+def _networks(
+    trusted: str | Iterable[str],
+) -> tuple[bool, list[ipaddress.IPv4Network | ipaddress.IPv6Network]]:
     items = trusted.split(",") if isinstance(trusted, str) else list(trusted)
-    everyone, networks = False, []
+    everyone = False
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
     for item in (i.strip() for i in items):
         if not item:
             continue

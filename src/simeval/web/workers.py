@@ -178,7 +178,7 @@ def _cleaned_on_shutdown(app: FastAPI, run: Path, parent_pid: int) -> None:
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
-    async def lifespan(the_app: Any) -> Any:
+    async def lifespan(the_app: FastAPI) -> Any:
         async with inner(the_app) as state:
             yield state
         if parent_gone(parent_pid):
@@ -211,7 +211,7 @@ class WorkerRole:
         """Whether this worker runs the alert watcher."""
         return self._lock_fd is not None
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, int | bool]:
         """What ``/api/health`` says of this worker: its pid, the run's worker count, and
         whether an alert watcher runs in it (its app's, whoever started it)."""
         app = self._app

@@ -9,7 +9,7 @@ committed capture batch and by a timer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -29,6 +29,8 @@ from simeval.service.alert_watch import INTERVAL_S, AlertWatcher
 from simeval.web.schema import ERRORS, NAME
 
 router = APIRouter(prefix="/api/alerts", responses=ERRORS, tags=["alerts"])
+
+_Model = TypeVar("_Model", bound=BaseModel)
 ALERT_INTERVAL_S = INTERVAL_S
 
 
@@ -45,7 +47,7 @@ RuleName = Annotated[
 AlertId = Annotated[int, Path(ge=1, le=MAX_ID, description="An alert's id")]
 
 
-def _json(model: BaseModel | list[Any]) -> JSONResponse:
+def _json(model: BaseModel | list[_Model]) -> JSONResponse:
     if isinstance(model, list):
         return JSONResponse([m.model_dump(mode="json") for m in model])
     return JSONResponse(model.model_dump(mode="json"))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -61,7 +59,7 @@ class CaptureIn(Body):
 
     @field_validator("captured_at", mode="before")
     @classmethod
-    def _a_time_as_text(cls, value: Any) -> Any:
+    def _a_time_as_text(cls, value: object) -> object:
         # ISO 8601 text, as the schema says: a bare number is not taken for a Unix time
         if isinstance(value, int | float) and not isinstance(value, bool):
             raise ValueError("captured_at must be an ISO 8601 date/time string")
@@ -147,11 +145,11 @@ class Health(BaseModel):
     status: str = Field(description="ok, or degraded while the proxy fails to capture")
     version: str
     proxy: ProxyHealth | None = None
-    otlp_export: dict[str, Any] | None = Field(None, description="scores-out counters")
+    otlp_export: dict[str, object] | None = Field(None, description="scores-out counters")
     otlp: OtlpHealth | None = Field(
         None, description="OTLP ingest, once a call waited for its other half: the join table"
     )
-    worker: dict[str, Any] | None = Field(
+    worker: dict[str, object] | None = Field(
         None,
         description="serve --workers N only: the answering worker's pid, N, and whether it "
         "runs the alert watcher",
@@ -285,7 +283,7 @@ async def _body(request: Request) -> bytes:
 
 
 @health_router.get("/health", response_model=Health, tags=["meta"])
-async def health(request: Request) -> Any:
+async def health(request: Request) -> JSONResponse | dict[str, object]:
     """The server is up and its database answers (and, when it proxies an upstream, its
     capture queue's counters); 503 naming the database while it cannot be reached."""
     check = getattr(request.app.state, "database_check", None)
@@ -296,11 +294,12 @@ async def health(request: Request) -> Any:
             status_code=503,
             headers={"Retry-After": str(OUTAGE_RETRY_S)},
         )
-    out: dict[str, Any] = {"status": "ok", "version": __version__}
+    out: dict[str, object] = {"status": "ok", "version": __version__}
     proxy = getattr(request.app.state, "proxy", None)
     if proxy is not None:
-        out["proxy"] = proxy.stats()
-        if out["proxy"]["problem"]:
+        proxy_stats = proxy.stats()
+        out["proxy"] = proxy_stats
+        if proxy_stats["problem"]:
             out["status"] = "degraded"
     if (exporter := getattr(request.app.state, "otlp_export", None)) is not None:
         out["otlp_export"] = exporter.stats()  # its troubles never degrade the captures

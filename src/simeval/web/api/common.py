@@ -3,7 +3,7 @@ string, the id path parameters, and the reply of a service model."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -36,12 +36,17 @@ ResultId = Annotated[
 ]
 
 
-def json_reply(model: BaseModel | list[Any], status_code: int = 200) -> JSONResponse:
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def json_reply(model: BaseModel | list[_Model], status_code: int = 200) -> JSONResponse:
     """A service model (or list) as the JSON reply."""
     # The service already returns validated models: dump them once instead of letting FastAPI
     # validate them a second time against the response model (the capture hot path).
     if isinstance(model, list):
-        content: Any = [shown_idf(m.model_dump(mode="json")) for m in model]
+        content: list[dict[str, object]] | dict[str, object] = [
+            shown_idf(m.model_dump(mode="json")) for m in model
+        ]
     else:
         content = shown_idf(model.model_dump(mode="json"))
     return JSONResponse(content, status_code=status_code)

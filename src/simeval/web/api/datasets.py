@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -40,6 +40,8 @@ from simeval.web.schema import (
 
 router = APIRouter(prefix="/api/datasets", responses=ERRORS, tags=["datasets"])
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
 MAX_CASES = 100_000  # cases in one JSON body (a larger set comes as a file)
 
 
@@ -61,7 +63,7 @@ Version = Annotated[
 ]
 
 
-def _json(model: BaseModel | list[Any], status_code: int = 200) -> JSONResponse:
+def _json(model: BaseModel | list[_Model], status_code: int = 200) -> JSONResponse:
     if isinstance(model, list):
         return JSONResponse([m.model_dump(mode="json") for m in model], status_code=status_code)
     return JSONResponse(model.model_dump(mode="json"), status_code=status_code)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -46,7 +46,7 @@ def me(request: Request) -> JSONResponse:
     """Who the caller is: its name and role (both null without users: local mode or the
     token)."""
     user = getattr(request.state, "user", None)
-    data: dict[str, Any] = {
+    data: dict[str, str | None] = {
         "name": user.name if user else None,
         "role": user.role if user else None,
     }

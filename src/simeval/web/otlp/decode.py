@@ -13,19 +13,39 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from simeval.checks import MAX_JSON_DEPTH
 from simeval.codings import inflate
 from simeval.errors import InvalidInput, SimevalError
+from simeval.jsontypes import JSONObject, JSONValue
 
 MAX_INFLATED = 64 * 1024 * 1024  # a gzip or zstd body may inflate to this much at most
 MAX_NANOS = 2**64 - 1  # OTLP times are fixed64 nanoseconds since 1970
 
-# span_id, trace_id (hex), name, start, end (ns), attrs, events [(name, attrs)]
-Span = dict[str, Any]
-# trace_id, span_id (hex, "" when none), event (its event name), time (ns), attrs, body
-Record = dict[str, Any]
+
+class Span(TypedDict):
+    """A span as read: its ids (hex), name, times (ns), attributes and events."""
+
+    span_id: str
+    trace_id: str
+    name: str
+    start: int
+    end: int
+    attrs: JSONObject
+    events: list[tuple[str, JSONObject]]  # (name, attributes)
+
+
+class Record(TypedDict):
+    """A log record as read: its ids (hex, "" when none), event name, time (ns), attributes
+    and body."""
+
+    trace_id: str
+    span_id: str
+    event: str
+    time: int
+    attrs: JSONObject
+    body: JSONValue
 
 
 class UnsupportedMedia(SimevalError):
@@ -59,7 +79,7 @@ def _too_deep() -> InvalidInput:
     return InvalidInput(f"an attribute value is nested more than {MAX_JSON_DEPTH} levels deep")
 
 
-def _pb_value(v: Any, depth: int = 0) -> Any:
+def _pb_value(v: Any, depth: int = 0) -> JSONValue:
     if depth > MAX_JSON_DEPTH:
         raise _too_deep()
     kind = v.WhichOneof("value")
@@ -100,7 +120,7 @@ def spans_from_protobuf(body: bytes) -> list[Span]:
         raise _no_protobuf() from None
     message = ExportTraceServiceRequest()
     _pb_parse(message, body)
-    spans = []
+    spans: list[Span] = []
     try:
         for rs in message.resource_spans:
             for ss in rs.scope_spans:
@@ -131,7 +151,7 @@ def records_from_protobuf(body: bytes) -> list[Record]:
         raise _no_protobuf() from None
     message = ExportLogsServiceRequest()
     _pb_parse(message, body)
-    records = []
+    records: list[Record] = []
     try:
         for rl in message.resource_logs:
             for sl in rl.scope_logs:
@@ -152,12 +172,12 @@ def records_from_protobuf(body: bytes) -> list[Record]:
     return records
 
 
-def _pb_attributes(attributes: Any) -> dict[str, Any]:
+def _pb_attributes(attributes: Any) -> JSONObject:
     return {kv.key: _pb_value(kv.value) for kv in attributes}
 
 
 # -- JSON ----------------------------------------------------------------------------------
-def _json_value(v: Any, depth: int = 0) -> Any:
+def _json_value(v: object, depth: int = 0) -> JSONValue:
     if depth > MAX_JSON_DEPTH:
         raise _too_deep()
     if not isinstance(v, dict):
@@ -172,22 +192,23 @@ def _json_value(v: Any, depth: int = 0) -> Any:
         if kind == "doubleValue":
             return float(val)
         if kind == "arrayValue":
-            values = _list(val.get("values") if _obj(val) else None)
+            values = _list(_obj(val).get("values"))
             return [_json_value(x, depth + 1) for x in values]
         if kind == "kvlistValue":
-            return _attributes(val.get("values") if _obj(val) else None, depth + 1)
+            return _attributes(_obj(val).get("values"), depth + 1)
         if kind == "bytesValue":
             return base64.b64decode(val).hex()
     return None
 
 
-def _obj(value: Any) -> bool:
+def _obj(value: object) -> JSONObject:
+    """``value``, checked to be a JSON object."""
     if not isinstance(value, dict):
         raise InvalidInput(f"malformed OTLP JSON: expected an object, got {type(value).__name__}")
-    return True
+    return value
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: object) -> list[JSONValue]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -195,10 +216,10 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
-def _attributes(values: Any, depth: int = 0) -> dict[str, Any]:
-    out = {}
-    for kv in _list(values):
-        _obj(kv)
+def _attributes(values: object, depth: int = 0) -> JSONObject:
+    out: JSONObject = {}
+    for item in _list(values):
+        kv = _obj(item)
         key = kv.get("key")
         if not isinstance(key, str):
             raise InvalidInput("malformed OTLP JSON: an attribute without a key")
@@ -206,7 +227,7 @@ def _attributes(values: Any, depth: int = 0) -> dict[str, Any]:
     return out
 
 
-def _nanos(value: Any, what: str) -> int:
+def _nanos(value: object, what: str) -> int:
     """An OTLP time: nanoseconds since 1970 in [0, 2^64-1] (JSON gives them as text or a
     number); 0 or absent means none."""
     if isinstance(value, bool) or not isinstance(value, int | str | float | type(None)):
@@ -218,11 +239,11 @@ def _nanos(value: Any, what: str) -> int:
     return nanos
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _pairs(pairs: list[tuple[str, JSONValue]]) -> JSONObject:
     return dict(pairs)
 
 
-def _load(body: bytes) -> dict[str, Any]:
+def _load(body: bytes) -> JSONObject:
     try:
         # A Python hook per object: the parser then lets other threads run (the event loop
         # answering requests) between objects, instead of holding the GIL for a whole
@@ -232,36 +253,32 @@ def _load(body: bytes) -> dict[str, Any]:
         raise InvalidInput("malformed OTLP JSON payload: nested too deep to read") from None
     except ValueError as exc:  # not JSON, not UTF-8, a number of 5,000 digits
         raise InvalidInput(f"malformed OTLP JSON payload: {exc}") from None
-    _obj(doc)
-    return doc
+    return _obj(doc)
 
 
-def _walk(doc: dict[str, Any], outer: str, middle: str, inner: str) -> list[dict[str, Any]]:
+def _walk(doc: JSONObject, outer: str, middle: str, inner: str) -> list[JSONObject]:
     """The objects at ``doc[outer][*][middle][*][inner][*]``, each checked to be one."""
     found = []
     for a in _list(doc.get(outer)):
-        _obj(a)
-        for b in _list(a.get(middle)):
-            _obj(b)
-            for c in _list(b.get(inner)):
-                _obj(c)
-                found.append(c)
+        for b in _list(_obj(a).get(middle)):
+            for c in _list(_obj(b).get(inner)):
+                found.append(_obj(c))
     return found
 
 
-def _hex(value: Any) -> str:
+def _hex(value: object) -> str:
     return str(value or "").lower()
 
 
 def spans_from_json(body: bytes) -> list[Span]:
     """The spans of an ``ExportTraceServiceRequest`` in OTLP JSON (hex ids, camelCase)."""
     doc = _load(body)
-    spans = []
+    spans: list[Span] = []
     try:
         for span in _walk(doc, "resourceSpans", "scopeSpans", "spans"):
             events = []
-            for e in _list(span.get("events")):
-                _obj(e)
+            for item in _list(span.get("events")):
+                e = _obj(item)
                 events.append((str(e.get("name") or ""), _attributes(e.get("attributes"))))
             spans.append(
                 {
@@ -284,7 +301,7 @@ def spans_from_json(body: bytes) -> list[Span]:
 def records_from_json(body: bytes) -> list[Record]:
     """The log records of an ``ExportLogsServiceRequest`` in OTLP JSON."""
     doc = _load(body)
-    records = []
+    records: list[Record] = []
     try:
         for rec in _walk(doc, "resourceLogs", "scopeLogs", "logRecords"):
             attrs = _attributes(rec.get("attributes"))

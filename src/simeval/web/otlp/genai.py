@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,9 @@ from simeval.checks import (
     load_json,
 )
 from simeval.errors import InvalidInput, SimevalError
+from simeval.jsontypes import JSONObject, JSONValue
 from simeval.vocabulary import call_key
+from simeval.web.otlp.decode import Span
 
 # text that ends so was cut on purpose by the code that sent it (compared in lower case)
 TRUNCATION_MARKERS = ("[truncated]", "(truncated)", "<truncated>", "...truncated")
@@ -77,13 +80,13 @@ class Call:
     name: str = ""
     input: str = ""
     output: str | None = None
-    attrs: dict[str, Any] = field(default_factory=dict)
+    attrs: JSONObject = field(default_factory=dict)
     start: int = 0
     end: int = 0
     response_id: str | None = None
-    conversation: Any = None
+    conversation: JSONValue = None
     source: str = "otel"
-    finish: Any = None
+    finish: JSONValue = None
     cuts: list[str] = field(default_factory=list)
     other_parts: list[str] = field(default_factory=list)  # the input's parts not text
 
@@ -93,26 +96,27 @@ def looks_truncated(text: str) -> bool:
     return text.rstrip().lower().endswith(TRUNCATION_MARKERS)
 
 
-def read_messages(value: Any, what: str, cuts: list[str]) -> list[dict[str, Any]]:
+def read_messages(value: object, what: str, cuts: list[str]) -> list[JSONObject]:
     """Messages from an attribute: JSON text or structured; plain text is one user message.
     JSON text that does not parse is cut: noted in ``cuts``, and read as one message of that
     text (what arrived is stored, not scored)."""
     if isinstance(value, str):
+        text = value
         try:
-            value = load_json(value, what)
+            value = load_json(text, what)
         except SimevalError:  # JSON text nested too deep: refused, not taken as plain text
             raise
         except ValueError:
-            if value.lstrip()[:1] in ("[", "{"):
-                cuts.append(f"{what} is not whole JSON ({len(value)} characters): cut")
-                return [{"content": value}]
-            return [{"role": "user", "content": value}]
+            if text.lstrip()[:1] in ("[", "{"):
+                cuts.append(f"{what} is not whole JSON ({len(text)} characters): cut")
+                return [{"content": text}]
+            return [{"role": "user", "content": text}]
     if isinstance(value, dict):
         value = [value]
     return [m for m in value if isinstance(m, dict)] if isinstance(value, list) else []
 
 
-def _parts(message: dict[str, Any]) -> list[Any]:
+def _parts(message: JSONObject) -> list[JSONValue]:
     """A message's parts: its ``parts`` and its ``content`` when that is a list."""
     parts = message.get("parts")
     if parts is not None and not isinstance(parts, list):
@@ -123,7 +127,7 @@ def _parts(message: dict[str, Any]) -> list[Any]:
     return parts or []
 
 
-def message_text(message: dict[str, Any]) -> str:
+def message_text(message: JSONObject) -> str:
     """The text of a message: its text parts and its ``content`` (a string or a list of
     parts), joined by new lines."""
     texts = []
@@ -138,7 +142,7 @@ def message_text(message: dict[str, Any]) -> str:
     return "\n".join(t for t in texts if t)
 
 
-def other_parts(message: dict[str, Any]) -> list[str]:
+def other_parts(message: JSONObject) -> list[str]:
     """The types of a message's parts that are not text (``image_url``, ``blob`` …)."""
     found = []
     for part in _parts(message):
@@ -148,34 +152,34 @@ def other_parts(message: dict[str, Any]) -> list[str]:
     return found
 
 
-def last_user(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def last_user(messages: list[JSONObject]) -> JSONObject:
     """The last user message (a message without a role counts as one), or {}."""
     users = [m for m in messages if m.get("role", "user") == "user"]
     return users[-1] if users else {}
 
 
-def last_user_text(messages: list[dict[str, Any]]) -> str:
+def last_user_text(messages: list[JSONObject]) -> str:
     """The text of the last user message."""
     return message_text(last_user(messages))
 
 
-def _indexed(attrs: dict[str, Any], pattern: re.Pattern[str]) -> dict[str, list[dict[str, Any]]]:
+def _indexed(attrs: JSONObject, pattern: re.Pattern[str]) -> dict[str, list[JSONObject]]:
     """Messages spread over numbered attributes (``prefix.N.role``), by kind, in order."""
-    found: dict[tuple[str, int], dict[str, Any]] = {}
+    found: dict[tuple[str, int], JSONObject] = {}
     for key, value in attrs.items():
         match = pattern.match(key)
         if match:
             kind, n, name = match.group(1), int(match.group(2)), match.group(3)
             found.setdefault((kind, n), {})[name] = value
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[JSONObject]] = {}
     for (kind, _), message in sorted(found.items()):
         out.setdefault(kind, []).append(message)
     return out
 
 
-def _oi_parts(attrs: dict[str, Any]) -> dict[tuple[str, int], str]:
+def _oi_parts(attrs: JSONObject) -> dict[tuple[str, int], str]:
     """OpenInference's content parts (``...message.contents.M.message_content.text``)."""
-    parts: dict[tuple[str, int, int], dict[str, Any]] = {}
+    parts: dict[tuple[str, int, int], JSONObject] = {}
     for key, value in attrs.items():
         match = _OI_PART.match(key)
         if match:
@@ -183,12 +187,13 @@ def _oi_parts(attrs: dict[str, Any]) -> dict[tuple[str, int], str]:
             parts.setdefault(at, {})[match.group(4)] = value
     out: dict[tuple[str, int], list[str]] = {}
     for (kind, n, _), part in sorted(parts.items()):
-        if part.get("type", "text") == "text" and isinstance(part.get("text"), str):
-            out.setdefault((kind, n), []).append(part["text"])
+        text = part.get("text")
+        if part.get("type", "text") == "text" and isinstance(text, str):
+            out.setdefault((kind, n), []).append(text)
     return {k: "\n".join(v) for k, v in out.items()}
 
 
-def _json_value(attrs: dict[str, Any], name: str) -> tuple[Any, int | None]:
+def _json_value(attrs: JSONObject, name: str) -> tuple[JSONValue, int | None]:
     """OpenInference's ``input.value`` / ``output.value``: JSON when its mime type says so,
     else the text itself; and, for JSON that does not parse (cut), its text and its length."""
     value = attrs.get(f"{name}.value")
@@ -204,9 +209,9 @@ def _json_value(attrs: dict[str, Any], name: str) -> tuple[Any, int | None]:
         return value, len(value)
 
 
-def openinference_call(span: dict[str, Any]) -> Call:
+def openinference_call(span: Span) -> Call:
     """An OpenInference LLM span as a call."""
-    attrs: dict[str, Any] = span["attrs"]
+    attrs = span["attrs"]
     cuts: list[str] = []
     messages = _indexed(attrs, _OI_MESSAGE)
     parts = _oi_parts(attrs)
@@ -221,10 +226,11 @@ def openinference_call(span: dict[str, Any]) -> Call:
         inputs = read_messages(request.get("messages") or request.get("input"), "input", cuts)
     elif not inputs and isinstance(request, str):
         inputs = [{"role": "user", "content": request}]
-    outputs = messages.get("output") or []
+    outputs: Sequence[JSONValue] = messages.get("output") or []
     response_id = None
     if isinstance(reply, dict):
-        response_id = reply.get("id") if isinstance(reply.get("id"), str) else None
+        reply_id = reply.get("id")
+        response_id = reply_id if isinstance(reply_id, str) else None
         if not outputs:
             choices = reply.get("choices")
             if isinstance(choices, list) and choices and isinstance(choices[0], dict):
@@ -266,7 +272,7 @@ def openinference_call(span: dict[str, Any]) -> Call:
 
 
 def genai_call(
-    attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]] | None = None, **where: Any
+    attrs: JSONObject, events: list[tuple[str, JSONObject]] | None = None, **where: Any
 ) -> Call:
     """A call from GenAI attributes (a span's, or a ``gen_ai.client.inference.operation.details``
     log record's) and a span's events; ``where``: span_id, trace_id, name, start, end."""
@@ -298,11 +304,11 @@ def genai_call(
     )
 
 
-def span_call(span: dict[str, Any]) -> Call | None:
+def span_call(span: Span) -> Call | None:
     """A span as a call, or None when it is no model call: no ``gen_ai.*`` attribute (nor
     span event), not an OpenInference LLM span, or an embeddings call. Its name is logfire's
     rendered message (``logfire.msg``) where there is one."""
-    attrs: dict[str, Any] = span["attrs"]
+    attrs = span["attrs"]
     message = attrs.get("logfire.msg")
     if isinstance(message, str) and message.strip():
         # logfire names its spans by a template ("Chat Completion with {request_data[model]!r}")
@@ -345,7 +351,7 @@ def call_capture(call: Call) -> tuple[KeyedCapture, str | None]:
         if text and looks_truncated(text):
             cuts.append(f"{what} ends with a truncation marker")
     attrs = call.attrs
-    metadata: dict[str, Any] = {"source": call.source, "span_name": call.name}
+    metadata: JSONObject = {"source": call.source, "span_name": call.name}
     if call.trace_id:
         metadata["trace_id"] = call.trace_id
     if call.span_id:
@@ -380,7 +386,7 @@ def call_capture(call: Call) -> tuple[KeyedCapture, str | None]:
     if not text_in.strip():
         metadata["no_input"] = True
     if call.other_parts:
-        metadata["other_parts"] = call.other_parts[:20]
+        metadata["other_parts"] = list[JSONValue](call.other_parts[:20])
     start, end = call.start, call.end
     if start and end >= start:
         metadata["latency_ms"] = round((end - start) / 1e6, 3)
@@ -394,10 +400,13 @@ def call_capture(call: Call) -> tuple[KeyedCapture, str | None]:
         when,
     )
     capture_key = call_key(call.response_id) or check_capture_key(call.span_id or None)
-    reason: str | None = metadata.get("cut") or (NO_INPUT if metadata.get("no_input") else None)
+    cut = metadata.get("cut")
+    reason = (
+        cut if isinstance(cut, str) and cut else (NO_INPUT if metadata.get("no_input") else None)
+    )
     return (*checked, capture_key), reason
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """Compact JSON (for a note naming a value)."""
     return json.dumps(value, separators=(",", ":"), default=str)

@@ -42,8 +42,9 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any
 
+from simeval.jsontypes import JSONObject, JSONValue
+from simeval.web.otlp.decode import Record
 from simeval.web.otlp.genai import Call, genai_call, message_text
 from simeval.web.otlp.tally import Tally
 
@@ -66,10 +67,10 @@ SEVERAL = "a record names no span and fits several calls"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
 
-_Choice = tuple[int, str, Any, dict[str, Any]]  # a choice record's index, text, finish, attrs
+_Choice = tuple[int, str, JSONValue, JSONObject]  # a choice record's index, text, finish, attrs
 
 
-def choice_of(record: dict[str, Any]) -> _Choice:
+def choice_of(record: Record) -> _Choice:
     """What a ``gen_ai.choice`` record brings."""
     body = record["body"] if isinstance(record["body"], dict) else {}
     index = body.get("index", 0)
@@ -121,7 +122,7 @@ class _Loose:
         return span.start <= self.at <= span.end
 
 
-def footprint(*values: Any) -> int:
+def footprint(*values: object) -> int:
     """About how many bytes ``values`` (texts, attribute dicts and lists) take in memory: each
     object's own size, its keys and items counted too (``sys.getsizeof``; strings as Python
     stores them, 1, 2 or 4 bytes a character)."""
@@ -137,7 +138,7 @@ def footprint(*values: Any) -> int:
     return total
 
 
-def body_text(body: Any) -> str:
+def body_text(body: object) -> str:
     """The text of a message event's body (a string, or a message with ``content``)."""
     if isinstance(body, str):
         return body
@@ -275,7 +276,7 @@ class Joiner:
             self._orphans[self._seq] = loose
             return self._settle_ready("", "")
 
-    def add_record(self, record: dict[str, Any]) -> list[Call]:
+    def add_record(self, record: Record) -> list[Call]:
         """A log record: a message, a choice or an operation's details, kept with its call's
         other halves (other records are ignored). The calls now settled, or ready at once (a
         details record with no span to wait for)."""
@@ -318,8 +319,9 @@ class Joiner:
                     added = footprint(choice[1], choice[3])
             else:
                 role = MESSAGE_EVENTS[event]
-                if isinstance(body, dict) and isinstance(body.get("role"), str):
-                    role = body["role"]
+                said = body.get("role") if isinstance(body, dict) else None
+                if isinstance(said, str):
+                    role = said
                 order = (int(record["time"] or 0), self._seq)
                 if role == "user" and (halves.user is None or order >= halves.user[0]):
                     text = body_text(body)
@@ -329,7 +331,7 @@ class Joiner:
             self._bytes += added
             return self._settle_ready(trace_id, span_id)
 
-    def _loose_record(self, record: dict[str, Any]) -> _Loose | None:
+    def _loose_record(self, record: Record) -> _Loose | None:
         """A choice or user message record naming no span, as it waits; None for another
         message (nothing of it is kept, as for one inside its span)."""
         at, event, body = int(record["time"]), record["event"], record["body"]
@@ -341,8 +343,9 @@ class Joiner:
             loose.size += footprint(loose.choice[1], loose.choice[3])
             return loose
         role = MESSAGE_EVENTS[event]
-        if isinstance(body, dict) and isinstance(body.get("role"), str):
-            role = body["role"]
+        said = body.get("role") if isinstance(body, dict) else None
+        if isinstance(said, str):
+            role = said
         if role != "user":
             return None
         with self._lock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -15,8 +16,10 @@ from fastapi.responses import JSONResponse, Response
 from simeval.checks import KeyedCapture, check_capture_key, check_texts
 from simeval.errors import SimevalError
 from simeval.service.adopt import SPAN_KEYS
+from simeval.service.models import CaptureOut
 from simeval.service.store_names import DatabaseBusyError
 from simeval.web.otlp.decode import (
+    Record,
     check_metrics,
     payload_media,
     records_from_json,
@@ -150,7 +153,7 @@ def parse_traces(media: str, raw: bytes, joiner: Joiner, score_cut: bool = False
     return out
 
 
-def _record_texts(record: dict[str, Any]) -> None:
+def _record_texts(record: Record) -> None:
     """A record's texts and ids checked as a capture's are (NUL, NaN, ...; text past the
     store's limit is cut when it is stored), before any is kept: the capture it makes may be
     stored after this request was answered."""
@@ -189,7 +192,12 @@ def parse_logs(media: str, raw: bytes, joiner: Joiner, score_cut: bool = False) 
 
 
 def _read(
-    parse: Any, body: bytes, content_type: str, encoding: str, joiner: Joiner, score_cut: bool
+    parse: Callable[[str, bytes, Joiner, bool], Parsed],
+    body: bytes,
+    content_type: str,
+    encoding: str,
+    joiner: Joiner,
+    score_cut: bool,
 ) -> Parsed:
     """The body inflated (any number at once: no lock), then parsed one at a time."""
     media, raw = payload_media(body, content_type, encoding)
@@ -215,7 +223,7 @@ async def store(app: FastAPI, batch: Batch) -> None:
             await adopt(app, items, outs)
 
 
-async def adopt(app: FastAPI, items: list[KeyedCapture], outs: list[Any]) -> None:
+async def adopt(app: FastAPI, items: list[KeyedCapture], outs: list[CaptureOut]) -> None:
     """One call seen twice, its capture stored first by the proxy (or by another span of it):
     the capture takes what this span adds — its conversation id where the capture has none,
     its trace and span ids and name where it has no span's (``Service.adopt_span``), so the
@@ -252,7 +260,7 @@ async def _store_later(app: FastAPI, batch: Batch) -> None:
     log.warning("joined GenAI calls were not stored: the database stayed busy")
 
 
-def _background(app: FastAPI, coro: Any) -> None:
+def _background(app: FastAPI, coro: Coroutine[object, object, None]) -> None:
     tasks: set[asyncio.Task[None]] = getattr(app.state, "otlp_tasks", None) or set()
     app.state.otlp_tasks = tasks
     task = asyncio.get_running_loop().create_task(coro)

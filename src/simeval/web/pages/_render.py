@@ -9,9 +9,9 @@ the fixed ``NOTICES``, never text taken from the URL.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import Request
@@ -91,14 +91,14 @@ def fmt_pct(value: float | None) -> str:
 LIST_CHARS = 300  # list pages show this much of a text
 
 
-def cut_text(value: Any, n: int = LIST_CHARS) -> str:
+def cut_text(value: object, n: int = LIST_CHARS) -> str:
     """The first ``n`` characters of a text, with "…" when there is more (list pages: a
     900,000-character output must not be embedded whole)."""
     text = "" if value is None else str(value)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def bars(histogram: list[int]) -> list[dict[str, Any]]:
+def bars(histogram: list[int]) -> list[dict[str, float]]:
     """A histogram as bars for the template: height in % of the tallest, and its range."""
     top = max([1, *histogram])
     width = 1 / len(histogram) if histogram else 1
@@ -148,20 +148,22 @@ def open_alert_count(request: Request) -> int:
         return 0
 
 
-def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+def render(
+    request: Request, name: str, context: Mapping[str, object], status: int = 200
+) -> Response:
     """A page from a template, with the CSRF token, the notice and the security headers."""
-    context = dict(context)
+    page = dict(context)
     done = request.query_params.get("done", "")
-    context.setdefault("notice", NOTICES.get(done))
-    context.setdefault("notice_tone", "err" if done in FAILED_NOTICES else "ok")
-    context["csrf"] = csrf_token(request)
+    page.setdefault("notice", NOTICES.get(done))
+    page.setdefault("notice_tone", "err" if done in FAILED_NOTICES else "ok")
+    page["csrf"] = csrf_token(request)
     user = signed_in(request)
-    context["user"] = user
-    context["can"] = lambda needed: can(user.role if user is not None else None, needed)
-    context["auth"] = bool(request.app.state.token) or user is not None
-    context["path"] = request.url.path
-    context.setdefault("open_alert_count", open_alert_count(request))
-    response = templates.TemplateResponse(request, name, context, status_code=status)
+    page["user"] = user
+    page["can"] = lambda needed: can(user.role if user is not None else None, needed)
+    page["auth"] = bool(request.app.state.token) or user is not None
+    page["path"] = request.url.path
+    page.setdefault("open_alert_count", open_alert_count(request))
+    response = templates.TemplateResponse(request, name, page, status_code=status)
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "same-origin"

@@ -4,7 +4,6 @@ recent captures with pass/fail per eval."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -61,7 +60,7 @@ def dashboard(
     )
 
 
-def _overview(service: Service, window: str, sort: str) -> dict[str, Any]:
+def _overview(service: Service, window: str, sort: str) -> dict[str, object]:
     """The overview for the page: rows with their sparklines, and the header links' sorts
     (the sorted column's link turns the order round). A bad ``window`` or ``sort`` shows its
     message above the default overview."""
@@ -94,7 +93,7 @@ def _overview(service: Service, window: str, sort: str) -> dict[str, Any]:
 _SORT_COLUMNS = ("worst", "name", "pass_rate", "mean_score", "change", "results", "last")
 
 
-def _health(service: Service, selected: EvalOut, bucket: str | None) -> dict[str, Any]:
+def _health(service: Service, selected: EvalOut, bucket: str | None) -> dict[str, object]:
     """One eval's pass-rate trend (by day, or by hour while there are few days) and its score
     histogram, as chart JSON for the page."""
     if bucket not in ("hour", "day", "week"):

@@ -8,14 +8,15 @@ versions are read-only (a change always starts from the newest).
 from __future__ import annotations
 
 import json
-from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.datastructures import FormData
 
 from simeval.checks import UNSET
 from simeval.errors import InvalidInput, NotFound, SimevalError
+from simeval.jsontypes import JSONValue
 from simeval.web.pages._render import (
     PER_PAGE,
     form_text,
@@ -86,11 +87,11 @@ def dataset_page(
     return _dataset_page(request, name, version, page)
 
 
-def _references(form: Any) -> list[str]:
+def _references(form: FormData) -> list[str]:
     return [r for r in form.getlist("references") if isinstance(r, str) and r.strip()]
 
 
-def _metadata(text: str) -> Any:
+def _metadata(text: str) -> JSONValue:
     if not text.strip():
         return {}
     try:

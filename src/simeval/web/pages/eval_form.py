@@ -4,11 +4,12 @@ sent it after an error)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from starlette.datastructures import FormData
 
 from simeval.errors import InvalidOption
+from simeval.jsontypes import JSONObject, JSONValue
 from simeval.scoring.analyzer import LANGUAGES
 from simeval.scoring.options import (
     DEFAULT_THRESHOLD,
@@ -23,6 +24,28 @@ from simeval.service.models import EvalOut
 from simeval.web.pages._render import form_text
 
 
+class Definition(TypedDict):
+    """The eval the form defines (``definition``)."""
+
+    name: str
+    references: list[str]
+    threshold: float
+    input_scope: str | None
+    options: JSONObject | None
+
+
+class FormValues(TypedDict):
+    """What the definition form is filled with (``form_values``): texts as shown."""
+
+    required: str
+    synonyms: str
+    name: str
+    references: list[str]
+    threshold: str
+    input_scope: str
+    options: dict[str, object]
+
+
 def _int_option(form: FormData, key: str) -> int:
     raw = form_text(form, key).strip()
     try:
@@ -31,11 +54,11 @@ def _int_option(form: FormData, key: str) -> int:
         raise InvalidOption(f"option {key!r} must be a whole number, not {raw!r}") from None
 
 
-def _options(form: FormData) -> dict[str, Any] | None:
+def _options(form: FormData) -> JSONObject | None:
     """Scorer options from the form's advanced section (only those that differ from defaults)."""
     if form_text(form, "advanced") != "1":
         return None
-    given: dict[str, Any] = {
+    given: JSONObject = {
         "language": form_text(form, "language") or DEFAULTS["language"],
         "stemming": form.get("stemming") is not None,
         "prefix": _int_option(form, "prefix"),
@@ -48,10 +71,10 @@ def _options(form: FormData) -> dict[str, Any] | None:
     # required terms: comma-separated; synonyms: one group per line, its words by commas
     required = required_words(form_text(form, "required"))
     if required:
-        out["required"] = list(required)
+        out["required"] = list[JSONValue](required)
     lines = [line for line in form_text(form, "synonyms").splitlines() if line.strip()]
     if lines:
-        out["synonyms"] = [list(g) for g in synonym_groups(lines)]
+        out["synonyms"] = [list[JSONValue](g) for g in synonym_groups(lines)]
     return out
 
 
@@ -62,7 +85,7 @@ def terms_text(options: dict[str, Any]) -> tuple[str, str]:
     return required, synonyms
 
 
-def definition(form: FormData) -> dict[str, Any]:
+def definition(form: FormData) -> Definition:
     """The eval the form defines: name, references, threshold, input scope, options (checked;
     a bad threshold or option raises ``InvalidOption``)."""
     refs = [r for r in form.getlist("references") if isinstance(r, str) and r.strip()]
@@ -75,7 +98,7 @@ def definition(form: FormData) -> dict[str, Any]:
     }
 
 
-def form_values(form: FormData | None, ev: EvalOut | None = None) -> dict[str, Any]:
+def form_values(form: FormData | None, ev: EvalOut | None = None) -> FormValues:
     """Values to refill the definition form with (after an error, or from the eval)."""
     if form is not None:
         return _sent_values(form)
@@ -101,9 +124,9 @@ def form_values(form: FormData | None, ev: EvalOut | None = None) -> dict[str, A
     }
 
 
-def _sent_values(form: FormData) -> dict[str, Any]:
+def _sent_values(form: FormData) -> FormValues:
     # as the user typed them, unchecked: the form is shown again with its error
-    options: dict[str, Any] = dict(DEFAULTS)
+    options: dict[str, object] = dict(DEFAULTS)
     if form_text(form, "advanced") == "1":
         options.update(
             language=form_text(form, "language") or DEFAULTS["language"],
@@ -126,7 +149,7 @@ def _sent_values(form: FormData) -> dict[str, Any]:
     }
 
 
-def form_context(values: dict[str, Any]) -> dict[str, Any]:
+def form_context(values: FormValues) -> dict[str, object]:
     """The template context of the definition form filled with ``values``."""
     return {
         "values": values,
@@ -136,7 +159,7 @@ def form_context(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _safe_float(value: Any, default: float) -> float:
+def _safe_float(value: str, default: float) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):

@@ -8,17 +8,19 @@ Every form carries a CSRF token (``simeval.web.security``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.datastructures import FormData
 
 from simeval.errors import Conflict, InvalidInput, NotFound, SimevalError
+from simeval.jsontypes import JSONObject
 from simeval.scoring.options import band
 from simeval.scoring.scorer import resolve_options
 from simeval.service import Service
 from simeval.service.models import BacktestReport, EvalOut
+from simeval.service.user_models import AuditEntryOut
 from simeval.web.access import ADMIN, can
 from simeval.web.idf_files import idf_option
 from simeval.web.pages._render import eval_url, form_text, redirect, render, service_of, signed_in
@@ -28,7 +30,16 @@ from simeval.web.security import checked_form
 
 router = APIRouter(include_in_schema=False)
 
-EXAMPLE: dict[str, Any] = {
+
+class _Example(TypedDict):
+    name: str
+    references: list[str]
+    threshold: float
+    input: str
+    output: str
+
+
+EXAMPLE: _Example = {
     "name": "capital-of-france",
     "references": ["Paris is the capital of France and its largest city."],
     "threshold": 0.80,
@@ -149,7 +160,7 @@ def _eval_page(
     return render(request, "eval.html", ctx, status=status)
 
 
-def _activity(request: Request, service: Service, name: str) -> list[Any] | None:
+def _activity(request: Request, service: Service, name: str) -> list[AuditEntryOut] | None:
     """The eval's latest audit entries, for those who may read the audit log (admins; all in
     local mode); None for the others."""
     user = signed_in(request)
@@ -221,7 +232,7 @@ async def add_synonyms(request: Request, name: str) -> Response:
     return redirect(eval_url(new.name), "saved")
 
 
-def _same_options(new: dict[str, Any], old: dict[str, Any]) -> bool:
+def _same_options(new: JSONObject, old: JSONObject) -> bool:
     try:
         return resolve_options(new) == resolve_options(old)
     except (SimevalError, OSError):

@@ -3,26 +3,27 @@ missing (red) terms marked, for an eval's test and a result's page."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from markupsafe import Markup, escape
 
 from simeval.errors import SimevalError
+from simeval.jsontypes import JSONObject
 from simeval.scoring.analyzer import TOKEN_PATTERN, Analyzer, normalize
 from simeval.scoring.options import analyzer_from_options
 
 HIGHLIGHT_CHARS = 20_000  # of a long output, the part highlighted and shown by default
 
 
-def _analyzer(options: dict[str, Any]) -> Analyzer | None:
+def _analyzer(options: JSONObject) -> Analyzer | None:
     try:
         return analyzer_from_options(options)
     except (SimevalError, OSError):
         return None
 
 
-def _keys(analyzer: Analyzer, terms: Iterable[dict[str, Any]]) -> set[str]:
+def _keys(analyzer: Analyzer, terms: Iterable[Mapping[str, object]]) -> set[str]:
     keys: set[str] = set()
     for item in terms:
         for token in str(item.get("term", "")).split():
@@ -57,9 +58,9 @@ def explained(
     explanation: dict[str, Any] | None,
     output: str,
     reference: str | None,
-    options: dict[str, Any],
+    options: JSONObject,
     full: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The output and reference with matched (green) and missing (red) terms highlighted.
 
     Of a long output only the first ``HIGHLIGHT_CHARS`` are highlighted and shown unless

@@ -4,13 +4,13 @@ explanation and the review form, and one capture with its results."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from simeval.errors import NotFound, SimevalError
+from simeval.jsontypes import JSONObject
 from simeval.scoring.options import FAIL_WORDS, PASS_WORDS, check_unit, yes_no
 from simeval.service import ResultFilter
 from simeval.service.models import ResultOut
@@ -118,7 +118,7 @@ def _export_query(
     since: str | None,
     until: str | None,
     meta: list[str] | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The page's filters in the API's words (``passed=true``, ``meta`` repeated), the
     times and metadata as the user typed them."""
     query = {
@@ -132,7 +132,7 @@ def _export_query(
         }.items()
         if v not in (None, "")
     }
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         k: (str(v).lower() if isinstance(v, bool) else v) for k, v in query.items()
     }
     if meta:
@@ -144,7 +144,7 @@ def _result_page(
     request: Request, result: ResultOut, error: str | None = None, status: int = 200
 ) -> Response:
     service = service_of(request)
-    options: dict[str, Any] = {}
+    options: JSONObject = {}
     if result.eval_name and result.eval_version is not None and result.eval_id is not None:
         # the options of the version that scored it, not the eval's current ones
         with contextlib.suppress(NotFound):

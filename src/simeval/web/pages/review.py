@@ -9,13 +9,13 @@ sessions are token logins and carry no name. Every review the studio stores carr
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from simeval.errors import NotFound, SimevalError
+from simeval.jsontypes import JSONObject
 from simeval.service import ResultFilter
 from simeval.service.models import ResultOut
 from simeval.service.results import MAX_REVIEWER_CHARS, check_reviewer
@@ -73,9 +73,9 @@ def _queue_url(params: dict[str, str], **changes: str) -> str:
     return "/review" + ("?" + urlencode(given) if given else "")
 
 
-def _view(request: Request, result: ResultOut) -> dict[str, Any]:
+def _view(request: Request, result: ResultOut) -> dict[str, object]:
     """The explanation view of a result, with the options of the version that scored it."""
-    options: dict[str, Any] = {}
+    options: JSONObject = {}
     if result.eval_id is not None and result.eval_version is not None:
         with contextlib.suppress(NotFound):
             for v in service_of(request).eval_versions(result.eval_id):
@@ -88,7 +88,7 @@ def _queue_page(
     request: Request, params: dict[str, str], error: str | None = None, status: int = 200
 ) -> Response:
     service = service_of(request)
-    context: dict[str, Any] = {
+    context: dict[str, object] = {
         "f": {k: params.get(k, "") for k in _QUEUE_FIELDS},
         "evals": service.list_evals(include_archived=True),
         "reviewer": reviewer_of(request),

@@ -7,7 +7,6 @@ A group's name may hold a slash: it is the path's rest, so the case route comes 
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -19,7 +18,7 @@ from simeval.web.pages.highlight import explained
 router = APIRouter(include_in_schema=False)
 
 
-def group_url(name: str, **query: Any) -> str:
+def group_url(name: str, **query: object) -> str:
     """The page of the group ``name`` (with the filters and paging in ``query``, those set)."""
     shown = {k: v for k, v in query.items() if v not in (None, "", False)}
     tail = "?" + urlencode(shown) if shown else ""

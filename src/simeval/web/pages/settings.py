@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -12,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import RETENTION_CHOICES
 from simeval.service import UNSET
+from simeval.service.models import CleanupOut
 from simeval.service.settings import DEFAULT_META_KEYS, MAX_DECLARED_KEYS
 from simeval.service.store_names import describe_url
 from simeval.web.otlp_export import follow_setting
@@ -24,7 +24,7 @@ RETENTION_LABELS = [(None, "Keep forever")] + [(d, f"{d} days") for d in RETENTI
 
 
 def _settings_page(
-    request: Request, error: str | None = None, status: int = 200, cleaned: Any = None
+    request: Request, error: str | None = None, status: int = 200, cleaned: CleanupOut | None = None
 ) -> Response:
     service = service_of(request)
     return render(

@@ -3,7 +3,6 @@ and the Activity page (the audit log, for the whole database or one target)."""
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -12,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from simeval.errors import SimevalError
 from simeval.service.credentials import ROLES
-from simeval.service.user_models import AuditPage
+from simeval.service.user_models import AuditPage, NewKey
 from simeval.web.pages._render import form_text, render, service_of
 from simeval.web.security import checked_form
 
@@ -22,7 +21,7 @@ router = APIRouter(include_in_schema=False)
 def _users_page(
     request: Request,
     *,
-    new_key: Any = None,
+    new_key: NewKey | None = None,
     error: str | None = None,
     done: str | None = None,
     status: int = 200,
