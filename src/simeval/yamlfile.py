@@ -41,7 +41,7 @@ class _TooManyValues(Exception):
     pass
 
 
-def read_yaml(text: str, source: str) -> Any:
+def read_yaml(text: str, source: str) -> object:
     """The document in ``text`` (the file ``source``), or ``InvalidInput`` naming the problem.
 
     >>> read_yaml("a: [1, 2]", "x.yaml")
