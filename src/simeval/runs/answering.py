@@ -91,7 +91,7 @@ class EngineStats:
                 return round(math.expm1((b + 0.5) * _BUCKET), 1)
         return None  # pragma: no cover - the loop always reaches the rank
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The numbers as a summary shows them."""
         return {
             "cases": self.cases,

@@ -279,7 +279,7 @@ class CaseChange:
     passed_after: bool
     missing_terms: list[str]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "case": self.case,
             "before": self.before,
@@ -315,9 +315,9 @@ class BaselineReport:
     comparable: bool = True
     warning: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The report as ``--json`` prints it and a stored run keeps it."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "baseline": self.baseline,
             "tolerance": self.tolerance,
             "improved": self.improved,

@@ -50,7 +50,7 @@ class CalibrationRequest:
     apply: bool = False
     db: str | None = None
     columns: Columns = DEFAULT_COLUMNS
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     fmt: str | None = None
     quoting: bool = True
     workers: int | None = None
@@ -91,7 +91,7 @@ class CalibrationSummary:
     eval: dict[str, Any] | None = None
     applied: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The report as ``simeval calibrate --json`` prints it."""
         keys = (*_SWEEP, "source", "label_col", "cut", "skipped", "reviews")
         out = {k: getattr(self, k) for k in keys}

@@ -84,9 +84,9 @@ class EngineResult:
         """Whether the comparison's verdict says this engine is worse than the first."""
         return bool(self.comparison and self.comparison.get("worse"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The engine's part of ``--json``."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "engine": self.spec.describe(),
             "answering": self.stats.to_dict(),
             "run": self.summary.to_dict(),
@@ -116,9 +116,9 @@ class EngineRunSummary:
         """Every gate held and no engine is worse than the first."""
         return all(not r.failed and not r.worse for r in self.results)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The summary as ``simeval run --engines ... --json`` prints it."""
-        out: dict[str, Any] = {"source": self.source, "group": self.group}
+        out: dict[str, object] = {"source": self.source, "group": self.group}
         if self.dataset_name is not None:
             out.update(dataset=self.dataset_name, dataset_version=self.dataset_version)
         out["engines"] = [r.to_dict() for r in self.results]

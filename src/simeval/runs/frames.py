@@ -31,7 +31,7 @@ def read_frame(stream: IO[bytes]) -> Any:
     return pickle.loads(data)
 
 
-def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
+def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[object, ...]]]:
     """Batches of rows as they come: a list, or the bytes a pool worker pickled it into."""
     for batch in batches:
         yield pickle.loads(batch) if isinstance(batch, bytes) else batch

@@ -27,7 +27,7 @@ _SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])").search
 # what the loop gives back: rows, results, passed, score sum, result lines, missing terms
 # named (in row order), the worst entries (a heap, see ``ChunkState``), rows to store
 PlainOut = tuple[
-    int, int, int, float, list[str], list[str], list[tuple[float, int, tuple[Any, ...]]], list[Any]
+    int, int, int, float, list[str], list[str], list[tuple[float, int, tuple[object, ...]]], list[Any]
 ]
 
 
@@ -48,7 +48,7 @@ def plain_jsonl(
         return None
 
 
-def keep_worst(worst: list[Any], n: int, item: tuple[Any, ...]) -> None:
+def keep_worst(worst: list[Any], n: int, item: tuple[object, ...]) -> None:
     """Put ``item`` on the heap of the ``n`` worst results (the caller checked it is one)."""
     if len(worst) < n:
         heapq.heappush(worst, item)
@@ -81,8 +81,8 @@ def _rows(
     append = lines.append
     missing_words: list[str] = []
     extend = missing_words.extend
-    worst: list[tuple[float, int, tuple[Any, ...]]] = []
-    store_rows: list[tuple[Any, ...]] = []
+    worst: list[tuple[float, int, tuple[object, ...]]] = []
+    store_rows: list[tuple[object, ...]] = []
     nothing: list[str] = []
     rows = passed_n = seq = 0
     score_sum = 0.0

@@ -71,7 +71,7 @@ from simeval.scoring.scorer import Scorer, get_scorer
 
 Progress = Callable[[int, int], None]
 # rows kept for a ``store`` function: a chunk's rows (a list, or pickled by a pool worker)
-Keep = Callable[[list[tuple[Any, ...]] | bytes], None]
+Keep = Callable[[list[tuple[object, ...]] | bytes], None]
 
 
 @dataclass
@@ -80,7 +80,7 @@ class RunOptions:
 
     columns: Columns = DEFAULT_COLUMNS
     threshold: float = DEFAULT_THRESHOLD
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     evals: Sequence[EvalDef] = ()
     fmt: str | None = None
     results: str | None = None
@@ -100,12 +100,12 @@ class RunOptions:
     # a ``RunStore`` (the rows go to the database while the run is scored), or a function
     # called once the run has succeeded with the rows to store (lists of STORE_COLUMNS tuples)
     # and the summary to keep, returning the stored run's id (see ``store_run``)
-    store: RunStore | Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
+    store: RunStore | Callable[[Iterator[list[tuple[object, ...]]], dict[str, Any]], Any] | None = None
     # how the input is named in messages, JUnit and the summary (default: its path): an
     # engine run scores a file of answers made from the named input
     label: str | None = None
     # kept in the stored summary too (an engine run's engine and numbers)
-    extra: dict[str, Any] | None = None
+    extra: dict[str, object] | None = None
     # an engine run's answers: the column of each row's engine time in milliseconds and the
     # seconds the answering took, both counted in JUnit's times (the wall time of a case and
     # of the suite)
@@ -297,7 +297,7 @@ class _Storing:
         elif self.spool is not None:
             dump, dest = pickle.dump, self.spool
 
-            def keep(rows: list[tuple[Any, ...]] | bytes) -> None:
+            def keep(rows: list[tuple[object, ...]] | bytes) -> None:
                 if isinstance(rows, bytes):  # pickled by a pool worker: one object
                     dest.write(rows)
                 else:
@@ -322,7 +322,7 @@ class _Storing:
             self.spool.close()
 
 
-def _spooled(spool: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
+def _spooled(spool: IO[bytes]) -> Iterator[list[tuple[object, ...]]]:
     """The spooled rows to store, a chunk's rows at a time."""
     spool.seek(0)
     while True:
@@ -461,7 +461,7 @@ class RunRequest:
     file: str
     columns: Columns = DEFAULT_COLUMNS
     threshold: float | str = DEFAULT_THRESHOLD
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     evals_file: str | None = None
     fmt: str | None = None
     quoting: bool = True

@@ -29,7 +29,7 @@ class EvalStats:
     threshold: float
     version: int | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "results": self.results,
             "passed": self.passed,
@@ -64,7 +64,7 @@ class Gate:
     value: float
     passed: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"gate": self.gate, "limit": self.limit, "value": self.value, "passed": self.passed}
 
 
@@ -111,14 +111,14 @@ class RunSummary:
     run_id: int | None = None
     gates: list[Gate] | None = None
     # more for the stored summary: an engine run's engine, its numbers (simeval.runs.engine_run)
-    extra: dict[str, Any] | None = None
+    extra: dict[str, object] | None = None
 
     @property
     def ok(self) -> bool:
         """Whether every gate held (True when none was checked)."""
         return all(g.passed for g in self.gates or ())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The summary as ``simeval run --json`` prints it (with ``ok`` when gates were
         checked)."""
         out = self.stored()
@@ -139,7 +139,7 @@ class RunSummary:
         ``ok`` is dropped (it follows from the gates). A key missing for a field without a
         default is an ``InvalidInput``."""
         out: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         names = {f.name for f in fields(cls)}
         for key, value in data.items():
             if key == "ok":
@@ -156,9 +156,9 @@ class RunSummary:
         except TypeError as exc:
             raise InvalidInput(f"not a run summary: {exc}") from None
 
-    def stored(self) -> dict[str, Any]:
+    def stored(self) -> dict[str, object]:
         """The summary a stored run keeps (``to_dict`` without its id and ``ok``)."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "rows": self.rows,
             "results": self.results,
             "passed": self.passed,
