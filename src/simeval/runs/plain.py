@@ -27,7 +27,14 @@ _SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])").search
 # what the loop gives back: rows, results, passed, score sum, result lines, missing terms
 # named (in row order), the worst entries (a heap, see ``ChunkState``), rows to store
 PlainOut = tuple[
-    int, int, int, float, list[str], list[str], list[tuple[float, int, tuple[object, ...]]], list[Any]
+    int,
+    int,
+    int,
+    float,
+    list[str],
+    list[str],
+    list[tuple[float, int, tuple[object, ...]]],
+    list[Any],
 ]
 
 

@@ -100,7 +100,9 @@ class RunOptions:
     # a ``RunStore`` (the rows go to the database while the run is scored), or a function
     # called once the run has succeeded with the rows to store (lists of STORE_COLUMNS tuples)
     # and the summary to keep, returning the stored run's id (see ``store_run``)
-    store: RunStore | Callable[[Iterator[list[tuple[object, ...]]], dict[str, Any]], Any] | None = None
+    store: RunStore | Callable[[Iterator[list[tuple[object, ...]]], dict[str, Any]], Any] | None = (
+        None
+    )
     # how the input is named in messages, JUnit and the summary (default: its path): an
     # engine run scores a file of answers made from the named input
     label: str | None = None

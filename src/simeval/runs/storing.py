@@ -76,7 +76,9 @@ class RunStore:
     ``simeval run --store`` uses ``RunStoreProcess`` instead: a writer process of its own.
     """
 
-    def __init__(self, svc: Any, name: str, source: str, labels: Mapping[str, object] | None = None):
+    def __init__(
+        self, svc: Any, name: str, source: str, labels: Mapping[str, object] | None = None
+    ):
         self.svc, self.name, self.source = svc, name, source
         self.labels = dict(labels or {})
         self.run_id: int | None = None
