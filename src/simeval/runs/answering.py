@@ -25,7 +25,7 @@ from simeval.datafiles.columns import CHUNK_ROWS, Columns
 from simeval.datafiles.read import BadRow, decode, id_cell, input_fields, input_size, read_chunks
 from simeval.runs.config import RunConfig
 from simeval.runs.engine_cache import ResponseCache, cache_key
-from simeval.runs.engines import HTTP_CONCURRENCY, Answer, EngineSpec
+from simeval.runs.engines import HTTP_CONCURRENCY, Answer, Case, Engine, EngineSpec
 
 ENGINE_ERROR = "engine_error"  # the answered row's column with an engine's error message
 # the columns an engine run adds to a case's row (a results file keeps them)
@@ -126,7 +126,7 @@ class AnswerJob:
     chunk_rows: int = CHUNK_ROWS
 
 
-def make_engine(spec: EngineSpec, concurrency: int) -> Any:
+def make_engine(spec: EngineSpec, concurrency: int) -> Engine:
     """The engine object for a declaration (HTTP, command or Python)."""
     if spec.kind == "http":
         from simeval.runs.engine_http import HttpEngine
@@ -176,7 +176,7 @@ def _cases(job: AnswerJob) -> Iterator[tuple[str, dict[str, Any] | None, str | N
 
 def _case_object(
     row: dict[str, Any], job: AnswerJob, repeat: int
-) -> tuple[dict[str, Any] | None, str | None]:
+) -> tuple[Case | None, str | None]:
     """What the engine is given for a row (or why it cannot be asked)."""
     cols = job.columns
     text = row.get(cols.input)
@@ -221,7 +221,7 @@ async def _answer_all(job: AnswerJob, out: IO[bytes], progress: Progress | None)
     window: deque[tuple[str, dict[str, Any], int, asyncio.Future[Answer]]] = deque()
     keep = max(4 * limit, 64)  # cases in flight or answered, waiting for their turn to be written
 
-    async def ask(case: dict[str, Any]) -> Answer:
+    async def ask(case: Case) -> Answer:
         key = cache_key(spec, case["prompt"], case["repeat"]) if cache is not None else ""
         if cache is not None:
             hit = cache.get(key)
