@@ -151,7 +151,7 @@ def concurrency_for(spec: EngineSpec, asked: int | None) -> int:
     return HTTP_CONCURRENCY if spec.kind == "http" else 1
 
 
-def _cases(job: AnswerJob) -> Iterator[tuple[str, dict[str, Any] | None, str | None, int, int]]:
+def _cases(job: AnswerJob) -> Iterator[tuple[str, dict[str, object] | None, str | None, int, int]]:
     """(where, row or None, problem, bytes read so far, the input's size) for every row."""
     cfg = RunConfig(
         source=job.display,
@@ -175,7 +175,7 @@ def _cases(job: AnswerJob) -> Iterator[tuple[str, dict[str, Any] | None, str | N
 
 
 def _case_object(
-    row: dict[str, Any], job: AnswerJob, repeat: int
+    row: dict[str, object], job: AnswerJob, repeat: int
 ) -> tuple[Case | None, str | None]:
     """What the engine is given for a row (or why it cannot be asked)."""
     cols = job.columns
@@ -218,7 +218,7 @@ async def _answer_all(job: AnswerJob, out: IO[bytes], progress: Progress | None)
     started = time.perf_counter()
     sem = asyncio.Semaphore(limit)
     cache = job.cache
-    window: deque[tuple[str, dict[str, Any], int, asyncio.Future[Answer]]] = deque()
+    window: deque[tuple[str, dict[str, object], int, asyncio.Future[Answer]]] = deque()
     keep = max(4 * limit, 64)  # cases in flight or answered, waiting for their turn to be written
 
     async def ask(case: Case) -> Answer:
@@ -238,7 +238,7 @@ async def _answer_all(job: AnswerJob, out: IO[bytes], progress: Progress | None)
 
     lines = 0  # lines of answers written
 
-    def written(where: str, row: dict[str, Any], repeat: int, answer: Answer) -> None:
+    def written(where: str, row: dict[str, object], repeat: int, answer: Answer) -> None:
         nonlocal lines
         cost = spec.cost(answer.prompt_tokens, answer.completion_tokens)
         stats.add(where, answer, cost)
@@ -290,7 +290,7 @@ async def _answer_all(job: AnswerJob, out: IO[bytes], progress: Progress | None)
 def _write_row(
     out: IO[bytes],
     job: AnswerJob,
-    row: dict[str, Any],
+    row: dict[str, object],
     repeat: int,
     answer: Answer,
     cost: float | None,

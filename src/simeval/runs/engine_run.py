@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat, SupportsIndex
 
 from simeval import service
 from simeval.datafiles.columns import Columns, FileSource, detect_format
@@ -69,8 +69,8 @@ class EngineResult:
     spec: EngineSpec
     summary: RunSummary
     stats: EngineStats
-    spread: dict[str, Any] | None = None
-    comparison: dict[str, Any] | None = None
+    spread: dict[str, object] | None = None
+    comparison: dict[str, object] | None = None
     # the engine answered no case: nothing to score (its run is not stored)
     error: str | None = None
 
@@ -247,7 +247,7 @@ def run_engines(request: EngineRunRequest, bars: Bars | None = None) -> EngineRu
                 junit = engine_path(run.junit, run.junit, spec.name, several)
             store = None
             if run.store:
-                labels: dict[str, Any] = {"engine": spec.name, "group": group}
+                labels: dict[str, object] = {"engine": spec.name, "group": group}
                 labels.update(dataset=dataset_name, dataset_version=dataset_version)
                 store = RunStoreProcess(run.db, f"{base_name} [{spec.name}]", display, labels)
             opts = RunOptions(
@@ -387,7 +387,7 @@ def compare_results(
     cols: Columns,
     name: str,
     answers: tuple[str, str] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The paired comparison of an engine's results with the first engine's (the one of
     ``simeval compare``), without its case lists: the verdict, and per eval the differences
     with their intervals and McNemar's p. ``answers``: the two engines' answers files, whose
@@ -425,7 +425,7 @@ def compare_results(
     }
 
 
-def repeat_spread(results: str, cols: Columns) -> dict[str, Any]:
+def repeat_spread(results: str, cols: Columns) -> dict[str, object]:
     """Per repeat, the pass rate and mean score (read back from the results file, any
     format), and their spread: mean, standard deviation, lowest and highest."""
     fmt = detect_format(results)
@@ -438,7 +438,10 @@ def repeat_spread(results: str, cols: Columns) -> dict[str, Any]:
                 continue
             try:  # a text format has text cells: "2", "0.91", "true"
                 k = int(str(row.get("repeat")))
-                score = float(row["score"])
+                cell = row["score"]
+                if not isinstance(cell, str | bytes | SupportsFloat | SupportsIndex):
+                    continue  # what float() refuses with a TypeError
+                score = float(cell)
             except (TypeError, ValueError):
                 continue
             acc = per.setdefault(k, [0, 0, 0.0])
