@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, overload
 
 import click
 from rich.console import Console, ConsoleDimensions
@@ -23,6 +23,8 @@ from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import OPTION_NAMES, SCALES
 
 if TYPE_CHECKING:  # the service (SQLAlchemy, pydantic) loads when a command opens it
+    from pydantic import BaseModel
+
     from simeval.service import Service
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -247,12 +249,12 @@ def cli_actor() -> str:
     return f"cli:{account}"[:64]
 
 
-def print_json(data: Any) -> None:
+def print_json(data: object) -> None:
     """Data as indented JSON on stdout (the ``--json`` form of every command)."""
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def dump(model: Any) -> Any:
+def dump(model: BaseModel) -> dict[str, Any]:
     """A service answer (a pydantic model) as JSON-ready data."""
     return model.model_dump(mode="json")
 
@@ -323,7 +325,7 @@ def output_format(
 
 
 @contextlib.contextmanager
-def output_file(path: str | None) -> Iterator[Any]:
+def output_file(path: str | None) -> Iterator[TextIO]:
     """Stdout, or a file written whole or not at all (a temporary file renamed at the end)."""
     if path is None or path == "-":
         yield sys.stdout

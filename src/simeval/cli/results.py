@@ -38,6 +38,7 @@ from simeval.cli.common import (
     short,
     verdict,
 )
+from simeval.jsontypes import JSONObject
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
     from simeval.service import ResultFilter
@@ -150,7 +151,7 @@ def capture(
             print_explanation(r.explanation)
 
 
-def _metadata(text: str | None, where: str) -> dict[str, Any] | None:
+def _metadata(text: str | None, where: str) -> JSONObject | None:
     if text is None:
         return None
     try:

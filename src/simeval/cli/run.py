@@ -250,7 +250,7 @@ def run(
     html: str | None,
     markdown: str | None,
     as_json: bool,
-    options: dict[str, Any],
+    options: dict[str, object],
     engine_args: dict[str, Any],
 ) -> None:
     """Score every row of a JSONL, CSV or Parquet FILE; gate a CI build on the result.
@@ -522,7 +522,7 @@ def calibrate(
     apply: bool,
     db: str | None,
     as_json: bool,
-    options: dict[str, Any],
+    options: dict[str, object],
 ) -> None:
     """Choose a threshold from labelled examples: FILE with a label column, and/or the
     human reviews of a stored eval's results.

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, SupportsFloat, SupportsIndex
+from typing import Any, SupportsFloat, SupportsIndex, TypedDict
 
 from simeval import service
 from simeval.datafiles.columns import Columns, FileSource, detect_format
@@ -43,6 +43,33 @@ Progress = Callable[[int, int], None]
 # a progress bar per phase: ``bar(label)`` is a context giving ``update(done, total)`` or None
 Bars = Callable[[str], ContextManager[Progress | None]]
 MAX_COMPARED = 100_000  # cases per side in the comparison (as ``simeval compare`` reads)
+
+
+class Spread(TypedDict):
+    """Values' mean, standard deviation, lowest and highest (all None without a value)."""
+
+    mean: float | None
+    stdev: float | None
+    min: float | None
+    max: float | None
+
+
+class RepeatSpread(TypedDict):
+    """An engine's repeats (``repeat_spread``): each one's numbers, and their spread."""
+
+    repeats: int
+    per_repeat: list[dict[str, float]]
+    pass_rate: Spread
+    mean_score: Spread
+
+
+class EngineComparison(TypedDict):
+    """An engine against the first one (``compare_results``): the verdict, whether it is
+    worse, and each eval's differences (the keys ``compare_results`` keeps)."""
+
+    verdict: str
+    worse: bool
+    evals: list[dict[str, Any]]
 
 
 @dataclass
@@ -69,8 +96,8 @@ class EngineResult:
     spec: EngineSpec
     summary: RunSummary
     stats: EngineStats
-    spread: dict[str, object] | None = None
-    comparison: dict[str, object] | None = None
+    spread: RepeatSpread | None = None
+    comparison: EngineComparison | None = None
     # the engine answered no case: nothing to score (its run is not stored)
     error: str | None = None
 
@@ -387,7 +414,7 @@ def compare_results(
     cols: Columns,
     name: str,
     answers: tuple[str, str] | None = None,
-) -> dict[str, object]:
+) -> EngineComparison:
     """The paired comparison of an engine's results with the first engine's (the one of
     ``simeval compare``), without its case lists: the verdict, and per eval the differences
     with their intervals and McNemar's p. ``answers``: the two engines' answers files, whose
@@ -425,7 +452,7 @@ def compare_results(
     }
 
 
-def repeat_spread(results: str, cols: Columns) -> dict[str, object]:
+def repeat_spread(results: str, cols: Columns) -> RepeatSpread:
     """Per repeat, the pass rate and mean score (read back from the results file, any
     format), and their spread: mean, standard deviation, lowest and highest."""
     fmt = detect_format(results)
@@ -451,7 +478,7 @@ def repeat_spread(results: str, cols: Columns) -> dict[str, object]:
     rates = [p / n for n, p, _ in per.values() if n]
     means = [s / n for n, _, s in per.values() if n]
 
-    def spread(values: list[float]) -> dict[str, float | None]:
+    def spread(values: list[float]) -> Spread:
         if not values:
             return {"mean": None, "stdev": None, "min": None, "max": None}
         return {
