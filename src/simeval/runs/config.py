@@ -157,7 +157,7 @@ class ChunkOut:
     # rows to store, in ``simeval.store.run_rows.STORE_COLUMNS`` order
     store_rows: list[tuple[object, ...]] = field(default_factory=list)
     store_blob: bytes = b""  # store_rows pickled by a pool worker (see runs.execute)
-    collected: list[tuple[str, Any, float]] = field(default_factory=list)
+    collected: list[tuple[str, object, float]] = field(default_factory=list)
     nbytes: int = 0
 
 

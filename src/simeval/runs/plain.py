@@ -39,7 +39,7 @@ PlainOut = tuple[
 
 
 def plain_jsonl(
-    cfg: RunConfig, chunk: Chunk, state: ChunkState, line_encode: Callable[[Any], str]
+    cfg: RunConfig, chunk: Chunk, state: ChunkState, line_encode: Callable[[object], str]
 ) -> PlainOut | None:
     """The chunk's results by the tight loop, or None when a row needs the general loop (or
     the run's columns do: several reference columns, a required input or id)."""
@@ -69,7 +69,7 @@ def _rows(
     start: int,
     ordinal: int,
     state: ChunkState,
-    line_encode: Callable[[Any], str],
+    line_encode: Callable[[object], str],
 ) -> PlainOut | None:
     scorer = state.scorer
     assert scorer is not None and state.explainer is not None

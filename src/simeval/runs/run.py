@@ -371,7 +371,7 @@ class _Tally:
         self.worst: list[tuple[float, int, WorstCase]] = []
         self.missing: Counter[str] = Counter()
         self.per_eval: dict[str, list[float]] = {e.name: [0, 0, 0.0] for e in cfg.evals}
-        self.collected: list[tuple[str, Any, float]] = []
+        self.collected: list[tuple[str, object, float]] = []
         self.comparison = (
             Comparison(opts.baseline, opts.tolerance) if opts.baseline is not None else None
         )

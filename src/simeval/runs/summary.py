@@ -95,7 +95,7 @@ class RunSummary:
     unmatched: list[UnmatchedRow] | None = None
     evals: dict[str, EvalStats] | None = None
     baseline: BaselineReport | None = None
-    collected: list[tuple[str, Any, float]] | None = None
+    collected: list[tuple[str, object, float]] | None = None
     file: str = ""
     format: str = ""
     results_file: str | None = None
@@ -200,17 +200,17 @@ class RunSummary:
         return out
 
 
-def _known(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
+def _known(kind: type, data: Mapping[str, object]) -> dict[str, Any]:
     """The keys of ``data`` that name fields of the dataclass ``kind``."""
     names = {f.name for f in fields(kind)}
     return {k: v for k, v in data.items() if k in names}
 
 
-def _worst(data: Mapping[str, Any]) -> WorstCase:
+def _worst(data: Mapping[str, object]) -> WorstCase:
     return WorstCase(**_known(WorstCase, {**data, "passed": data.get("pass")}))
 
 
-def _baseline(data: Mapping[str, Any]) -> BaselineReport:
+def _baseline(data: Mapping[str, object]) -> BaselineReport:
     report = BaselineReport(**_known(BaselineReport, data))
     for name in ("top_regressions", "top_improvements"):
         changes = [CaseChange(**_known(CaseChange, c)) for c in getattr(report, name) or ()]
