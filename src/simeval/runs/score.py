@@ -20,7 +20,6 @@ import csv
 import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import perf_counter
-from typing import Any
 
 from simeval.datafiles.columns import Chunk, Columns
 from simeval.datafiles.read import BadRow, decode, id_cell, reference_cells, text_cell
@@ -46,12 +45,14 @@ from simeval.runs.encode import (
     xml_attr,
     xml_text,
 )
-from simeval.runs.plain import keep_worst, plain_jsonl
+from simeval.runs.plain import Worst, keep_worst, plain_jsonl
 from simeval.runs.state import ChunkState, RunReference, chunk_state
 from simeval.scoring.explain import failure_reason, missing_terms
 from simeval.scoring.scorer import Scorer
 
-Worst = list[tuple[float, int, tuple[Any, ...]]]  # a max-heap on (score, order): see _finish
+# a row's result as every writer of ``_Emit`` takes it: score, pass, threshold, matched index,
+# matched reference, missing terms, fingerprint, eval name
+Result = tuple[float, bool, float, int, str, list[str], str, str | None]
 
 
 # -- one chunk -------------------------------------------------------------------------------
@@ -125,7 +126,7 @@ class _Emit:
         self,
         row: dict[str, object],
         ref: RunReference,
-        result: tuple[Any, ...],
+        result: Result,
         eval_def: EvalDef | None,
     ) -> None:
         """A results line: the row with ``result`` after its fields. ``result`` is (score,
@@ -166,9 +167,7 @@ class _Emit:
             f'"missing_terms": {list_json(missing)}{tail}'
         )
 
-    def csv(
-        self, row: dict[str, object], result: tuple[Any, ...], eval_def: EvalDef | None
-    ) -> None:
+    def csv(self, row: dict[str, object], result: Result, eval_def: EvalDef | None) -> None:
         """A results row of a CSV/TSV file: the input's fields, then the result's."""
         assert self.csv_row is not None
         cells = (*result, None if eval_def is None else eval_def.version)
@@ -180,7 +179,7 @@ class _Emit:
         )
 
     def table(
-        self, row: dict[str, object], index: int, result: tuple[Any, ...], eval_def: EvalDef | None
+        self, row: dict[str, object], index: int, result: Result, eval_def: EvalDef | None
     ) -> None:
         """A results row of a Parquet file (``index``: the row in the chunk's batch)."""
         score, passed, threshold, at, reference, missing, fingerprint, eval_name = result
@@ -203,9 +202,7 @@ class _Emit:
             own = {f: cell_text(row.get(f)) if f in row else None for f in self.out_fields}
             self.table_rows.append({**own, **result_d})
 
-    def case(
-        self, where: str, name: str, result: tuple[Any, ...], output: str, seconds: float
-    ) -> None:
+    def case(self, where: str, name: str, result: Result, output: str, seconds: float) -> None:
         """A JUnit test case of a result (a failure with the score and missing terms) that
         took ``seconds``."""
         score, passed, threshold, _, reference, missing, _, eval_name = result
