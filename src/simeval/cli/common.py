@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the service (SQLAlchemy, pydantic) loads when a command ope
 
     from simeval.service import Service
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., object])
 
 
 class _Console(Console):
@@ -123,7 +123,7 @@ def _database_error(exc: Exception) -> Exception:
     return exc if problem is None else UserError(f"the database {problem}")
 
 
-def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def scorer_options(func: Callable[..., object]) -> Callable[..., object]:
     """Flags for the scorer options; the command receives them as ``options`` (a dict)."""
 
     @click.option("--language", default=None, help="Stemmer and word list, e.g. english, de.")
@@ -170,7 +170,7 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
         help="A group of words counted as one term, e.g. begin,commence,start (repeatable).",
     )
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> object:
         options = {n: kwargs.pop(n) for n in OPTION_NAMES}
         for name in ("required", "synonyms"):  # multiple: () when not given
             options[name] = list(options[name]) or None
@@ -199,7 +199,7 @@ def _db_before(ctx: click.Context, _param: click.Parameter, value: str | None) -
 def db_option(func: _F) -> _F: ...
 @overload
 def db_option(*, purpose: str = "") -> Callable[[_F], _F]: ...
-def db_option(func: Any = None, *, purpose: str = "") -> Any:
+def db_option(func: _F | None = None, *, purpose: str = "") -> _F | Callable[[_F], _F]:
     """The ``--db PATH|URL`` flag of every command that opens a database, as ``db``:
     ``@db_option``, or ``@db_option(purpose="for --store")`` to say what it is for."""
     option = click.option(

@@ -37,7 +37,7 @@ ENGINE_OPTIONS = (
 )
 
 
-def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def engine_options(func: Callable[..., object]) -> Callable[..., object]:
     """The engine flags of ``simeval run``; the command receives them as ``engine_args`` (a
     dict, with ``engines_file`` or ``engine_url`` set when an engine is to answer)."""
 
@@ -104,7 +104,7 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )
     @click.option("--no-cache", is_flag=True, help="Ask the engines again for every case.")
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> object:
         kwargs["engine_args"] = {n: kwargs.pop(n) for n in ENGINE_OPTIONS}
         return func(*args, **kwargs)
 
@@ -116,7 +116,7 @@ _FLAGS = {
     "engine_url": "--engine",
     "cache_path": "--cache",
 }
-_DEFAULTS: dict[str, Any] = {"repeat": 1, "no_cache": False, "param": ()}
+_DEFAULTS: dict[str, object] = {"repeat": 1, "no_cache": False, "param": ()}
 
 
 def wants_engines(args: dict[str, Any]) -> bool:

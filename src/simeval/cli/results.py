@@ -216,7 +216,7 @@ def results() -> None:
 _FILTERS = ("eval_name", "passed", "reviewed", "since", "until", "run_id", "meta")
 
 
-def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
+def _filters(func: Callable[..., object]) -> Callable[..., object]:
     """The result filter flags; the command receives them as ``where``, the service's
     ``ResultFilter``, as ``scorer_options`` hands over ``options``."""
 
@@ -237,7 +237,7 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
         help="Only captures with this metadata (repeatable; all must hold).",
     )
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> object:
         from simeval.service import ResultFilter
 
         flags = {n: kwargs.pop(n) for n in _FILTERS}
