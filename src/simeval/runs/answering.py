@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO
 
 from simeval.datafiles.columns import CHUNK_ROWS, Columns
 from simeval.datafiles.read import BadRow, decode, id_cell, input_fields, input_size, read_chunks
@@ -203,7 +203,7 @@ def answer_file(job: AnswerJob, out: IO[bytes], progress: Progress | None = None
     try:  # uvloop (a dependency where it builds) halves the event loop's share per call
         import uvloop
 
-        factory: Any = uvloop.new_event_loop
+        factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - Windows
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:

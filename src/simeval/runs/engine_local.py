@@ -24,7 +24,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from simeval.errors import InvalidInput
 from simeval.runs.engines import Answer, Case, EngineSpec
@@ -138,7 +137,7 @@ class CommandEngine:
             await proc.wait()
 
 
-def load_callable(target: str, name: str) -> Callable[..., Any]:
+def load_callable(target: str, name: str) -> Callable[..., object]:
     """``module:function``, imported (the current directory searched first)."""
     module_name, _, attr = target.partition(":")
     here = os.getcwd()
@@ -165,7 +164,7 @@ class PythonEngine:
     def __init__(self, spec: EngineSpec, concurrency: int):
         self.spec = spec
         self.concurrency = concurrency
-        self.fn: Callable[..., Any] | None = None
+        self.fn: Callable[..., object] | None = None
 
     async def start(self) -> None:
         """Import the callable."""

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from simeval import service
 from simeval.datafiles.columns import (
@@ -72,6 +72,9 @@ from simeval.scoring.scorer import Scorer, get_scorer
 Progress = Callable[[int, int], None]
 # rows kept for a ``store`` function: a chunk's rows (a list, or pickled by a pool worker)
 Keep = Callable[[list[tuple[object, ...]] | bytes], None]
+# a ``store`` function: given the rows (lists of STORE_COLUMNS tuples) and the summary to
+# keep, it stores the run and returns its id (``store_run`` with its service and names)
+StoreRun = Callable[[Iterator[list[tuple[object, ...]]], dict[str, object]], int]
 
 
 @dataclass
@@ -100,9 +103,7 @@ class RunOptions:
     # a ``RunStore`` (the rows go to the database while the run is scored), or a function
     # called once the run has succeeded with the rows to store (lists of STORE_COLUMNS tuples)
     # and the summary to keep, returning the stored run's id (see ``store_run``)
-    store: RunStore | Callable[[Iterator[list[tuple[object, ...]]], dict[str, Any]], Any] | None = (
-        None
-    )
+    store: RunStore | StoreRun | None = None
     # how the input is named in messages, JUnit and the summary (default: its path): an
     # engine run scores a file of answers made from the named input
     label: str | None = None
@@ -282,7 +283,7 @@ class _Storing:
     fails), or a spool file for a ``store`` function (the database sees the rows only once the
     run has succeeded), or nowhere."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: RunStore | StoreRun | None):
         self.store = store
         self.sink = store if isinstance(store, RunStore) else None
         self.spool: IO[bytes] | None = None
@@ -313,7 +314,9 @@ class _Storing:
             summary.run_name = self.sink.name
             summary.run_id = self.sink.finish(summary.stored())
         elif self.spool is not None:
-            summary.run_id = self.store(_spooled(self.spool), summary.stored())
+            store = self.store
+            assert store is not None and not isinstance(store, RunStore)  # a spool: a function
+            summary.run_id = store(_spooled(self.spool), summary.stored())
 
     def abort(self) -> None:
         if self.sink is not None:

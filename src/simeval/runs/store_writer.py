@@ -37,7 +37,7 @@ class Aborted(Exception):
 
 def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
     """Store one run: what ``RunStoreProcess`` sends on ``inbox``, answered on ``outbox``."""
-    svc: Any = None
+    svc: RunsMixin | None = None
     run_id: int | None = None
     end: list[tuple[str, Any]] = []
 
