@@ -459,7 +459,7 @@ CAPTURE_FIELDS = ("input", "output", "conversation_id", "metadata", "captured_at
 _ROW_KEYS = {*CAPTURE_FIELDS, "at", "capture_key"}
 
 
-def check_capture_row(row: Any, where: str) -> dict[str, Any]:
+def check_capture_row(row: object, where: str) -> dict[str, Any]:
     """One row of a batch of captures checked as ``Service.capture`` checks its arguments,
     as the keyword arguments of ``capture``: a mapping with ``output`` and optionally
     ``input``, ``conversation_id``, ``metadata``, ``capture_key`` and ``at`` or

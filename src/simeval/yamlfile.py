@@ -62,7 +62,7 @@ def read_yaml(text: str, source: str) -> object:
                     raise _TooManyAliases
             return super().compose_node(parent, index)
 
-        def construct_document(self, node: Any) -> Any:
+        def construct_document(self, node: Any) -> object:
             if self.aliases and _expanded(node, {}) > MAX_VALUES:
                 raise _TooManyValues
             return super().construct_document(node)

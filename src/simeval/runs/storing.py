@@ -24,6 +24,8 @@ from simeval.runs.frames import read_frame, send_frame, unpickled
 from simeval.store.run_rows import STORE_COLUMNS
 
 if TYPE_CHECKING:
+    import threading
+
     from simeval.scoring.scorer import Scorer
 
 STORE_QUEUE = 32  # chunks of rows waiting for the writer (memory stays bounded)
@@ -84,7 +86,7 @@ class RunStore:
         self.run_id: int | None = None
         self.error: BaseException | None = None
         self.queue: Any = None
-        self.thread: Any = None
+        self.thread: threading.Thread | None = None
 
     def start(self, options: JSONObject) -> None:
         """Record the run (``options``: see ``stored_options``) and start its writer."""
@@ -224,7 +226,7 @@ class RunStoreProcess(RunStore):
         if self.error is not None:
             raise self.error
 
-    def _tell(self, message: tuple[str, Any]) -> None:
+    def _tell(self, message: tuple[str, object]) -> None:
         with contextlib.suppress(OSError, ValueError):  # the writer stopped: its answer says why
             send_frame(self.proc.stdin, message)
             self.proc.stdin.close()
