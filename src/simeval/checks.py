@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from simeval.errors import InvalidInput, InvalidType, NotFound, Unstorable
+from simeval.jsontypes import JSONObject, JSONValue
 
 MAX_TEXT_CHARS = 1_000_000
 MAX_NAME_CHARS = 200
@@ -60,7 +61,7 @@ def check_storable_all(texts: list[str], what: str) -> None:
         check_storable(text, label)
 
 
-def check_json_value(value: Any, what: str, depth: int = 0) -> None:
+def check_json_value(value: object, what: str, depth: int = 0) -> None:
     """A JSON value the store can hold and give back: objects with string keys, arrays,
     storable strings, finite numbers, nested at most ``MAX_JSON_DEPTH`` levels."""
     if depth > MAX_JSON_DEPTH:
@@ -92,7 +93,7 @@ class Unset:
         return "UNSET"
 
 
-UNSET: Any = Unset()
+UNSET: Unset = Unset()
 """Marker for "leave unchanged" where None is a meaningful value (e.g. no input scope)."""
 
 # The id columns are INTEGER (simeval.store.tables): PostgreSQL's ``integer`` holds at most
@@ -163,7 +164,7 @@ def unix_ns(value: datetime) -> int:
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$", re.IGNORECASE)
 
 
-def parse_time(value: Any, what: str = "time", now: datetime | None = None) -> datetime | None:
+def parse_time(value: object, what: str = "time", now: datetime | None = None) -> datetime | None:
     """A point in time as naive UTC: a datetime, a date, ISO 8601 text, or a relative age such
     as ``30m``, ``24h``, ``7d``, ``2w`` (that long before now). Naive times are taken as UTC.
 
@@ -193,7 +194,7 @@ def check_time(value: datetime, what: str) -> datetime:
     return value
 
 
-def _read_time(value: Any, what: str, now: datetime | None) -> datetime:
+def _read_time(value: object, what: str, now: datetime | None) -> datetime:
     if isinstance(value, datetime):
         return _written_utc(value, what)
     if isinstance(value, date):
@@ -225,7 +226,7 @@ def _written_utc(value: datetime, what: str) -> datetime:
     return as_utc(value).replace(tzinfo=None)
 
 
-def check_name(name: Any) -> str:
+def check_name(name: object) -> str:
     """An eval name as stored: stripped, 1-200 characters of ``NAME_ALLOWED``.
 
     >>> check_name("  capital-answer ")
@@ -271,7 +272,7 @@ def read_text_file(path: str | os.PathLike[str], what: str) -> str:
         raise InvalidInput(f"{what} path {path} is a directory, not a file") from None
 
 
-def load_json(text: str | bytes, what: str) -> Any:
+def load_json(text: str | bytes, what: str) -> JSONValue:
     """``json.loads(text)``, with a nesting too deep for the parser (a few thousand levels) an
     ``Unstorable`` naming ``what`` rather than a ``RecursionError``; a JSON syntax error is
     raised as ``json.JSONDecodeError`` for the caller to place.
@@ -315,7 +316,7 @@ URL_PATTERN = f"https?://(?:[A-Za-z0-9._~-]+|\\[(?:{_IPV6})\\])(?::{_PORT})?(?:[
 _URL = re.compile(URL_PATTERN)
 
 
-def check_url(url: Any, what: str, example: str = "https://host/path") -> str:
+def check_url(url: object, what: str, example: str = "https://host/path") -> str:
     """An http(s) URL as ``URL_PATTERN`` says (a host, a valid port, printable ASCII),
     stripped: no whitespace or control character inside, at most ``MAX_URL_CHARS``; else
     ``InvalidInput`` naming ``what``. Every URL a user gives (webhooks, the proxy's upstream,
@@ -350,7 +351,7 @@ def check_url(url: Any, what: str, example: str = "https://host/path") -> str:
     return text
 
 
-def check_scope(scope: Any) -> str | None:
+def check_scope(scope: object) -> str | None:
     """An eval's input scope as stored: None (every input), or storable text; blank is None."""
     if scope is None:
         return None
@@ -362,7 +363,7 @@ def check_scope(scope: Any) -> str | None:
     return scope.strip() or None
 
 
-def check_text(value: Any, what: str) -> str:
+def check_text(value: object, what: str) -> str:
     """``value`` if it is a string, else ``InvalidType`` naming ``what``."""
     if not isinstance(value, str):
         raise InvalidType(f"{what} must be a string, not {type(value).__name__}")
@@ -378,23 +379,25 @@ def check_text_size(text: str, what: str) -> None:
         )
 
 
-def check_texts(input: Any, output: Any) -> None:
-    """A capture's or a test's input and output: strings of at most ``MAX_TEXT_CHARS``."""
-    check_text(input, "input")
-    check_text(output, "output")
-    check_text_size(input, "input")
-    check_text_size(output, "output")
-    check_storable(input, "input")
-    check_storable(output, "output")
+def check_texts(input: object, output: object) -> tuple[str, str]:
+    """A capture's or a test's input and output: strings of at most ``MAX_TEXT_CHARS``;
+    the two strings."""
+    input_text = check_text(input, "input")
+    output_text = check_text(output, "output")
+    check_text_size(input_text, "input")
+    check_text_size(output_text, "output")
+    check_storable(input_text, "input")
+    check_storable(output_text, "output")
+    return input_text, output_text
 
 
-CheckedCapture = tuple[str, str, str | None, dict[str, Any] | None, datetime | None]
+CheckedCapture = tuple[str, str, str | None, JSONObject | None, datetime | None]
 # a checked capture with its capture key last (``check_capture_key``): stored at most once
-KeyedCapture = tuple[str, str, str | None, dict[str, Any] | None, datetime | None, str | None]
+KeyedCapture = tuple[str, str, str | None, JSONObject | None, datetime | None, str | None]
 MAX_KEY_CHARS = 200
 
 
-def check_capture_key(key: Any) -> str | None:
+def check_capture_key(key: object) -> str | None:
     """A capture key as stored: None, or text of 1-200 characters without control characters.
 
     >>> check_capture_key("chatcmpl-123")
@@ -414,11 +417,11 @@ def check_capture_key(key: Any) -> str | None:
 
 
 def check_capture(
-    input: Any,
-    output: Any,
-    conversation_id: Any = None,
-    metadata: Any = None,
-    captured_at: Any = None,
+    input: object,
+    output: object,
+    conversation_id: object = None,
+    metadata: object = None,
+    captured_at: object = None,
 ) -> CheckedCapture:
     """The arguments of ``Service.capture`` checked, as it stores them: ``InvalidInput`` or
     ``InvalidType`` naming the problem. Lets a caller check a whole batch before storing any.
@@ -426,17 +429,18 @@ def check_capture(
     >>> check_capture("q", "a", 42, None, "2024-05-01T12:00:00Z")
     ('q', 'a', '42', None, datetime.datetime(2024, 5, 1, 12, 0))
     """
-    check_texts(input, output)
+    input_text, output_text = check_texts(input, output)
+    conversation: str | None = None
     if conversation_id is not None:
         if isinstance(conversation_id, bool) or not isinstance(conversation_id, str | int):
             raise InvalidType("conversation_id must be a string")
         # "" is no conversation: stored, it would list a conversation no URL can name
-        conversation_id = str(conversation_id) or None
-    if conversation_id is not None:
-        if len(conversation_id) > 200:
+        conversation = str(conversation_id) or None
+    if conversation is not None:
+        if len(conversation) > 200:
             raise InvalidInput("conversation_id is longer than 200 characters")
-        check_storable(conversation_id, "conversation_id")
-        if any(part in (".", "..") for part in conversation_id.split("/")):
+        check_storable(conversation, "conversation_id")
+        if any(part in (".", "..") for part in conversation.split("/")):
             # a URL's "." and ".." segments are taken away by every client, so none names it
             raise InvalidInput(
                 "conversation_id may not be '.' or '..', nor hold one between slashes:"
@@ -446,7 +450,8 @@ def check_capture(
         if not isinstance(metadata, dict):
             raise InvalidType(f"metadata must be a JSON object, not {type(metadata).__name__}")
         check_json_value(metadata, "metadata")  # what json.dumps would refuse, and more
-    return input, output, conversation_id, metadata, parse_time(captured_at, "captured_at")
+    checked_at = parse_time(captured_at, "captured_at")
+    return input_text, output_text, conversation, metadata, checked_at
 
 
 CAPTURE_FIELDS = ("input", "output", "conversation_id", "metadata", "captured_at")
@@ -454,7 +459,7 @@ CAPTURE_FIELDS = ("input", "output", "conversation_id", "metadata", "captured_at
 _ROW_KEYS = {*CAPTURE_FIELDS, "at", "capture_key"}
 
 
-def check_capture_row(row: Any, where: str) -> dict[str, Any]:
+def check_capture_row(row: object, where: str) -> dict[str, Any]:
     """One row of a batch of captures checked as ``Service.capture`` checks its arguments,
     as the keyword arguments of ``capture``: a mapping with ``output`` and optionally
     ``input``, ``conversation_id``, ``metadata``, ``capture_key`` and ``at`` or
@@ -557,7 +562,7 @@ def check_id(value: Any, what: str) -> int:
     return number
 
 
-def check_page(limit: Any, offset: Any) -> tuple[int, int]:
+def check_page(limit: object, offset: object) -> tuple[int, int]:
     """A listing's page: ``limit`` in [1, 100000], ``offset`` in [0, ``MAX_OFFSET``]."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
         raise InvalidInput(f"limit must be an integer in [1, 100000], not {limit!r}")

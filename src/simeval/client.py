@@ -38,7 +38,8 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Any
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from urllib.parse import urlsplit
 
 from simeval.checks import check_capture, check_capture_key
@@ -141,10 +142,10 @@ class Client:
         input: str,
         output: str,
         conversation_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         *,
         capture_key: str | None = None,
-        captured_at: Any = None,
+        captured_at: datetime | date | str | None = None,
     ) -> str:
         """Queue one capture and return its key at once (a new random one unless given).
 
@@ -276,9 +277,7 @@ class Client:
         return status, f"HTTP {status}: {detail}"
 
 
-def _utcnow() -> Any:
-    from datetime import UTC, datetime
-
+def _utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 

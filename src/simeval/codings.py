@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import zlib
-from typing import Any
+from types import ModuleType
 
 from simeval.errors import InvalidInput, TooLarge
 
@@ -133,7 +133,7 @@ def _brotli(data: bytes, limit: int, what: str) -> bytes:
     return bytes(out)
 
 
-def _codec(coding: str, what: str) -> Any:
+def _codec(coding: str, what: str) -> ModuleType:
     """The module reading ``coding`` (the ``proxy`` extra's), or ``InvalidInput`` saying so."""
     package = "brotli" if coding == "br" else "zstandard"
     try:

@@ -43,10 +43,10 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from typing import Any
 
 from simeval.checks import check_capture_key
 from simeval.errors import SimevalError
+from simeval.jsontypes import JSONObject, JSONValue
 
 __all__ = ["VOCABULARY", "call_key", "normal_meta"]
 
@@ -95,7 +95,7 @@ def _as_key(text: str) -> str:
         return _hashed(text)
 
 
-def call_key(response_id: Any, choice: int = 0) -> str | None:
+def call_key(response_id: object, choice: int = 0) -> str | None:
     """The capture key of one model call (one choice of it): its response id as is when it
     is a valid key, else hashed (``~sha256:``), so the same id always gives the same key (a
     replayed reply is stored once) and two ids never share one. ``choice`` n > 0: the key
@@ -116,7 +116,7 @@ def call_key(response_id: Any, choice: int = 0) -> str | None:
     return _as_key(f"{key}#{choice}")
 
 
-def _lookup(meta: dict[str, Any], names: tuple[str, ...]) -> Any:
+def _lookup(meta: JSONObject, names: tuple[str, ...]) -> JSONValue:
     """The first of ``names`` present (not None) in ``meta``; ``a.b`` also looks in
     ``meta["a"]["b"]`` (``usage.prompt_tokens``), as a flat key first."""
     for name in names:
@@ -129,7 +129,7 @@ def _lookup(meta: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _finish_text(value: Any) -> Any:
+def _finish_text(value: JSONValue) -> JSONValue:
     """A finish reason as one string (see the module's table); None when there is none."""
     if value is None:
         return None
@@ -148,7 +148,7 @@ def _finish_text(value: Any) -> Any:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _count(value: Any) -> Any:
+def _count(value: JSONValue) -> JSONValue:
     """A token count as an integer (``"12"``, ``12.0``); else the value as it was."""
     if isinstance(value, bool):
         return value
@@ -161,7 +161,7 @@ def _count(value: Any) -> Any:
     return value
 
 
-def normal_meta(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+def normal_meta(meta: JSONObject | None) -> JSONObject | None:
     """Capture metadata with the vocabulary keys filled in and uniform (see the module's
     table), a new dict (``meta`` is not changed); the other keys kept as they are. Idempotent:
     normal metadata comes back equal. None (or not a dict) comes back as it is.

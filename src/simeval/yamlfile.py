@@ -41,7 +41,7 @@ class _TooManyValues(Exception):
     pass
 
 
-def read_yaml(text: str, source: str) -> Any:
+def read_yaml(text: str, source: str) -> object:
     """The document in ``text`` (the file ``source``), or ``InvalidInput`` naming the problem.
 
     >>> read_yaml("a: [1, 2]", "x.yaml")
@@ -62,7 +62,7 @@ def read_yaml(text: str, source: str) -> Any:
                     raise _TooManyAliases
             return super().compose_node(parent, index)
 
-        def construct_document(self, node: Any) -> Any:
+        def construct_document(self, node: Any) -> object:
             if self.aliases and _expanded(node, {}) > MAX_VALUES:
                 raise _TooManyValues
             return super().construct_document(node)

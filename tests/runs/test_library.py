@@ -146,6 +146,7 @@ def test_eval_file_run_and_calibration(tmp_path: Path) -> None:
 WRITER_MAY_LOAD = (
     "simeval.errors",
     "simeval.checks",
+    "simeval.jsontypes",  # the types of JSON data (two aliases)
     "simeval.processes",
     "simeval.runs.frames",
     "simeval.runs.store_writer",

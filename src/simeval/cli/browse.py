@@ -32,9 +32,12 @@ from simeval.cli.common import (
 )
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
+    from pydantic import BaseModel
+
     from simeval.service.cursor import Page
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., object])
+_M = TypeVar("_M", bound="BaseModel")
 
 cursor_option = click.option(
     "--cursor",
@@ -44,7 +47,7 @@ cursor_option = click.option(
 )
 
 
-def page_json(name: str, page: Page[Any], total: int, limit: int, offset: int) -> dict[str, Any]:
+def page_json(name: str, page: Page[_M], total: int, limit: int, offset: int) -> dict[str, object]:
     """A page as ``--json`` prints it: the rows under ``name`` with the cursors going on from
     them (null at the ends), in the shape of the HTTP API's answer."""
     return {
@@ -57,7 +60,7 @@ def page_json(name: str, page: Page[Any], total: int, limit: int, offset: int) -
     }
 
 
-def print_cursors(page: Page[Any]) -> None:
+def print_cursors(page: Page[_M]) -> None:
     """The lines under a listing's table that page on from it (none on a single page)."""
     if page.next_cursor is not None:
         click.echo(f"next page (older): --cursor {page.next_cursor}")

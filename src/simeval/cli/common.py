@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, overload
 
 import click
 from rich.console import Console, ConsoleDimensions
@@ -23,9 +23,11 @@ from simeval.errors import InvalidInput, SimevalError
 from simeval.scoring.options import OPTION_NAMES, SCALES
 
 if TYPE_CHECKING:  # the service (SQLAlchemy, pydantic) loads when a command opens it
+    from pydantic import BaseModel
+
     from simeval.service import Service
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., object])
 
 
 class _Console(Console):
@@ -121,7 +123,7 @@ def _database_error(exc: Exception) -> Exception:
     return exc if problem is None else UserError(f"the database {problem}")
 
 
-def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def scorer_options(func: Callable[..., object]) -> Callable[..., object]:
     """Flags for the scorer options; the command receives them as ``options`` (a dict)."""
 
     @click.option("--language", default=None, help="Stemmer and word list, e.g. english, de.")
@@ -168,7 +170,7 @@ def scorer_options(func: Callable[..., Any]) -> Callable[..., Any]:
         help="A group of words counted as one term, e.g. begin,commence,start (repeatable).",
     )
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> object:
         options = {n: kwargs.pop(n) for n in OPTION_NAMES}
         for name in ("required", "synonyms"):  # multiple: () when not given
             options[name] = list(options[name]) or None
@@ -197,7 +199,7 @@ def _db_before(ctx: click.Context, _param: click.Parameter, value: str | None) -
 def db_option(func: _F) -> _F: ...
 @overload
 def db_option(*, purpose: str = "") -> Callable[[_F], _F]: ...
-def db_option(func: Any = None, *, purpose: str = "") -> Any:
+def db_option(func: _F | None = None, *, purpose: str = "") -> _F | Callable[[_F], _F]:
     """The ``--db PATH|URL`` flag of every command that opens a database, as ``db``:
     ``@db_option``, or ``@db_option(purpose="for --store")`` to say what it is for."""
     option = click.option(
@@ -247,12 +249,12 @@ def cli_actor() -> str:
     return f"cli:{account}"[:64]
 
 
-def print_json(data: Any) -> None:
+def print_json(data: object) -> None:
     """Data as indented JSON on stdout (the ``--json`` form of every command)."""
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def dump(model: Any) -> Any:
+def dump(model: BaseModel) -> dict[str, Any]:
     """A service answer (a pydantic model) as JSON-ready data."""
     return model.model_dump(mode="json")
 
@@ -323,7 +325,7 @@ def output_format(
 
 
 @contextlib.contextmanager
-def output_file(path: str | None) -> Iterator[Any]:
+def output_file(path: str | None) -> Iterator[TextIO]:
     """Stdout, or a file written whole or not at all (a temporary file renamed at the end)."""
     if path is None or path == "-":
         yield sys.stdout

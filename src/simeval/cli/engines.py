@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -15,6 +15,11 @@ from rich.markup import escape
 from simeval.cli.common import UserError, console, print_json, progress_bar
 from simeval.cli.worst import print_worst
 from simeval.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from simeval.runs.engine_run import EngineComparison, EngineRunSummary
+    from simeval.runs.engines import EngineSpec
+    from simeval.runs.run import RunRequest
 
 ENGINE_OPTIONS = (
     "engines_file",
@@ -32,7 +37,7 @@ ENGINE_OPTIONS = (
 )
 
 
-def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def engine_options(func: Callable[..., object]) -> Callable[..., object]:
     """The engine flags of ``simeval run``; the command receives them as ``engine_args`` (a
     dict, with ``engines_file`` or ``engine_url`` set when an engine is to answer)."""
 
@@ -99,7 +104,7 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )
     @click.option("--no-cache", is_flag=True, help="Ask the engines again for every case.")
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> object:
         kwargs["engine_args"] = {n: kwargs.pop(n) for n in ENGINE_OPTIONS}
         return func(*args, **kwargs)
 
@@ -111,7 +116,7 @@ _FLAGS = {
     "engine_url": "--engine",
     "cache_path": "--cache",
 }
-_DEFAULTS: dict[str, Any] = {"repeat": 1, "no_cache": False, "param": ()}
+_DEFAULTS: dict[str, object] = {"repeat": 1, "no_cache": False, "param": ()}
 
 
 def wants_engines(args: dict[str, Any]) -> bool:
@@ -125,8 +130,8 @@ def wants_engines(args: dict[str, Any]) -> bool:
     return False
 
 
-def _params(items: tuple[str, ...], temperature: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _params(items: tuple[str, ...], temperature: float | None) -> dict[str, object]:
+    out: dict[str, object] = {}
     for item in items:
         name, eq, text = item.partition("=")
         if not eq or not name.strip():
@@ -140,7 +145,7 @@ def _params(items: tuple[str, ...], temperature: float | None) -> dict[str, Any]
     return out
 
 
-def engine_specs(args: dict[str, Any]) -> list[Any]:
+def engine_specs(args: dict[str, Any]) -> list[EngineSpec]:
     """The engines the flags declare (a file's, or the one of ``--engine``)."""
     from simeval.runs.engines import command_line_engine, load_engines
 
@@ -165,7 +170,9 @@ def engine_specs(args: dict[str, Any]) -> list[Any]:
     ]
 
 
-def run_with_engines(request: Any, args: dict[str, Any], as_json: bool, say: Any) -> None:
+def run_with_engines(
+    request: RunRequest, args: dict[str, Any], as_json: bool, say: Callable[[str], None]
+) -> None:
     """Run the engines on ``request``'s input, print the summaries, exit 0 or 1."""
     from simeval.runs.engine_run import EngineRunRequest, run_engines
 
@@ -198,7 +205,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def print_engine_runs(summary: Any, say: Any) -> None:
+def print_engine_runs(summary: EngineRunSummary, say: Callable[[str], None]) -> None:
     """The human summary: a few lines per engine, then the verdict."""
     head = f"{len(summary.results)} engine(s) on {escape(summary.source)}"
     if summary.dataset_name is not None:
@@ -261,7 +268,9 @@ def print_engine_runs(summary: Any, say: Any) -> None:
     console.file.flush()
 
 
-def _print_comparison(comparison: dict[str, Any], worse: bool, first: str, say: Any) -> None:
+def _print_comparison(
+    comparison: EngineComparison, worse: bool, first: str, say: Callable[[str], None]
+) -> None:
     """The verdict against the first engine, and each eval's differences."""
     mark = "[red]WORSE[/red]" if worse else escape(comparison["verdict"])
     say(f"  against {escape(first)}: {mark}")

@@ -175,7 +175,7 @@ def create_eval(
     reference_files: tuple[str, ...],
     threshold: str,
     scope: str | None,
-    options: dict[str, Any],
+    options: dict[str, object],
     db: str | None,
     as_json: bool,
 ) -> None:
@@ -271,7 +271,7 @@ def edit_eval(
     scope: str | None,
     no_scope: bool,
     reset_options: bool,
-    options: dict[str, Any],
+    options: dict[str, object],
     db: str | None,
     as_json: bool,
 ) -> None:
@@ -293,7 +293,7 @@ def edit_eval(
     refs = _references(references, reference_files)
     with service_at(db) as svc:
         before = svc.get_eval(name)
-        new_options: dict[str, Any] | None = None
+        new_options: dict[str, object] | None = None
         if reset_options:
             new_options = dict(options)
         elif options:

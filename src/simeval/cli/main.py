@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from simeval import __version__
@@ -80,7 +78,7 @@ def score(
     input_file: str | None,
     explain: bool,
     as_json: bool,
-    options: dict[str, Any],
+    options: dict[str, object],
 ) -> None:
     """Score OUTPUT against one or more REFERENCE answers.
 

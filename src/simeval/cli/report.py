@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import click
 from rich.markup import escape
@@ -20,6 +20,11 @@ from simeval.cli.common import (
     service_at,
 )
 
+if TYPE_CHECKING:
+    from simeval.report.build import Report
+    from simeval.runs.run import RunRequest
+    from simeval.runs.summary import RunSummary
+
 HTML_HELP = (
     "Write the report as one self-contained HTML page (nothing fetched: opens from disk or "
     "as a CI artifact): pass rates, the baseline, a histogram of scores, every row "
@@ -31,7 +36,23 @@ MARKDOWN_HELP = (
 )
 
 
-def markdown_option(func: Callable[..., Any]) -> Callable[..., Any]:
+class WrittenFile(TypedDict):
+    """A report file written: its path and size."""
+
+    path: str
+    bytes: int
+
+
+class WrittenReport(TypedDict):
+    """What ``write_outputs`` wrote, as ``--json`` prints it."""
+
+    files: list[WrittenFile]
+    rows: int
+    failed: int
+    seconds: float
+
+
+def markdown_option(func: Callable[..., object]) -> Callable[..., object]:
     """``--markdown FILE``, on ``run`` and ``report``."""
     return click.option("--markdown", default=None, metavar="FILE", help=MARKDOWN_HELP)(func)
 
@@ -47,8 +68,8 @@ def check_outputs(html: str | None, markdown: str | None) -> None:
 
 
 def write_outputs(
-    made: Any, html: str | None, markdown: str | None, started: float
-) -> dict[str, Any]:
+    made: Report, html: str | None, markdown: str | None, started: float
+) -> WrittenReport:
     """Write the report ``made`` to the paths given; returns what was written, as ``--json``
     prints it (path, bytes, rows, failed rows, seconds from ``started``)."""
     from simeval.report import write_report
@@ -63,8 +84,11 @@ def write_outputs(
 
 
 def run_reported(
-    request: Any, html: str | None, markdown: str | None, score: Callable[[Any], Any]
-) -> tuple[Any, dict[str, Any] | None]:
+    request: RunRequest,
+    html: str | None,
+    markdown: str | None,
+    score: Callable[[RunRequest], RunSummary],
+) -> tuple[RunSummary, WrittenReport | None]:
     """``simeval run``, with ``--html/--markdown``: the paths checked first, the run made
     (``score`` runs a ``RunRequest``), then its report written; returns the summary and what
     was written (None: no report asked for). A run that keeps its rows nowhere keeps them in
@@ -84,7 +108,7 @@ def run_reported(
     return summary, written
 
 
-def say_written(info: dict[str, Any] | None) -> None:
+def say_written(info: WrittenReport | None) -> None:
     """The line that says what was written (none when nothing was)."""
     if info is None:
         return

@@ -38,6 +38,7 @@ from simeval.cli.common import (
     short,
     verdict,
 )
+from simeval.jsontypes import JSONObject
 
 if TYPE_CHECKING:  # pydantic models load with the service, not with every command
     from simeval.service import ResultFilter
@@ -150,7 +151,7 @@ def capture(
             print_explanation(r.explanation)
 
 
-def _metadata(text: str | None, where: str) -> dict[str, Any] | None:
+def _metadata(text: str | None, where: str) -> JSONObject | None:
     if text is None:
         return None
     try:
@@ -215,7 +216,7 @@ def results() -> None:
 _FILTERS = ("eval_name", "passed", "reviewed", "since", "until", "run_id", "meta")
 
 
-def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
+def _filters(func: Callable[..., object]) -> Callable[..., object]:
     """The result filter flags; the command receives them as ``where``, the service's
     ``ResultFilter``, as ``scorer_options`` hands over ``options``."""
 
@@ -236,7 +237,7 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
         help="Only captures with this metadata (repeatable; all must hold).",
     )
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> object:
         from simeval.service import ResultFilter
 
         flags = {n: kwargs.pop(n) for n in _FILTERS}

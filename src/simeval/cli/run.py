@@ -33,8 +33,8 @@ from simeval.scoring.scorer import DEFAULT_THRESHOLD
 FORMAT_CHOICE = click.Choice(["jsonl", "csv", "tsv", "parquet"])
 
 
-def _unit_interval(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    def check(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+def _unit_interval(name: str) -> Callable[[click.Context, click.Parameter, object], float | None]:
+    def check(_ctx: click.Context, _param: click.Parameter, value: object) -> float | None:
         if value is None:
             return None
         try:
@@ -58,7 +58,7 @@ def _columns(
     )
 
 
-def _column_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def _column_options(func: Callable[..., object]) -> Callable[..., object]:
     for decorator in reversed(
         [
             click.option(
@@ -250,7 +250,7 @@ def run(
     html: str | None,
     markdown: str | None,
     as_json: bool,
-    options: dict[str, Any],
+    options: dict[str, object],
     engine_args: dict[str, Any],
 ) -> None:
     """Score every row of a JSONL, CSV or Parquet FILE; gate a CI build on the result.
@@ -522,7 +522,7 @@ def calibrate(
     apply: bool,
     db: str | None,
     as_json: bool,
-    options: dict[str, Any],
+    options: dict[str, object],
 ) -> None:
     """Choose a threshold from labelled examples: FILE with a label column, and/or the
     human reviews of a stored eval's results.
@@ -600,7 +600,7 @@ def _show_calibration(report: runs.CalibrationSummary) -> None:
         table.add_column(name, justify="right")
     table.add_column("")
     marks: dict[float, list[str]] = {}
-    rows: dict[float, dict[str, Any]] = {}
+    rows: dict[float, dict[str, float]] = {}
     for r in report.table:
         if round(r["threshold"] * 10, 6) % 1 == 0:  # the 0.1 steps: enough to see the shape
             rows[r["threshold"]] = r

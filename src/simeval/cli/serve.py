@@ -13,6 +13,8 @@ from simeval.cli.common import UserError, db_option
 from simeval.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
     from simeval.web.sso import UserHeader
 
 
@@ -61,7 +63,7 @@ def check_upstream(upstream: str) -> str:
     return upstream
 
 
-def announce(app: Any, url: str, token: str | None, upstream: str | None) -> None:
+def announce(app: FastAPI, url: str, token: str | None, upstream: str | None) -> None:
     """What a single server prints as it starts: where the studio, the API, OTLP and the
     proxy answer, how it is guarded, where scores go, and the database."""
     users = app.state.user_header is not None or app.state.identities.users_exist()

@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from simeval.service import Service
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,9 @@ def serve_workers(
     click.echo("Stopped.")
 
 
-def _banner(service: Any, url: str, db_text: str, workers: int, settings: WorkerSettings) -> None:
+def _banner(
+    service: Service, url: str, db_text: str, workers: int, settings: WorkerSettings
+) -> None:
     from simeval.web.otlp_export import check_export_url
 
     click.echo(f"Eval Studio: {url}" + (" (token required)" if settings.token else ""))

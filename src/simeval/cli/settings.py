@@ -3,8 +3,6 @@ what is older than it. A thin layer over ``Service``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 from rich.markup import escape
 
@@ -60,10 +58,11 @@ def settings(
         simeval settings --otlp-export http://127.0.0.1:4318
         simeval settings --indexed-meta team,region
     """
+    from simeval.checks import Unset
     from simeval.service import UNSET
     from simeval.service.store_names import describe_url
 
-    days: Any = UNSET
+    days: int | Unset | None = UNSET
     if retention is not None:
         days = None if retention == "forever" else int(retention)
     with service_at(db) as svc:

@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -185,7 +185,7 @@ def parquet_ok() -> None:
 
 
 # -- decoding rows ---------------------------------------------------------------------------
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     """How an error names a cell's type ("null", "a number (3)", "a list", ...)."""
     if value is None:
         return "null"
@@ -206,7 +206,7 @@ def location(cfg: FileShape, number: int) -> str:
     return f"{cfg.source} {unit} {number}"
 
 
-def decode(cfg: FileShape, chunk: Chunk) -> Iterator[tuple[str, int, dict[str, Any] | BadRow]]:
+def decode(cfg: FileShape, chunk: Chunk) -> Iterator[tuple[str, int, dict[str, object] | BadRow]]:
     """(where, ordinal, row dict or the problem) for every data row of a chunk."""
     if chunk.lines is not None:
         return _decode_lines(cfg, chunk, chunk.lines)
@@ -220,7 +220,7 @@ def decode(cfg: FileShape, chunk: Chunk) -> Iterator[tuple[str, int, dict[str, A
 
 def _decode_lines(
     cfg: FileShape, chunk: Chunk, lines: list[bytes]
-) -> Iterator[tuple[str, int, dict[str, Any] | BadRow]]:
+) -> Iterator[tuple[str, int, dict[str, object] | BadRow]]:
     ordinal = chunk.ordinal
     for i, line in enumerate(lines):
         if not line.strip():
@@ -254,7 +254,7 @@ def _decode_lines(
 
 def _decode_records(
     cfg: FileShape, chunk: Chunk, records: list[tuple[int, list[str]]]
-) -> Iterator[tuple[str, int, dict[str, Any] | BadRow]]:
+) -> Iterator[tuple[str, int, dict[str, object] | BadRow]]:
     header = cfg.header
     ordinal = chunk.ordinal
     for line_no, fields in records:
@@ -278,7 +278,7 @@ def _decode_records(
         ordinal += 1
 
 
-def text_cell(row: dict[str, Any], col: str, required: bool) -> str | None:
+def text_cell(row: Mapping[str, object], col: str, required: bool) -> str | None:
     """The text in column ``col`` (None when it is absent or null and not ``required``)."""
     if col not in row:
         if required:
@@ -295,7 +295,7 @@ def text_cell(row: dict[str, Any], col: str, required: bool) -> str | None:
     return value
 
 
-def id_cell(row: dict[str, Any], cols: Columns) -> str | None:
+def id_cell(row: Mapping[str, object], cols: Columns) -> str | None:
     """The row's case id (an integer id as text), or None."""
     if cols.id not in row or row[cols.id] is None:
         if cols.id_required:
@@ -309,7 +309,7 @@ def id_cell(row: dict[str, Any], cols: Columns) -> str | None:
     raise BadRow(f"column {cols.id!r} must be a string or an integer, not {type_name(value)}")
 
 
-def reference_cells(row: dict[str, Any], cols: Columns) -> list[str]:
+def reference_cells(row: Mapping[str, object], cols: Columns) -> list[str]:
     """The row's reference answers: every reference column's text, or list of texts."""
     refs: list[str] = []
     several = len(cols.references) > 1

@@ -11,7 +11,6 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from simeval.report.rows import Explainer, ReportRow
 from simeval.runs.baseline import Baseline, BaselineReport, Comparison
@@ -81,7 +80,7 @@ class Report:
     rows: list[ReportRow]
     baseline: BaselineReport | None = None
     by_row: bool = False
-    run: Mapping[str, Any] | None = None  # a stored run's id, name and time
+    run: Mapping[str, object] | None = None  # a stored run's id, name and time
     source: str | None = None  # where the rows were read: "stored run 3", "results file x"
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -119,11 +118,11 @@ def _bins(score: float) -> int:
 def build_report(
     summary: RunSummary,
     rows: Iterable[ReportRow],
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     baseline: Baseline | None = None,
     tolerance: float = 0.05,
     title: str | None = None,
-    run: Mapping[str, Any] | None = None,
+    run: Mapping[str, object] | None = None,
     source: str | None = None,
 ) -> Report:
     """The report of a run: ``summary`` (its numbers, gates, baseline report) and ``rows``

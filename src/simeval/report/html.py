@@ -11,7 +11,7 @@ import base64
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -19,6 +19,9 @@ from simeval import __version__
 from simeval.report.build import FAILED_TEXT_CHARS, PASSED_TEXT_CHARS, Report
 from simeval.scoring.options import STRICTNESS_BANDS, band
 from simeval.templating import environment
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 TEMPLATES = Path(__file__).parent / "templates"
 # what JSON may hold that would end or confuse a <script> element in HTML: escaped as \uXXXX
@@ -28,7 +31,7 @@ _SCRIPT_UNSAFE = str.maketrans(
 )
 
 
-def script_json(data: Any) -> Markup:
+def script_json(data: object) -> Markup:
     """``data`` as JSON safe to put inside a ``<script>`` element as it is.
 
     >>> str(script_json({"output": "</script><b>"}))
@@ -50,14 +53,14 @@ def _pts(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:+.1f} pts"
 
 
-def _environment() -> Any:
+def _environment() -> Environment:
     env = environment(TEMPLATES)
     env.filters.update(num=_num, pct=_pct, pts=_pts, band=band)
     env.globals.update(version=__version__)
     return env
 
 
-def report_data(report: Report) -> dict[str, Any]:
+def report_data(report: Report) -> dict[str, object]:
     """The rows as the page's script reads them: a list per row (see ``report.js``), each
     reference text once in ``refs`` (an eval's rows share theirs)."""
     refs: dict[str, int] = {}

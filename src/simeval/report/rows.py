@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns
 from simeval.errors import SimevalError
 from simeval.runs.baseline import case_key, case_name, iter_results_file
 from simeval.scoring.scorer import Scorer, get_scorer
+
+if TYPE_CHECKING:
+    from simeval.service import Service
 
 TOP_TERMS = 10  # terms found and missing a failing row names
 
@@ -56,7 +59,7 @@ class ReportRow:
         return case_key(self.case_id, self.input or None, self.ordinal, self.eval)
 
 
-def stored_rows(svc: Any, run_id: int) -> Iterator[ReportRow]:
+def stored_rows(svc: Service, run_id: int) -> Iterator[ReportRow]:
     """The rows of stored run ``run_id``, in the run's order (``Service.iter_run_rows``)."""
     for n, row in enumerate(svc.iter_run_rows(run_id)):
         case = row.case
@@ -97,8 +100,8 @@ def file_rows(path: str, columns: Columns = DEFAULT_COLUMNS) -> Iterator[ReportR
 
 
 def run_options(
-    options: Mapping[str, Any], evals: Mapping[str, Mapping[str, Any]] | None
-) -> dict[str, Any]:
+    options: Mapping[str, object], evals: Mapping[str, Mapping[str, object]] | None
+) -> dict[str, object]:
     """Scorer options in the shape a stored run keeps them (``Run.options``): ``scorer`` for a
     run with reference columns, ``evals`` (options by eval name) for an eval-file run."""
     if evals is not None:
@@ -110,7 +113,7 @@ class Explainer:
     """Explains failing rows with the scorer options a run kept (``Run.options``, or
     ``run_options``): one scorer per eval, built once."""
 
-    def __init__(self, options: Mapping[str, Any]):
+    def __init__(self, options: Mapping[str, object]):
         self.options = options
         self.scorers: dict[str | None, Scorer | str] = {}
 

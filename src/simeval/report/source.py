@@ -11,7 +11,7 @@ import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from simeval import service
 from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns
@@ -29,10 +29,14 @@ from simeval.runs.config import load_evals
 from simeval.runs.run import RunRequest
 from simeval.runs.summary import RunSummary
 
+if TYPE_CHECKING:
+    from simeval.service import Service
+    from simeval.service.models import RunOut
+
 DEFAULT_TOLERANCE = 0.05
 
 
-def find_run(svc: Any, spec: str) -> Any:
+def find_run(svc: Service, spec: str) -> RunOut:
     """The stored run ``spec`` names: ``ID``, ``run:ID``, or ``run:latest`` (the newest run
     that has finished storing). ``InvalidInput`` when there is none, or it is not complete
     (still being stored, or interrupted: its rows are not all there)."""
@@ -55,7 +59,7 @@ def find_run(svc: Any, spec: str) -> Any:
     return run
 
 
-def _newest_complete(svc: Any) -> Any:
+def _newest_complete(svc: Service) -> RunOut | None:
     offset = 0
     while True:
         page = svc.list_runs(limit=100, offset=offset)
@@ -66,7 +70,7 @@ def _newest_complete(svc: Any) -> Any:
 
 
 def load_report_baseline(
-    svc: Any, spec: str | None, name: str, run_id: int | None, columns: Columns
+    svc: Service | None, spec: str | None, name: str, run_id: int | None, columns: Columns
 ) -> Baseline | None:
     """The baseline ``spec`` names, loaded for a row-by-row comparison: a results file, or a
     stored run (``run:latest``: the newest stored run called ``name`` before run ``run_id``,
@@ -82,7 +86,7 @@ def load_report_baseline(
 
 
 def stored_report(
-    svc: Any,
+    svc: Service,
     spec: str,
     baseline: str | None = None,
     tolerance: float | None = None,
@@ -130,7 +134,7 @@ def run_report(request: RunRequest, summary: RunSummary, temporary: bool = False
         request.options, {e.name: dict(e.options) for e in evals} if evals else None
     )
     stored_baseline = request.baseline is not None and is_stored_run(request.baseline)
-    svc: Any = service.open_service(request.db) if stored_baseline else None
+    svc = service.open_service(request.db) if stored_baseline else None
     base = load_report_baseline(svc, request.baseline, request.name, None, request.columns)
     rows = file_rows(summary.results_file, request.columns)
     source: str | None = f"results file {summary.results_file}"

@@ -19,13 +19,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO
 
 from simeval.datafiles.columns import CHUNK_ROWS, Columns
 from simeval.datafiles.read import BadRow, decode, id_cell, input_fields, input_size, read_chunks
 from simeval.runs.config import RunConfig
 from simeval.runs.engine_cache import ResponseCache, cache_key
-from simeval.runs.engines import HTTP_CONCURRENCY, Answer, EngineSpec
+from simeval.runs.engines import HTTP_CONCURRENCY, Answer, Case, Engine, EngineSpec
 
 ENGINE_ERROR = "engine_error"  # the answered row's column with an engine's error message
 # the columns an engine run adds to a case's row (a results file keeps them)
@@ -91,7 +91,7 @@ class EngineStats:
                 return round(math.expm1((b + 0.5) * _BUCKET), 1)
         return None  # pragma: no cover - the loop always reaches the rank
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The numbers as a summary shows them."""
         return {
             "cases": self.cases,
@@ -126,7 +126,7 @@ class AnswerJob:
     chunk_rows: int = CHUNK_ROWS
 
 
-def make_engine(spec: EngineSpec, concurrency: int) -> Any:
+def make_engine(spec: EngineSpec, concurrency: int) -> Engine:
     """The engine object for a declaration (HTTP, command or Python)."""
     if spec.kind == "http":
         from simeval.runs.engine_http import HttpEngine
@@ -151,7 +151,7 @@ def concurrency_for(spec: EngineSpec, asked: int | None) -> int:
     return HTTP_CONCURRENCY if spec.kind == "http" else 1
 
 
-def _cases(job: AnswerJob) -> Iterator[tuple[str, dict[str, Any] | None, str | None, int, int]]:
+def _cases(job: AnswerJob) -> Iterator[tuple[str, dict[str, object] | None, str | None, int, int]]:
     """(where, row or None, problem, bytes read so far, the input's size) for every row."""
     cfg = RunConfig(
         source=job.display,
@@ -175,8 +175,8 @@ def _cases(job: AnswerJob) -> Iterator[tuple[str, dict[str, Any] | None, str | N
 
 
 def _case_object(
-    row: dict[str, Any], job: AnswerJob, repeat: int
-) -> tuple[dict[str, Any] | None, str | None]:
+    row: dict[str, object], job: AnswerJob, repeat: int
+) -> tuple[Case | None, str | None]:
     """What the engine is given for a row (or why it cannot be asked)."""
     cols = job.columns
     text = row.get(cols.input)
@@ -203,7 +203,7 @@ def answer_file(job: AnswerJob, out: IO[bytes], progress: Progress | None = None
     try:  # uvloop (a dependency where it builds) halves the event loop's share per call
         import uvloop
 
-        factory: Any = uvloop.new_event_loop
+        factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - Windows
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
@@ -218,10 +218,10 @@ async def _answer_all(job: AnswerJob, out: IO[bytes], progress: Progress | None)
     started = time.perf_counter()
     sem = asyncio.Semaphore(limit)
     cache = job.cache
-    window: deque[tuple[str, dict[str, Any], int, asyncio.Future[Answer]]] = deque()
+    window: deque[tuple[str, dict[str, object], int, asyncio.Future[Answer]]] = deque()
     keep = max(4 * limit, 64)  # cases in flight or answered, waiting for their turn to be written
 
-    async def ask(case: dict[str, Any]) -> Answer:
+    async def ask(case: Case) -> Answer:
         key = cache_key(spec, case["prompt"], case["repeat"]) if cache is not None else ""
         if cache is not None:
             hit = cache.get(key)
@@ -238,7 +238,7 @@ async def _answer_all(job: AnswerJob, out: IO[bytes], progress: Progress | None)
 
     lines = 0  # lines of answers written
 
-    def written(where: str, row: dict[str, Any], repeat: int, answer: Answer) -> None:
+    def written(where: str, row: dict[str, object], repeat: int, answer: Answer) -> None:
         nonlocal lines
         cost = spec.cost(answer.prompt_tokens, answer.completion_tokens)
         stats.add(where, answer, cost)
@@ -290,7 +290,7 @@ async def _answer_all(job: AnswerJob, out: IO[bytes], progress: Progress | None)
 def _write_row(
     out: IO[bytes],
     job: AnswerJob,
-    row: dict[str, Any],
+    row: dict[str, object],
     repeat: int,
     answer: Answer,
     cost: float | None,

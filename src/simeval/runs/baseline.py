@@ -16,13 +16,17 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns, detect_format
 from simeval.datafiles.read import BadRow, decode, id_cell, input_fields, read_chunks, text_cell
 from simeval.errors import InvalidInput
 from simeval.runs.config import RunConfig
 from simeval.scoring.options import check_unit, yes_no
+
+if TYPE_CHECKING:
+    from simeval.service import Service
+    from simeval.service.models import RunOut
 
 STORED_RUN_PREFIX = "run:"
 _PASS_WORDS = frozenset({"true", "1"})  # as results files write "pass" (JSON, CSV, Parquet)
@@ -64,14 +68,14 @@ class Baseline:
     rows: int
 
 
-def _as_bool(value: Any, where: str) -> bool:
+def _as_bool(value: object, where: str) -> bool:
     flag = yes_no(value, _PASS_WORDS, _FAIL_WORDS)
     if flag is None:
         raise InvalidInput(f"{where}: column 'pass' must be true or false, not {value!r}")
     return flag
 
 
-def _as_score(value: Any, where: str) -> float:
+def _as_score(value: object, where: str) -> float:
     return check_unit(value, f"{where}: column 'score'")
 
 
@@ -143,7 +147,7 @@ def iter_results_file(
     if not os.path.isfile(path):
         raise InvalidInput(f"{path}: no such results file")
     for where, ordinal, row, case_id, text_in in _result_rows(path, columns, fmt, ""):
-        missing: Any = row.get("missing_terms")
+        missing: object = row.get("missing_terms")
         if isinstance(missing, str):
             text = missing
             try:
@@ -168,7 +172,7 @@ def iter_results_file(
         }
 
 
-def _threshold_cell(value: Any, where: str) -> float | None:
+def _threshold_cell(value: object, where: str) -> float | None:
     """A results row's ``threshold`` (None when the file has none)."""
     return (
         None if value is None or value == "" else check_unit(value, f"{where}: column 'threshold'")
@@ -182,7 +186,7 @@ def is_stored_run(spec: str) -> bool:
 
 
 def load_stored_baseline(
-    svc: Any, spec: str, name: str | None = None, before: int | None = None
+    svc: Service, spec: str, name: str | None = None, before: int | None = None
 ) -> Baseline:
     """A run stored with ``--store`` as a baseline: ``run:ID``, or ``run:latest`` (the newest
     stored run called ``name``; with ``before``, the newest stored before run ``before``:
@@ -232,7 +236,7 @@ def load_stored_baseline(
     return Baseline(source, cases, fps, n + 1)
 
 
-def _stored_run_names(svc: Any, most: int = 1000) -> list[str]:
+def _stored_run_names(svc: Service, most: int = 1000) -> list[str]:
     """The names of the newest ``most`` stored runs, each once, newest first."""
     names: dict[str, None] = {}
     offset = 0
@@ -245,7 +249,7 @@ def _stored_run_names(svc: Any, most: int = 1000) -> list[str]:
     return list(names)
 
 
-def _latest_run(svc: Any, name: str | None, before: int | None = None) -> Any:
+def _latest_run(svc: Service, name: str | None, before: int | None = None) -> RunOut | None:
     """The newest stored run called ``name`` that has finished storing (and, with
     ``before``, whose id is lower), or None."""
     offset = 0
@@ -279,7 +283,7 @@ class CaseChange:
     passed_after: bool
     missing_terms: list[str]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "case": self.case,
             "before": self.before,
@@ -315,9 +319,9 @@ class BaselineReport:
     comparable: bool = True
     warning: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The report as ``--json`` prints it and a stored run keeps it."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "baseline": self.baseline,
             "tolerance": self.tolerance,
             "improved": self.improved,

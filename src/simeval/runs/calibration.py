@@ -11,7 +11,7 @@ can write the suggested threshold to it (``apply``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simeval import service
 from simeval.datafiles.columns import DEFAULT_COLUMNS, Columns
@@ -19,6 +19,9 @@ from simeval.errors import InvalidInput
 from simeval.runs.config import EvalDef
 from simeval.runs.run import Progress, RunOptions, resolve_workers, run_file
 from simeval.scoring import calibrate as calibrate_mod
+
+if TYPE_CHECKING:
+    from simeval.service.models import EvalOut
 
 # the keys of ``simeval.scoring.calibrate.calibrate``'s report, in its order
 _SWEEP = (
@@ -50,7 +53,7 @@ class CalibrationRequest:
     apply: bool = False
     db: str | None = None
     columns: Columns = DEFAULT_COLUMNS
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     fmt: str | None = None
     quoting: bool = True
     workers: int | None = None
@@ -75,11 +78,11 @@ class CalibrationSummary:
     positives: int
     negatives: int
     by: str
-    suggested: dict[str, Any]
-    best_candidate: dict[str, Any]
+    suggested: dict[str, float]
+    best_candidate: dict[str, float]
     roc_auc: float
-    at_default: dict[str, Any]
-    table: list[dict[str, Any]]
+    at_default: dict[str, float]
+    table: list[dict[str, float]]
     warning: str | None
     source: str | None
     label_col: str | None
@@ -87,11 +90,11 @@ class CalibrationSummary:
     skipped: int
     reviews: int
     fingerprint: str | None
-    options: dict[str, Any] | None
+    options: dict[str, object] | None
     eval: dict[str, Any] | None = None
     applied: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The report as ``simeval calibrate --json`` prints it."""
         keys = (*_SWEEP, "source", "label_col", "cut", "skipped", "reviews")
         out = {k: getattr(self, k) for k in keys}
@@ -155,7 +158,7 @@ def calibrate_request(
     return CalibrationSummary(**sweep, **head, reviews=0, fingerprint=fingerprint, options=options)
 
 
-def _labelled_run(request: CalibrationRequest, ev: Any) -> RunOptions:
+def _labelled_run(request: CalibrationRequest, ev: EvalOut | None) -> RunOptions:
     """The run that scores the labelled file: with the eval's references and options (no
     input scope: every labelled row is an example for this eval), else the file's."""
     evals: tuple[EvalDef, ...] = ()

@@ -50,7 +50,7 @@ class EvalDef:
     references: tuple[str, ...]
     threshold: float = DEFAULT_THRESHOLD
     input_scope: str | None = None
-    options: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()
     version: int | None = None
 
 
@@ -63,7 +63,7 @@ class RunConfig:
     out_fmt: str | None = None
     columns: Columns = DEFAULT_COLUMNS
     threshold: float = DEFAULT_THRESHOLD
-    options: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()
     evals: tuple[EvalDef, ...] = ()
     on_error: str = "fail"
     junit: bool = False
@@ -104,7 +104,7 @@ class WorstCase:
     # a negation, a veto, no shared term: ``Explanation.reason``); None when nothing did
     reason: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "where": self.where,
             "id": self.id,
@@ -129,7 +129,7 @@ class UnmatchedRow:
     id: str | None
     input: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"where": self.where, "id": self.id, "input": self.input}
 
 
@@ -155,9 +155,9 @@ class ChunkOut:
     unmatched_rows: list[UnmatchedRow] = field(default_factory=list)  # at most MAX_NAMED
     cases: list[tuple[bytes, float, bool, str, list[str]]] = field(default_factory=list)
     # rows to store, in ``simeval.store.run_rows.STORE_COLUMNS`` order
-    store_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    store_rows: list[tuple[object, ...]] = field(default_factory=list)
     store_blob: bytes = b""  # store_rows pickled by a pool worker (see runs.execute)
-    collected: list[tuple[str, Any, float]] = field(default_factory=list)
+    collected: list[tuple[str, object, float]] = field(default_factory=list)
     nbytes: int = 0
 
 

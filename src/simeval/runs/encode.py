@@ -17,8 +17,8 @@ from simeval.runs.config import RunConfig
 
 TEXT_CUT = 300  # characters of input/output kept in the summary's worst cases and JUnit
 # ``json.dumps(x, ensure_ascii=False, default=str)`` and ``json.dumps(x)``
-encode_json: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False, default=str).encode
-encode_ascii: Callable[[Any], str] = json.JSONEncoder().encode
+encode_json: Callable[[object], str] = json.JSONEncoder(ensure_ascii=False, default=str).encode
+encode_ascii: Callable[[object], str] = json.JSONEncoder().encode
 string_json: Callable[[str], str] = json.encoder.encode_basestring
 string_ascii: Callable[[str], str] = json.encoder.encode_basestring_ascii
 # json.loads' own (C) scanner, without its Python frames: (value, end) of the text at an index
@@ -27,7 +27,7 @@ JSON_WS = " \t\n\r"
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def row_encoder(ascii_only: bool) -> Callable[[Any], str]:
+def row_encoder(ascii_only: bool) -> Callable[[object], str]:
     """``encode_ascii`` or ``encode_json`` for a decoded JSON row: the same C encoder
     ``JSONEncoder.encode`` builds on every call, built once (no cycle check: a decoded row has
     no cycles)."""
@@ -82,7 +82,7 @@ def cut(text: str | None) -> str | None:
     return text[: TEXT_CUT - 3] + "..."
 
 
-def cell_text(value: Any) -> str:
+def cell_text(value: object) -> str:
     """A value as one CSV cell: text as is, anything else as JSON (lists stay parseable)."""
     if value is None:
         return ""
@@ -110,7 +110,9 @@ def result_types() -> dict[str, Any]:
     }
 
 
-def result_batch(cfg: RunConfig, chunk: Chunk, take: list[int], rows: list[dict[str, Any]]) -> Any:
+def result_batch(
+    cfg: RunConfig, chunk: Chunk, take: list[int], rows: list[dict[str, object]]
+) -> Any:
     """An Arrow record batch of a chunk's results: the input's columns (the rows ``take`` of
     a Parquet chunk, else ``cfg.out_fields`` of ``rows``) and the result columns."""
     import pyarrow as pa

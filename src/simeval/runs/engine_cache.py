@@ -19,7 +19,6 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 from simeval.errors import InvalidInput
 from simeval.runs.engines import Answer, EngineSpec
@@ -100,5 +99,5 @@ class ResponseCache:
     def __enter__(self) -> ResponseCache:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

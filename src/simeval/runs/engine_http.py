@@ -14,10 +14,13 @@ import email.utils
 import json
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from simeval.errors import InvalidInput
-from simeval.runs.engines import Answer, EngineSpec
+from simeval.runs.engines import Answer, Case, EngineSpec
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_WAIT = 60.0  # seconds: the longest Retry-After honoured (a longer one is cut to this)
 POOL = 4  # connections per httpx pool (see HttpEngine.start)
@@ -47,7 +50,7 @@ def retry_after(value: str | None, now: float | None = None) -> float | None:
     return min(MAX_WAIT, max(0.0, seconds))
 
 
-def _error_text(response: Any) -> str:
+def _error_text(response: httpx.Response) -> str:
     """The endpoint's own error message (OpenAI's shape), shortened, else the status."""
     message = ""
     try:
@@ -63,7 +66,7 @@ def _error_text(response: Any) -> str:
     return f"HTTP {response.status_code}" + (f": {message}" if message else "")
 
 
-def _usage(value: Any, key: str) -> int | None:
+def _usage(value: object, key: str) -> int | None:
     if not isinstance(value, dict):
         return None
     n = value.get(key)
@@ -76,7 +79,7 @@ class HttpEngine:
     def __init__(self, spec: EngineSpec, concurrency: int):
         self.spec = spec
         self.concurrency = concurrency
-        self.clients: list[Any] = []
+        self.clients: list[httpx.AsyncClient] = []
         self.slots: asyncio.Queue[int] = asyncio.Queue()
         self.size = 1  # connections per pool (set by start)
         self.headers: dict[str, str] = {}
@@ -122,7 +125,7 @@ class HttpEngine:
         for client in clients:
             await client.aclose()
 
-    def body(self, prompt: str) -> dict[str, Any]:
+    def body(self, prompt: str) -> dict[str, object]:
         """The request body for one prompt (the engine's params passed through)."""
         messages = []
         if self.spec.system is not None:
@@ -130,7 +133,7 @@ class HttpEngine:
         messages.append({"role": "user", "content": prompt})
         return {**self.spec.params, "model": self.spec.model, "messages": messages}
 
-    async def answer(self, case: dict[str, Any]) -> Answer:
+    async def answer(self, case: Case) -> Answer:
         """One case's answer: retried as the module says; an error is the Answer's."""
         import httpx
 
@@ -173,7 +176,7 @@ class HttpEngine:
         return out
 
     @staticmethod
-    def _read(response: Any, out: Answer) -> None:
+    def _read(response: httpx.Response, out: Answer) -> None:
         try:
             body = response.json()
             choice = body["choices"][0]

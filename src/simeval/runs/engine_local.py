@@ -24,15 +24,14 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from simeval.errors import InvalidInput
-from simeval.runs.engines import Answer, EngineSpec
+from simeval.runs.engines import Answer, Case, EngineSpec
 
 LINE_LIMIT = 64 * 1024 * 1024  # the longest answer line a command may write
 
 
-def _reply(value: Any, out: Answer) -> None:
+def _reply(value: object, out: Answer) -> None:
     """Fill ``out`` from what a command or callable answered."""
     if isinstance(value, str):
         out.output = value
@@ -93,7 +92,7 @@ class CommandEngine:
                 proc.kill()
             await proc.wait()
 
-    async def answer(self, case: dict[str, Any]) -> Answer:
+    async def answer(self, case: Case) -> Answer:
         """Send the case, read its line; a failure restarts the command for the next one."""
         out = Answer(calls=1)
         started = time.perf_counter()
@@ -138,7 +137,7 @@ class CommandEngine:
             await proc.wait()
 
 
-def load_callable(target: str, name: str) -> Callable[..., Any]:
+def load_callable(target: str, name: str) -> Callable[..., object]:
     """``module:function``, imported (the current directory searched first)."""
     module_name, _, attr = target.partition(":")
     here = os.getcwd()
@@ -165,7 +164,7 @@ class PythonEngine:
     def __init__(self, spec: EngineSpec, concurrency: int):
         self.spec = spec
         self.concurrency = concurrency
-        self.fn: Callable[..., Any] | None = None
+        self.fn: Callable[..., object] | None = None
 
     async def start(self) -> None:
         """Import the callable."""
@@ -175,7 +174,7 @@ class PythonEngine:
     async def close(self) -> None:
         """Nothing to close."""
 
-    async def answer(self, case: dict[str, Any]) -> Answer:
+    async def answer(self, case: Case) -> Answer:
         """Call the function; an exception is the case's error (its type and message)."""
         assert self.fn is not None
         out = Answer(calls=1)

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat, SupportsIndex, TypedDict
 
 from simeval import service
 from simeval.datafiles.columns import Columns, FileSource, detect_format
@@ -43,6 +43,33 @@ Progress = Callable[[int, int], None]
 # a progress bar per phase: ``bar(label)`` is a context giving ``update(done, total)`` or None
 Bars = Callable[[str], ContextManager[Progress | None]]
 MAX_COMPARED = 100_000  # cases per side in the comparison (as ``simeval compare`` reads)
+
+
+class Spread(TypedDict):
+    """Values' mean, standard deviation, lowest and highest (all None without a value)."""
+
+    mean: float | None
+    stdev: float | None
+    min: float | None
+    max: float | None
+
+
+class RepeatSpread(TypedDict):
+    """An engine's repeats (``repeat_spread``): each one's numbers, and their spread."""
+
+    repeats: int
+    per_repeat: list[dict[str, float]]
+    pass_rate: Spread
+    mean_score: Spread
+
+
+class EngineComparison(TypedDict):
+    """An engine against the first one (``compare_results``): the verdict, whether it is
+    worse, and each eval's differences (the keys ``compare_results`` keeps)."""
+
+    verdict: str
+    worse: bool
+    evals: list[dict[str, Any]]
 
 
 @dataclass
@@ -69,8 +96,8 @@ class EngineResult:
     spec: EngineSpec
     summary: RunSummary
     stats: EngineStats
-    spread: dict[str, Any] | None = None
-    comparison: dict[str, Any] | None = None
+    spread: RepeatSpread | None = None
+    comparison: EngineComparison | None = None
     # the engine answered no case: nothing to score (its run is not stored)
     error: str | None = None
 
@@ -84,9 +111,9 @@ class EngineResult:
         """Whether the comparison's verdict says this engine is worse than the first."""
         return bool(self.comparison and self.comparison.get("worse"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The engine's part of ``--json``."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "engine": self.spec.describe(),
             "answering": self.stats.to_dict(),
             "run": self.summary.to_dict(),
@@ -116,9 +143,9 @@ class EngineRunSummary:
         """Every gate held and no engine is worse than the first."""
         return all(not r.failed and not r.worse for r in self.results)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The summary as ``simeval run --engines ... --json`` prints it."""
-        out: dict[str, Any] = {"source": self.source, "group": self.group}
+        out: dict[str, object] = {"source": self.source, "group": self.group}
         if self.dataset_name is not None:
             out.update(dataset=self.dataset_name, dataset_version=self.dataset_version)
         out["engines"] = [r.to_dict() for r in self.results]
@@ -247,7 +274,7 @@ def run_engines(request: EngineRunRequest, bars: Bars | None = None) -> EngineRu
                 junit = engine_path(run.junit, run.junit, spec.name, several)
             store = None
             if run.store:
-                labels: dict[str, Any] = {"engine": spec.name, "group": group}
+                labels: dict[str, object] = {"engine": spec.name, "group": group}
                 labels.update(dataset=dataset_name, dataset_version=dataset_version)
                 store = RunStoreProcess(run.db, f"{base_name} [{spec.name}]", display, labels)
             opts = RunOptions(
@@ -387,7 +414,7 @@ def compare_results(
     cols: Columns,
     name: str,
     answers: tuple[str, str] | None = None,
-) -> dict[str, Any]:
+) -> EngineComparison:
     """The paired comparison of an engine's results with the first engine's (the one of
     ``simeval compare``), without its case lists: the verdict, and per eval the differences
     with their intervals and McNemar's p. ``answers``: the two engines' answers files, whose
@@ -425,7 +452,7 @@ def compare_results(
     }
 
 
-def repeat_spread(results: str, cols: Columns) -> dict[str, Any]:
+def repeat_spread(results: str, cols: Columns) -> RepeatSpread:
     """Per repeat, the pass rate and mean score (read back from the results file, any
     format), and their spread: mean, standard deviation, lowest and highest."""
     fmt = detect_format(results)
@@ -438,7 +465,10 @@ def repeat_spread(results: str, cols: Columns) -> dict[str, Any]:
                 continue
             try:  # a text format has text cells: "2", "0.91", "true"
                 k = int(str(row.get("repeat")))
-                score = float(row["score"])
+                cell = row["score"]
+                if not isinstance(cell, str | bytes | SupportsFloat | SupportsIndex):
+                    continue  # what float() refuses with a TypeError
+                score = float(cell)
             except (TypeError, ValueError):
                 continue
             acc = per.setdefault(k, [0, 0, 0.0])
@@ -448,7 +478,7 @@ def repeat_spread(results: str, cols: Columns) -> dict[str, Any]:
     rates = [p / n for n, p, _ in per.values() if n]
     means = [s / n for n, _, s in per.values() if n]
 
-    def spread(values: list[float]) -> dict[str, float | None]:
+    def spread(values: list[float]) -> Spread:
         if not values:
             return {"mean": None, "stdev": None, "min": None, "max": None}
         return {

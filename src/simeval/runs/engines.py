@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict
 
 from simeval.errors import InvalidInput
 from simeval.yamlfile import read_yaml
@@ -74,7 +74,7 @@ class EngineSpec:
     api_key_env: str | None = None
     system: str | None = None
     template: str = DEFAULT_TEMPLATE
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, object] = field(default_factory=dict)
     cmd: tuple[str, ...] = ()
     python: str | None = None
     timeout: float = DEFAULT_TIMEOUT
@@ -86,7 +86,7 @@ class EngineSpec:
         """The user message for a case whose input is ``text``."""
         return self.template.replace("{input}", text)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, object]:
         """What the engine's answers depend on (the cache's key, with the prompt): never its
         key nor its display name (a renamed engine asks nothing again)."""
         return {
@@ -99,10 +99,10 @@ class EngineSpec:
             "python": self.python,
         }
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The engine as a summary and a stored run show it (the key's variable's name, never
         the key)."""
-        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
+        out: dict[str, object] = {"name": self.name, "kind": self.kind}
         for key in ("url", "model", "api_key_env", "system", "python"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -153,24 +153,51 @@ class Answer:
     calls: int = 0  # requests sent (retries included)
 
 
+class Case(TypedDict):
+    """One case as an engine is given it: a command's JSON line, a callable's argument."""
+
+    id: str | None
+    input: str
+    prompt: str
+    system: str | None
+    params: dict[str, object]
+    repeat: int
+
+
+class Engine(Protocol):
+    """What a run asks of an engine (``HttpEngine``, ``CommandEngine``, ``PythonEngine``):
+    started once, asked each case, closed at the end."""
+
+    async def start(self) -> None: ...
+
+    async def answer(self, case: Case) -> Answer: ...
+
+    async def close(self) -> None: ...
+
+
 # -- reading declarations --------------------------------------------------------------------
-def _number(value: Any, what: str, low: float, high: float, integer: bool = False) -> float | int:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if ok and integer and not isinstance(value, int):
-        ok = False
-    if not ok or not math.isfinite(value) or not low <= value <= high:
+def _number(
+    value: object, what: str, low: float, high: float, integer: bool = False
+) -> float | int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (integer and not isinstance(value, int))
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
         kind = "an integer" if integer else "a number"
         raise InvalidInput(f"{what} must be {kind} from {low:g} to {high:g}, not {value!r}")
     return value
 
 
-def _text(value: Any, what: str) -> str:
+def _text(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{what} must be a non-empty string, not {value!r}")
     return value
 
 
-def engine_spec(raw: Any, where: str, position: int) -> EngineSpec:
+def engine_spec(raw: object, where: str, position: int) -> EngineSpec:
     """An ``EngineSpec`` from one entry of an engines file (``where`` names the file)."""
     if not isinstance(raw, dict):
         raise InvalidInput(f"{where}: engine {position} must be a mapping, not {raw!r}")
@@ -188,7 +215,7 @@ def engine_spec(raw: Any, where: str, position: int) -> EngineSpec:
     if len(kinds) != 1:
         raise InvalidInput(f"{at}: give exactly one of url (with model), cmd or python")
     kind = {"url": "http", "cmd": "cmd", "python": "python"}[kinds[0]]
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}
     extra = raw.get("params") or {}
     if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
         raise InvalidInput(f"{at}: params must be a mapping of names to values")
@@ -236,7 +263,7 @@ def engine_spec(raw: Any, where: str, position: int) -> EngineSpec:
     return EngineSpec(**spec)
 
 
-def _command(value: Any, at: str) -> tuple[str, ...]:
+def _command(value: object, at: str) -> tuple[str, ...]:
     import shlex
 
     if isinstance(value, str):
@@ -253,7 +280,7 @@ def _command(value: Any, at: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def _prices(value: Any, at: str) -> dict[str, float]:
+def _prices(value: object, at: str) -> dict[str, float]:
     if not isinstance(value, dict) or not value or set(value) - {"prompt", "completion"}:
         raise InvalidInput(
             f"{at}: prices must be a mapping with prompt and/or completion (per million tokens)"
@@ -288,12 +315,12 @@ def command_line_engine(
     api_key_env: str | None,
     system: str | None,
     template: str | None,
-    params: Mapping[str, Any],
+    params: Mapping[str, object],
 ) -> EngineSpec:
     """The one engine of ``--engine URL --model M`` (named after its model)."""
     if not model:
         raise InvalidInput("--engine needs --model (the model the endpoint should use)")
-    raw: dict[str, Any] = {
+    raw: dict[str, object] = {
         "name": re.sub(r"[^A-Za-z0-9_.-]", "-", model)[:64].lstrip("-._") or "engine",
         "url": url,
         "model": model,

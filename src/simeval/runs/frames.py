@@ -11,7 +11,7 @@ from typing import IO, Any
 _LENGTH = struct.Struct("<Q")
 
 
-def send_frame(stream: IO[bytes], message: Any) -> None:
+def send_frame(stream: IO[bytes], message: object) -> None:
     """Write one message (``bytes`` inside it are passed as they are, not copied twice)."""
     data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)))
@@ -31,7 +31,9 @@ def read_frame(stream: IO[bytes]) -> Any:
     return pickle.loads(data)
 
 
-def unpickled(batches: Iterable[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
+def unpickled(
+    batches: Iterable[Sequence[tuple[object, ...]] | bytes],
+) -> Iterator[Sequence[tuple[object, ...]]]:
     """Batches of rows as they come: a list, or the bytes a pool worker pickled it into."""
     for batch in batches:
         yield pickle.loads(batch) if isinstance(batch, bytes) else batch

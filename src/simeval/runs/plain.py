@@ -14,25 +14,43 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from simeval.datafiles.columns import Chunk
 from simeval.runs.config import RunConfig
 from simeval.runs.encode import JSON_WS, encode_json, list_json, origin_json, scan_json
 from simeval.runs.state import ChunkState
 
+if TYPE_CHECKING:
+    from simeval.scoring.scorer import Scorer
+
 # a JSON escape that may stand for a NUL or a (lone) surrogate, which no database stores
 _SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])").search
+
+# a worst case as a loop keeps it until its chunk ends (``score._finish`` reads it): where,
+# case id, input, output, score, passed, threshold, eval name, matched index, missing terms,
+# matched reference, scorer
+WorstEntry = tuple[
+    str, str | None, str | None, str, float, bool, float, str | None, int, list[str], str, "Scorer"
+]
+Worst = list[tuple[float, int, WorstEntry]]  # a heap on (-score, -order): see ``keep_worst``
 
 # what the loop gives back: rows, results, passed, score sum, result lines, missing terms
 # named (in row order), the worst entries (a heap, see ``ChunkState``), rows to store
 PlainOut = tuple[
-    int, int, int, float, list[str], list[str], list[tuple[float, int, tuple[Any, ...]]], list[Any]
+    int,
+    int,
+    int,
+    float,
+    list[str],
+    list[str],
+    Worst,
+    list[tuple[object, ...]],
 ]
 
 
 def plain_jsonl(
-    cfg: RunConfig, chunk: Chunk, state: ChunkState, line_encode: Callable[[Any], str]
+    cfg: RunConfig, chunk: Chunk, state: ChunkState, line_encode: Callable[[object], str]
 ) -> PlainOut | None:
     """The chunk's results by the tight loop, or None when a row needs the general loop (or
     the run's columns do: several reference columns, a required input or id)."""
@@ -48,7 +66,7 @@ def plain_jsonl(
         return None
 
 
-def keep_worst(worst: list[Any], n: int, item: tuple[Any, ...]) -> None:
+def keep_worst(worst: Worst, n: int, item: tuple[float, int, WorstEntry]) -> None:
     """Put ``item`` on the heap of the ``n`` worst results (the caller checked it is one)."""
     if len(worst) < n:
         heapq.heappush(worst, item)
@@ -62,7 +80,7 @@ def _rows(
     start: int,
     ordinal: int,
     state: ChunkState,
-    line_encode: Callable[[Any], str],
+    line_encode: Callable[[object], str],
 ) -> PlainOut | None:
     scorer = state.scorer
     assert scorer is not None and state.explainer is not None
@@ -81,8 +99,8 @@ def _rows(
     append = lines.append
     missing_words: list[str] = []
     extend = missing_words.extend
-    worst: list[tuple[float, int, tuple[Any, ...]]] = []
-    store_rows: list[tuple[Any, ...]] = []
+    worst: Worst = []
+    store_rows: list[tuple[object, ...]] = []
     nothing: list[str] = []
     rows = passed_n = seq = 0
     score_sum = 0.0

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from simeval import service
 from simeval.datafiles.columns import (
@@ -71,7 +71,10 @@ from simeval.scoring.scorer import Scorer, get_scorer
 
 Progress = Callable[[int, int], None]
 # rows kept for a ``store`` function: a chunk's rows (a list, or pickled by a pool worker)
-Keep = Callable[[list[tuple[Any, ...]] | bytes], None]
+Keep = Callable[[list[tuple[object, ...]] | bytes], None]
+# a ``store`` function: given the rows (lists of STORE_COLUMNS tuples) and the summary to
+# keep, it stores the run and returns its id (``store_run`` with its service and names)
+StoreRun = Callable[[Iterator[list[tuple[object, ...]]], dict[str, object]], int]
 
 
 @dataclass
@@ -80,7 +83,7 @@ class RunOptions:
 
     columns: Columns = DEFAULT_COLUMNS
     threshold: float = DEFAULT_THRESHOLD
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     evals: Sequence[EvalDef] = ()
     fmt: str | None = None
     results: str | None = None
@@ -100,12 +103,12 @@ class RunOptions:
     # a ``RunStore`` (the rows go to the database while the run is scored), or a function
     # called once the run has succeeded with the rows to store (lists of STORE_COLUMNS tuples)
     # and the summary to keep, returning the stored run's id (see ``store_run``)
-    store: RunStore | Callable[[Iterator[list[tuple[Any, ...]]], dict[str, Any]], Any] | None = None
+    store: RunStore | StoreRun | None = None
     # how the input is named in messages, JUnit and the summary (default: its path): an
     # engine run scores a file of answers made from the named input
     label: str | None = None
     # kept in the stored summary too (an engine run's engine and numbers)
-    extra: dict[str, Any] | None = None
+    extra: dict[str, object] | None = None
     # an engine run's answers: the column of each row's engine time in milliseconds and the
     # seconds the answering took, both counted in JUnit's times (the wall time of a case and
     # of the suite)
@@ -280,7 +283,7 @@ class _Storing:
     fails), or a spool file for a ``store`` function (the database sees the rows only once the
     run has succeeded), or nowhere."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: RunStore | StoreRun | None):
         self.store = store
         self.sink = store if isinstance(store, RunStore) else None
         self.spool: IO[bytes] | None = None
@@ -297,7 +300,7 @@ class _Storing:
         elif self.spool is not None:
             dump, dest = pickle.dump, self.spool
 
-            def keep(rows: list[tuple[Any, ...]] | bytes) -> None:
+            def keep(rows: list[tuple[object, ...]] | bytes) -> None:
                 if isinstance(rows, bytes):  # pickled by a pool worker: one object
                     dest.write(rows)
                 else:
@@ -311,7 +314,9 @@ class _Storing:
             summary.run_name = self.sink.name
             summary.run_id = self.sink.finish(summary.stored())
         elif self.spool is not None:
-            summary.run_id = self.store(_spooled(self.spool), summary.stored())
+            store = self.store
+            assert store is not None and not isinstance(store, RunStore)  # a spool: a function
+            summary.run_id = store(_spooled(self.spool), summary.stored())
 
     def abort(self) -> None:
         if self.sink is not None:
@@ -322,7 +327,7 @@ class _Storing:
             self.spool.close()
 
 
-def _spooled(spool: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
+def _spooled(spool: IO[bytes]) -> Iterator[list[tuple[object, ...]]]:
     """The spooled rows to store, a chunk's rows at a time."""
     spool.seek(0)
     while True:
@@ -369,7 +374,7 @@ class _Tally:
         self.worst: list[tuple[float, int, WorstCase]] = []
         self.missing: Counter[str] = Counter()
         self.per_eval: dict[str, list[float]] = {e.name: [0, 0, 0.0] for e in cfg.evals}
-        self.collected: list[tuple[str, Any, float]] = []
+        self.collected: list[tuple[str, object, float]] = []
         self.comparison = (
             Comparison(opts.baseline, opts.tolerance) if opts.baseline is not None else None
         )
@@ -461,7 +466,7 @@ class RunRequest:
     file: str
     columns: Columns = DEFAULT_COLUMNS
     threshold: float | str = DEFAULT_THRESHOLD
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     evals_file: str | None = None
     fmt: str | None = None
     quoting: bool = True

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import perf_counter
-from typing import Any
 
 from simeval.datafiles.columns import Chunk, Columns
 from simeval.datafiles.read import BadRow, decode, id_cell, reference_cells, text_cell
@@ -46,12 +45,14 @@ from simeval.runs.encode import (
     xml_attr,
     xml_text,
 )
-from simeval.runs.plain import keep_worst, plain_jsonl
+from simeval.runs.plain import Worst, keep_worst, plain_jsonl
 from simeval.runs.state import ChunkState, RunReference, chunk_state
 from simeval.scoring.explain import failure_reason, missing_terms
 from simeval.scoring.scorer import Scorer
 
-Worst = list[tuple[float, int, tuple[Any, ...]]]  # a max-heap on (score, order): see _finish
+# a row's result as every writer of ``_Emit`` takes it: score, pass, threshold, matched index,
+# matched reference, missing terms, fingerprint, eval name
+Result = tuple[float, bool, float, int, str, list[str], str, str | None]
 
 
 # -- one chunk -------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ class _Emit:
         self.out_fields = cfg.out_fields
         self.n_result_fields = len(cfg.result_fields)
         self.csv_buf: io.StringIO | None = None
-        self.csv_row: Callable[[Iterable[Any]], Any] | None = None
+        self.csv_row: Callable[[Iterable[object]], object] | None = None
         if cfg.out_fmt in {"csv", "tsv"}:
             self.csv_buf = io.StringIO()
             delimiter = "\t" if cfg.out_fmt == "tsv" else ","
@@ -101,7 +102,7 @@ class _Emit:
             ).writerow
         self.lines: list[str] = []
         self.junit: list[str] = []
-        self.table_rows: list[dict[str, Any]] = []
+        self.table_rows: list[dict[str, object]] = []
         self.take: list[int] = []
         self.batch = chunk.batch is not None  # a Parquet chunk: its rows are taken as they are
         self.classnames: dict[str | None, str] = {None: xml_attr(cfg.source)}
@@ -112,7 +113,7 @@ class _Emit:
         # ASCII line without \u escapes holds only ASCII text, which the (faster) ASCII
         # encoder writes byte for byte as the other would
         self.result_names = frozenset(cfg.result_fields)
-        self.line_encode: Callable[[Any], str] = encode_json
+        self.line_encode: Callable[[object], str] = encode_json
         if chunk.lines is not None:
             lines = chunk.lines
             plain_ascii = all(map(bytes.isascii, lines)) and not any(b"\\u" in x for x in lines)
@@ -123,9 +124,9 @@ class _Emit:
 
     def jsonl(
         self,
-        row: dict[str, Any],
+        row: dict[str, object],
         ref: RunReference,
-        result: tuple[Any, ...],
+        result: Result,
         eval_def: EvalDef | None,
     ) -> None:
         """A results line: the row with ``result`` after its fields. ``result`` is (score,
@@ -166,7 +167,7 @@ class _Emit:
             f'"missing_terms": {list_json(missing)}{tail}'
         )
 
-    def csv(self, row: dict[str, Any], result: tuple[Any, ...], eval_def: EvalDef | None) -> None:
+    def csv(self, row: dict[str, object], result: Result, eval_def: EvalDef | None) -> None:
         """A results row of a CSV/TSV file: the input's fields, then the result's."""
         assert self.csv_row is not None
         cells = (*result, None if eval_def is None else eval_def.version)
@@ -178,11 +179,11 @@ class _Emit:
         )
 
     def table(
-        self, row: dict[str, Any], index: int, result: tuple[Any, ...], eval_def: EvalDef | None
+        self, row: dict[str, object], index: int, result: Result, eval_def: EvalDef | None
     ) -> None:
         """A results row of a Parquet file (``index``: the row in the chunk's batch)."""
         score, passed, threshold, at, reference, missing, fingerprint, eval_name = result
-        result_d: dict[str, Any] = {
+        result_d: dict[str, object] = {
             "score": score,
             "pass": passed,
             "threshold": threshold,
@@ -201,9 +202,7 @@ class _Emit:
             own = {f: cell_text(row.get(f)) if f in row else None for f in self.out_fields}
             self.table_rows.append({**own, **result_d})
 
-    def case(
-        self, where: str, name: str, result: tuple[Any, ...], output: str, seconds: float
-    ) -> None:
+    def case(self, where: str, name: str, result: Result, output: str, seconds: float) -> None:
         """A JUnit test case of a result (a failure with the score and missing terms) that
         took ``seconds``."""
         score, passed, threshold, _, reference, missing, _, eval_name = result
@@ -234,7 +233,9 @@ class _Emit:
         )
 
 
-def _cells(row: dict[str, Any], cols: Columns, collect: str | None) -> tuple[Any, ...]:
+def _cells(
+    row: Mapping[str, object], cols: Columns, collect: str | None
+) -> tuple[str, str | None, str | None, object]:
     """The output, input, case id and label (the ``collect`` column) of a row."""
     if row.get(cols.output) is None and isinstance(row.get("engine_error"), str):
         # an engine run's case that its engine could not answer (simeval.runs.answering)
@@ -243,7 +244,7 @@ def _cells(row: dict[str, Any], cols: Columns, collect: str | None) -> tuple[Any
     assert output is not None
     text_in = text_cell(row, cols.input, cols.input_required)
     case_id = id_cell(row, cols)
-    collected = None
+    collected: object = None
     if collect is not None:
         if collect not in row or row[collect] is None:
             raise BadRow(f"missing label column {collect!r}")
@@ -251,7 +252,7 @@ def _cells(row: dict[str, Any], cols: Columns, collect: str | None) -> tuple[Any
     return output, text_in, case_id, collected
 
 
-def _latency_s(row: Any, column: str | None) -> float:
+def _latency_s(row: object, column: str | None) -> float:
     """A row's engine time in seconds (its ``column`` of milliseconds), 0 when none."""
     if column is None or not isinstance(row, dict):
         return 0.0
@@ -297,7 +298,9 @@ def _general(
     worst: Worst = []
     missing_words: list[str] = []  # tallied once per chunk, in the same order
     per_eval, store_rows = out.per_eval, out.store_rows
-    rowvecs: dict[int, Any] = {}  # a row's output vector and terms per scorer: evals share them
+    rowvecs: dict[
+        int, tuple[bytes, set[int]]
+    ] = {}  # a row's output vector and terms per scorer: evals share them
     rs: list[RunReference] = []
     results = passed_n = seq = 0
     score_sum = 0.0

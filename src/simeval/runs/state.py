@@ -6,7 +6,6 @@ missing terms), the terms of the inputs (questions) met so far.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from simeval.runs.config import EvalDef, RunConfig
 from simeval.runs.encode import encode_json
@@ -62,7 +61,7 @@ class ChunkState:
     evalset: EvalSet | None
     by_name: dict[str, int]
     singles: dict[int, EvalSet] = field(default_factory=dict)
-    refs: dict[Any, RunReference] = field(default_factory=dict)
+    refs: dict[str | tuple[int, int], RunReference] = field(default_factory=dict)
     inputs: dict[tuple[int, str], bytes] = field(default_factory=dict)
     plain_inputs: dict[str, bytes] = field(default_factory=dict)  # a plain run's, by text
     explainer: Explainer | None = None  # a plain run's fast path, if its scorer has one
@@ -101,7 +100,11 @@ class ChunkState:
         return hits
 
     def lacks(
-        self, scorer: Scorer, output: str, rows: dict[int, Any], vec: bytes | None = None
+        self,
+        scorer: Scorer,
+        output: str,
+        rows: dict[int, tuple[bytes, set[int]]],
+        vec: bytes | None = None,
     ) -> list[str]:
         """The required terms (option ``required``) the row's output lacks under ``scorer``:
         the row then fails whatever its score. ``vec``: the output's vector when the caller
@@ -116,7 +119,9 @@ class ChunkState:
             return required.missing(b"")
         return required.missing(vec if vec is not None else self._row(scorer, output, rows)[0])
 
-    def _row(self, scorer: Scorer, output: str, rows: dict[int, Any]) -> tuple[bytes, Any]:
+    def _row(
+        self, scorer: Scorer, output: str, rows: dict[int, tuple[bytes, set[int]]]
+    ) -> tuple[bytes, set[int]]:
         """The output's vector and term hashes for ``scorer``, once per row (``rows``)."""
         got = rows.get(id(scorer))
         if got is None:
@@ -138,7 +143,7 @@ class ChunkState:
         scorer: Scorer,
         output: str,
         at: int,
-        rows: dict[int, Any],
+        rows: dict[int, tuple[bytes, set[int]]],
         top: int,
         input: str | None = None,
     ) -> list[str]:

@@ -18,34 +18,37 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from simeval.jsontypes import JSONObject, JSONValue
 from simeval.runs.config import EvalDef
 from simeval.runs.frames import read_frame, send_frame, unpickled
 from simeval.store.run_rows import STORE_COLUMNS
 
 if TYPE_CHECKING:
+    import threading
+
     from simeval.scoring.scorer import Scorer
 
 STORE_QUEUE = 32  # chunks of rows waiting for the writer (memory stays bounded)
 ROWS_PER_TRANSACTION = 10_000
 
 
-def _json_safe(value: Any) -> Any:
+def _json_safe(value: object) -> JSONValue:
     return json.loads(json.dumps(value, default=str))
 
 
 def stored_options(
     scorer: Scorer | None,
-    options: dict[str, Any],
+    options: Mapping[str, object],
     evals: Sequence[EvalDef],
     threshold: float,
     workers: int,
     fmt: str,
-) -> dict[str, Any]:
+) -> JSONObject:
     """A stored run's ``options``: what the summary says of its scorer (a run with reference
     columns: ``scorer`` with ``options``; None for an eval-file run), and the scorer options
     themselves (``options``, or the ``evals``' by eval name), from which an explanation of
     one of its rows is computed when the row is shown."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "threshold": threshold if scorer is not None else None,
         "fingerprint": scorer.fingerprint if scorer is not None else None,
         "options": scorer.describe() if scorer is not None else None,
@@ -56,7 +59,9 @@ def stored_options(
         out["scorer"] = dict(options)
     else:
         out["evals"] = {e.name: dict(e.options) for e in evals}
-    return dict(_json_safe(out))
+    safe = _json_safe(out)
+    assert isinstance(safe, dict)  # a dict of JSON values gives back a dict
+    return dict(safe)
 
 
 class RunStore:
@@ -73,15 +78,17 @@ class RunStore:
     ``simeval run --store`` uses ``RunStoreProcess`` instead: a writer process of its own.
     """
 
-    def __init__(self, svc: Any, name: str, source: str, labels: Mapping[str, Any] | None = None):
+    def __init__(
+        self, svc: Any, name: str, source: str, labels: Mapping[str, object] | None = None
+    ):
         self.svc, self.name, self.source = svc, name, source
         self.labels = dict(labels or {})
         self.run_id: int | None = None
         self.error: BaseException | None = None
         self.queue: Any = None
-        self.thread: Any = None
+        self.thread: threading.Thread | None = None
 
-    def start(self, options: dict[str, Any]) -> None:
+    def start(self, options: JSONObject) -> None:
         """Record the run (``options``: see ``stored_options``) and start its writer."""
         import queue
         import threading
@@ -107,7 +114,7 @@ class RunStore:
         if self.error is not None:
             raise self.error
 
-    def add(self, rows: list[tuple[Any, ...]] | bytes) -> None:
+    def add(self, rows: list[tuple[object, ...]] | bytes) -> None:
         """Store a chunk's rows (a list, or the list pickled by a pool worker)."""
         self._check()
         self.queue.put(rows)
@@ -118,7 +125,7 @@ class RunStore:
             self.thread.join()
             self.thread = None
 
-    def finish(self, summary: dict[str, Any]) -> int:
+    def finish(self, summary: dict[str, object]) -> int:
         """Wait for the rows to be stored, keep ``summary``; returns the run's id."""
         self._stop()
         self._check()
@@ -151,7 +158,7 @@ class RunStoreProcess(RunStore):
     """
 
     def __init__(
-        self, db: str | None, name: str, source: str, labels: Mapping[str, Any] | None = None
+        self, db: str | None, name: str, source: str, labels: Mapping[str, object] | None = None
     ):
         super().__init__(None, name, source, labels)
         self.db = db
@@ -160,7 +167,7 @@ class RunStoreProcess(RunStore):
         self.answered: Any = None
         self.answer: tuple[str, Any] = ("error", RuntimeError("no answer"))
 
-    def start(self, options: dict[str, Any]) -> None:
+    def start(self, options: JSONObject) -> None:
         """Start the writer process and send it the run to record."""
         import queue
         import subprocess
@@ -219,12 +226,12 @@ class RunStoreProcess(RunStore):
         if self.error is not None:
             raise self.error
 
-    def _tell(self, message: tuple[str, Any]) -> None:
+    def _tell(self, message: tuple[str, object]) -> None:
         with contextlib.suppress(OSError, ValueError):  # the writer stopped: its answer says why
             send_frame(self.proc.stdin, message)
             self.proc.stdin.close()
 
-    def finish(self, summary: dict[str, Any]) -> int:
+    def finish(self, summary: dict[str, object]) -> int:
         """Send the summary once every row is sent; returns the run's id, as the writer
         answers it."""
         self._stop()
@@ -258,10 +265,10 @@ def store_run(
     name: str,
     source: str,
     rows: Iterable[Sequence[tuple[Any, ...]]],
-    summary: dict[str, Any],
-    scorer_options: dict[str, Any] | None = None,
+    summary: dict[str, object],
+    scorer_options: Mapping[str, object] | None = None,
     evals: Sequence[EvalDef] = (),
-    labels: Mapping[str, Any] | None = None,
+    labels: Mapping[str, object] | None = None,
 ) -> int:
     """Store a finished run in ``svc``'s database; returns its id.
 

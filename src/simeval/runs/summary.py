@@ -29,7 +29,7 @@ class EvalStats:
     threshold: float
     version: int | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "results": self.results,
             "passed": self.passed,
@@ -64,7 +64,7 @@ class Gate:
     value: float
     passed: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"gate": self.gate, "limit": self.limit, "value": self.value, "passed": self.passed}
 
 
@@ -95,7 +95,7 @@ class RunSummary:
     unmatched: list[UnmatchedRow] | None = None
     evals: dict[str, EvalStats] | None = None
     baseline: BaselineReport | None = None
-    collected: list[tuple[str, Any, float]] | None = None
+    collected: list[tuple[str, object, float]] | None = None
     file: str = ""
     format: str = ""
     results_file: str | None = None
@@ -111,14 +111,14 @@ class RunSummary:
     run_id: int | None = None
     gates: list[Gate] | None = None
     # more for the stored summary: an engine run's engine, its numbers (simeval.runs.engine_run)
-    extra: dict[str, Any] | None = None
+    extra: dict[str, object] | None = None
 
     @property
     def ok(self) -> bool:
         """Whether every gate held (True when none was checked)."""
         return all(g.passed for g in self.gates or ())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The summary as ``simeval run --json`` prints it (with ``ok`` when gates were
         checked)."""
         out = self.stored()
@@ -139,7 +139,7 @@ class RunSummary:
         ``ok`` is dropped (it follows from the gates). A key missing for a field without a
         default is an ``InvalidInput``."""
         out: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         names = {f.name for f in fields(cls)}
         for key, value in data.items():
             if key == "ok":
@@ -156,9 +156,9 @@ class RunSummary:
         except TypeError as exc:
             raise InvalidInput(f"not a run summary: {exc}") from None
 
-    def stored(self) -> dict[str, Any]:
+    def stored(self) -> dict[str, object]:
         """The summary a stored run keeps (``to_dict`` without its id and ``ok``)."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "rows": self.rows,
             "results": self.results,
             "passed": self.passed,
@@ -200,17 +200,17 @@ class RunSummary:
         return out
 
 
-def _known(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
+def _known(kind: type, data: Mapping[str, object]) -> dict[str, Any]:
     """The keys of ``data`` that name fields of the dataclass ``kind``."""
     names = {f.name for f in fields(kind)}
     return {k: v for k, v in data.items() if k in names}
 
 
-def _worst(data: Mapping[str, Any]) -> WorstCase:
+def _worst(data: Mapping[str, object]) -> WorstCase:
     return WorstCase(**_known(WorstCase, {**data, "passed": data.get("pass")}))
 
 
-def _baseline(data: Mapping[str, Any]) -> BaselineReport:
+def _baseline(data: Mapping[str, object]) -> BaselineReport:
     report = BaselineReport(**_known(BaselineReport, data))
     for name in ("top_regressions", "top_improvements"):
         changes = [CaseChange(**_known(CaseChange, c)) for c in getattr(report, name) or ()]
