@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 
 from simeval.checks import (
     MAX_NAME_CHARS,
@@ -386,7 +386,7 @@ class RunService(Part):
 
             def fetch(at: Position | None, n: int) -> list[Run]:
                 older = at is None or at.direction == OLDER
-                key = None if at is None else at.key
+                key = None if at is None else cast(tuple[datetime, int], at.key)
                 return runs_page(s, key, older, n, offset if at is None else 0)
 
             page = keyset_page("runs", fetch, lambda r: (r.created_at, r.id), limit, at, offset > 0)
