@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import chain, islice
 from typing import Any, Protocol, cast
@@ -570,7 +570,7 @@ class CaptureService(Part):
         limit: int = 50,
         offset: int = 0,
         conversation_id: str | None = None,
-        meta: object = None,
+        meta: str | Iterable[object] | None = None,
         since: object = None,
         until: object = None,
         cursor: str | None = None,
@@ -587,7 +587,7 @@ class CaptureService(Part):
         limit: int = 50,
         offset: int = 0,
         conversation_id: str | None = None,
-        meta: object = None,
+        meta: str | Iterable[object] | None = None,
         since: object = None,
         until: object = None,
         cursor: str | None = None,
@@ -617,7 +617,7 @@ class CaptureService(Part):
     def count_captures(
         self,
         conversation_id: str | None = None,
-        meta: object = None,
+        meta: str | Iterable[object] | None = None,
         since: object = None,
         until: object = None,
     ) -> int:
@@ -630,7 +630,7 @@ class CaptureService(Part):
 
 
 def _capture_scope(
-    conversation_id: object, meta: object, since: object, until: object
+    conversation_id: object, meta: str | Iterable[object] | None, since: object, until: object
 ) -> CaptureScope:
     cid = None
     if conversation_id is not None:

@@ -40,7 +40,7 @@ _ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")
 RESULT_ID_PATTERN = r"^(\d+-\d+|r?\d+)$"  # for routes: another form is a 422
 
 
-def parse_result_id(value: Any) -> tuple[int, int] | int:
+def parse_result_id(value: object) -> tuple[int, int] | int:
     """(capture id, eval id) for a captured result, the row id for a run's row ("r7", or
     "7" as run rows were numbered before captured results were packed).
 
