@@ -163,7 +163,7 @@ class CaptureResultOut(_Model):
     fingerprint: str
     matched_index: int
     matched_reference: str
-    explanation: dict[str, Any] | None = None
+    explanation: dict[str, object] | None = None
     review: ReviewOut | None = None
 
 
@@ -193,7 +193,7 @@ class CaptureOut(_Model):
     input: str
     output: str
     conversation_id: str | None
-    metadata: dict[str, Any] | None
+    metadata: dict[str, object] | None
     captured_at: datetime
     evaluated: bool = Field(description="False when automatic evaluation was off")
     capture_key: str | None = Field(
