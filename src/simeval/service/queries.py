@@ -15,7 +15,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from simeval.checks import MAX_ID, as_utc
 from simeval.errors import InvalidInput, NotFound
@@ -81,7 +80,7 @@ class Row:
     fingerprint: str
     created_at: datetime
     review: Review | None
-    order: tuple[Any, ...]  # the sort key within one created_at
+    order: tuple[int, int, int]  # the sort key within one created_at: kind, id, index
 
     @property
     def passed(self) -> bool:
