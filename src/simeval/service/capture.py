@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import chain, islice
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from simeval.checks import (
     CheckedCapture,
@@ -25,7 +25,6 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.jsontypes import JSONValue
-from simeval.scoring.scorer import Scorer
 from simeval.service.adopt import Recount, adopt_span, merge_proxied
 from simeval.service.base import Part, get_row
 from simeval.service.capture_score import Active, prepare, score_capture
@@ -68,17 +67,6 @@ from simeval.store.summaries import add_captures
 from simeval.vocabulary import normal_meta
 
 log = logging.getLogger("simeval.service")
-
-
-class _ScoredGroup(Protocol):
-    """What the answer reads of an eval-set group that scored a capture (its scorer, the
-    eval-set positions of its members)."""
-
-    @property
-    def scorer(self) -> Scorer: ...
-
-    @property
-    def positions(self) -> list[int]: ...
 
 
 def in_force(s: Tx, evals: list[Eval]) -> list[Eval]:
@@ -435,7 +423,7 @@ class CaptureService(Part):
     @staticmethod
     def _fresh_json(
         active: Active,
-        scored: Sequence[tuple[_ScoredGroup, list[int], Sequence[float], Sequence[int]]],
+        scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
         capture_id: int,
         lacking: set[tuple[int, int]],
     ) -> bytes:
@@ -469,7 +457,7 @@ class CaptureService(Part):
     @staticmethod
     def _fresh_results(
         active: Active,
-        scored: Sequence[tuple[_ScoredGroup, list[int], Sequence[float], Sequence[int]]],
+        scored: list[tuple[Any, list[int], Sequence[float], Sequence[int]]],
         capture_id: int,
         input: str,
         output: str,
