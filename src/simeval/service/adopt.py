@@ -21,9 +21,9 @@ takes it (``roll_up``: its sums are read, then written); a capture counted in be
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
+from simeval.jsontypes import JSONObject, JSONValue
 from simeval.store import Capture, Tx, unpack_results
 from simeval.store.spans_sql import Recount as Recount  # raised here; the capture catches it
 from simeval.store.spans_sql import capture_for_update, rewrite_capture
@@ -51,7 +51,7 @@ def adopt_span(
     keys: Sequence[str],
     capture_id: int,
     conversation_id: str | None,
-    span_meta: dict[str, Any],
+    span_meta: Mapping[str, JSONValue],
 ) -> bool:
     """In the write transaction ``s``: the proxy's capture ``capture_id`` takes the span's
     ``conversation_id`` where it has none, and the keys of ``span_meta`` its metadata lacks
@@ -82,7 +82,9 @@ def adopt_span(
     return True
 
 
-def merged_meta(span_meta: dict[str, Any], proxy_meta: dict[str, Any]) -> dict[str, Any]:
+def merged_meta(
+    span_meta: Mapping[str, JSONValue], proxy_meta: Mapping[str, JSONValue]
+) -> JSONObject:
     """The metadata of one call seen twice: the proxy's over the span's, the span's own ids
     and name kept, and nothing said of the span's copy of the texts (``TEXT_NOTES``)."""
     out = {k: v for k, v in span_meta.items() if k not in TEXT_NOTES}
@@ -95,7 +97,7 @@ def merge_proxied(
     s: Tx,
     keys: Sequence[str],
     capture_id: int,
-    proxied: tuple[str, str, str | None, dict[str, Any] | None],
+    proxied: tuple[str, str, str | None, Mapping[str, JSONValue] | None],
     score: Callable[[str, str], bytes | None] | None,
 ) -> tuple[Capture, bool] | None:
     """In the write transaction ``s``: the capture ``capture_id``, stored from a span, takes

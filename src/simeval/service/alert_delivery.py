@@ -29,9 +29,8 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 SIGNATURE_HEADER = "X-Simeval-Signature"
@@ -67,9 +66,9 @@ def is_slack(webhook: str, fmt: str) -> bool:
     return fmt == "slack" or (urlsplit(webhook).hostname or "").lower() == "hooks.slack.com"
 
 
-def body_of(payload: dict[str, Any], webhook: str, fmt: str) -> bytes:
+def body_of(payload: Mapping[str, object], webhook: str, fmt: str) -> bytes:
     """The bytes posted: the payload as JSON, or Slack-compatible text made of its message."""
-    doc: dict[str, Any] = {"text": payload["message"]} if is_slack(webhook, fmt) else payload
+    doc: Mapping[str, object] = {"text": payload["message"]} if is_slack(webhook, fmt) else payload
     return json.dumps(doc, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
 
@@ -130,7 +129,7 @@ def _retryable(result: Attempt) -> bool:
 
 def deliver(
     webhook: str,
-    payload: dict[str, Any],
+    payload: Mapping[str, object],
     fmt: str,
     secret_env: str | None,
     log: Callable[[Attempt], None],

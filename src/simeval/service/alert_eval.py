@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from simeval.jsontypes import JSONObject
 from simeval.scoring.compare import Case, compare_eval
 from simeval.service.alert_rules import window_text
 from simeval.service.queries import capture_reviews
@@ -58,7 +59,7 @@ class Decision:
     firing: bool | None
     value: float | None = None
     message: str = ""
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: JSONObject = field(default_factory=dict)
 
 
 def need_of(rule: AlertRule, now: datetime) -> Need:

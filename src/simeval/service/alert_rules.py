@@ -19,8 +19,9 @@ with the one before it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from simeval.checks import as_utc, check_name, check_storable, check_url, utc_now
 from simeval.errors import InvalidInput
@@ -40,7 +41,33 @@ MAX_WINDOW_SECONDS = 3650 * 86400  # ten years: longer than any store keeps resu
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def parse_window(value: Any) -> tuple[int | None, int | None]:
+class CheckedRule(TypedDict):
+    """A rule as ``check_rule`` checked it: the ``AlertRule`` columns it stores."""
+
+    name: str
+    eval_name: str
+    condition: str
+    threshold: float | None
+    window_results: int | None
+    window_seconds: int | None
+    webhook: str | None
+    secret_env: str | None
+    format: str
+
+
+class RuleItem(TypedDict):
+    """A stored rule as the evals YAML's ``alerts:`` section writes it."""
+
+    name: str
+    eval: str
+    when: str
+    window: int | str
+    webhook: NotRequired[str]
+    secret_env: NotRequired[str]
+    format: NotRequired[str]
+
+
+def parse_window(value: object) -> tuple[int | None, int | None]:
     """``(results, seconds)`` of a rule's window: a positive count, or a duration text.
 
     >>> parse_window(20), parse_window("1h"), parse_window("90s")
@@ -82,13 +109,13 @@ def when_text(condition: str, threshold: float | None) -> str:
     return f"{condition} < {threshold:g}" if threshold is not None else condition
 
 
-def _check_webhook(value: Any) -> str | None:
+def _check_webhook(value: object) -> str | None:
     if value is None:
         return None
     return check_url(check_storable(str(value), "webhook"), "webhook")
 
 
-def check_rule(item: Any) -> dict[str, Any]:
+def check_rule(item: object) -> CheckedRule:
     """One rule mapping checked: its stored fields, or ``InvalidInput`` naming the problem."""
     if not isinstance(item, dict):
         raise InvalidInput("is not a mapping")
@@ -139,14 +166,14 @@ def check_rule(item: Any) -> dict[str, Any]:
     }
 
 
-def validate_alert_rules(items: Any, source: str) -> list[dict[str, Any]]:
+def validate_alert_rules(items: object, source: str) -> list[CheckedRule]:
     """The ``alerts:`` section of an evals document checked before anything is written (none:
     an empty list). Errors name ``source``, the rule and the problem."""
     if items is None:
         return []
     if not isinstance(items, list):
         raise InvalidInput(f"{source}: 'alerts' must be a list of rules")
-    out: list[dict[str, Any]] = []
+    out: list[CheckedRule] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
         where = f"{source}: alert {i + 1}"
@@ -163,7 +190,7 @@ def validate_alert_rules(items: Any, source: str) -> list[dict[str, Any]]:
     return out
 
 
-def store_alert_rules(s: Tx, rules: list[dict[str, Any]], now: datetime | None = None) -> int:
+def store_alert_rules(s: Tx, rules: Sequence[CheckedRule], now: datetime | None = None) -> int:
     """Create or replace (by name) each rule in ``s``'s transaction; how many changed."""
     now = now or utc_now()
     changed = 0
@@ -203,12 +230,12 @@ def rule_out(rule: AlertRule) -> AlertRuleOut:
     )
 
 
-def export_alert_rules(s: Tx) -> list[dict[str, Any]]:
+def export_alert_rules(s: Tx) -> list[RuleItem]:
     """The stored rules as the evals YAML's ``alerts:`` section (``validate_alert_rules``
     reads it back)."""
     out = []
     for rule in rules_by_name(s):
-        item: dict[str, Any] = {
+        item: RuleItem = {
             "name": rule.name,
             "eval": rule.eval_name,
             "when": when_text(rule.condition, rule.threshold),

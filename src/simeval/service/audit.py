@@ -5,19 +5,20 @@ changed or deleted (the database's triggers refuse it, migration 0016)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import cast
 
 from simeval.checks import as_utc, check_lookup, naive_utc, parse_time
 from simeval.errors import InvalidInput
 from simeval.service.base import Part
 from simeval.service.cursor import decode_cursor, encode_cursor
 from simeval.service.user_models import AuditEntryOut, AuditPage
+from simeval.store import AuditEntry
 from simeval.store.audit_sql import read_entries
 
 MAX_AUDIT_PAGE = 500
 
 
-def _entry(row: Any) -> AuditEntryOut:
+def _entry(row: AuditEntry) -> AuditEntryOut:
     return AuditEntryOut(
         id=row.id,
         at=as_utc(row.at),
@@ -37,7 +38,7 @@ class AuditService(Part):
         actor: str | None = None,
         action: str | None = None,
         target: str | None = None,
-        since: Any = None,
+        since: object = None,
         cursor: str | None = None,
         limit: int = 100,
     ) -> AuditPage:
@@ -53,7 +54,7 @@ class AuditService(Part):
         start = parse_time(since, "since") if since not in (None, "") else None
         before = None
         if cursor:
-            before = decode_cursor(cursor, (datetime, int))
+            before = cast(tuple[datetime, int], decode_cursor(cursor, (datetime, int)))
         named = {"actor": actor, "action": action, "target": target}
         if any(v and check_lookup(v, k) is None for k, v in named.items()):
             return AuditPage(entries=[], next_cursor=None)  # a NUL: no entry holds one

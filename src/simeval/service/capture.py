@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import chain, islice
 from typing import Any, cast
@@ -24,6 +24,7 @@ from simeval.checks import (
     parse_time,
     utc_now,
 )
+from simeval.jsontypes import JSONValue
 from simeval.service.adopt import Recount, adopt_span, merge_proxied
 from simeval.service.base import Part, get_row
 from simeval.service.capture_score import Active, prepare, score_capture
@@ -31,8 +32,9 @@ from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunk
 from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_position
 from simeval.service.filters import parse_meta
 from simeval.service.meta_counts import rolled_capture_count
-from simeval.service.models import CaptureOut, CaptureResultOut
+from simeval.service.models import CaptureOut, CaptureResultOut, CaptureResultRow
 from simeval.service.queries import (
+    Row,
     capture_result_id,
     capture_reviews,
     capture_rows,
@@ -104,7 +106,7 @@ class CaptureService(Part):
 
     _active: tuple[int, Active] | None = None
     # the metadata keys captures index (``capture_meta``), by the setting's stored value
-    _meta_keys: tuple[Any, tuple[str, ...]] = (None, DEFAULT_INDEXED_KEYS)
+    _meta_keys: tuple[object, tuple[str, ...]] = (None, DEFAULT_INDEXED_KEYS)
 
     def _prepared(self, revision: int) -> Active:
         """The active evals, prepared once per ``revision``."""
@@ -124,10 +126,10 @@ class CaptureService(Part):
         input: str,
         output: str,
         conversation_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         *,
         explain: bool = False,
-        captured_at: Any = None,
+        captured_at: object = None,
         capture_key: str | None = None,
     ) -> CaptureOut:
         """Store an engine response and score it against every active eval in scope.
@@ -197,7 +199,7 @@ class CaptureService(Part):
         raise RuntimeError("the active evals kept changing while capturing; nothing stored")
 
     def adopt_span(
-        self, capture_id: int, conversation_id: str | None, span_meta: dict[str, Any]
+        self, capture_id: int, conversation_id: str | None, span_meta: Mapping[str, JSONValue]
     ) -> bool:
         """The proxy's capture of a call takes what its span adds (``adopt.adopt_span``):
         the span's conversation id where it has none, the metadata keys it lacks, the span's
@@ -349,7 +351,7 @@ class CaptureService(Part):
                 self.store.run_write(lambda s: roll_up(tx_connection(s)))
         return done
 
-    def _indexed_meta(self, flags: dict[str, Any]) -> tuple[str, ...]:
+    def _indexed_meta(self, flags: Mapping[str, object]) -> tuple[str, ...]:
         """The metadata keys a capture indexes, from the settings read with its flags (the
         keys being filled in while a change of ``indexed_meta`` is under way, else the
         declared ones), parsed once per stored value."""
@@ -395,7 +397,7 @@ class CaptureService(Part):
             capture_key=key,
         )
 
-        def results() -> list[dict[str, Any]]:
+        def results() -> list[CaptureResultRow]:
             assert active is not None
             return self._fresh_results(active, scored, capture_id, input, output, explain, lacking)
 
@@ -461,8 +463,8 @@ class CaptureService(Part):
         output: str,
         explain: bool,
         lacking: set[tuple[int, int]],
-    ) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
+    ) -> list[CaptureResultRow]:
+        rows: list[CaptureResultRow] = []
         for group, members, sc, at in scored:
             scorer = group.scorer
             fp = scorer.fingerprint
@@ -508,7 +510,7 @@ class CaptureService(Part):
         self,
         s: Tx,
         cap: Capture,
-        read: tuple[list[Any], dict[tuple[int, int], list[str]], dict[int, str]] | None = None,
+        read: tuple[list[Row], dict[tuple[int, int], list[str]], dict[int, str]] | None = None,
     ) -> CaptureOut:
         if read is None:
             return self.captures_out(s, [cap])[0]
@@ -556,9 +558,9 @@ class CaptureService(Part):
         limit: int = 50,
         offset: int = 0,
         conversation_id: str | None = None,
-        meta: Any = None,
-        since: Any = None,
-        until: Any = None,
+        meta: str | Iterable[object] | None = None,
+        since: object = None,
+        until: object = None,
         cursor: str | None = None,
     ) -> list[CaptureOut]:
         """Captures, newest first, with their results; ``meta`` takes ``KEY=VALUE`` strings
@@ -573,9 +575,9 @@ class CaptureService(Part):
         limit: int = 50,
         offset: int = 0,
         conversation_id: str | None = None,
-        meta: Any = None,
-        since: Any = None,
-        until: Any = None,
+        meta: str | Iterable[object] | None = None,
+        since: object = None,
+        until: object = None,
         cursor: str | None = None,
     ) -> Page[CaptureOut]:
         """A page of ``list_captures`` with its ``next_cursor`` (older captures, None at the
@@ -603,9 +605,9 @@ class CaptureService(Part):
     def count_captures(
         self,
         conversation_id: str | None = None,
-        meta: Any = None,
-        since: Any = None,
-        until: Any = None,
+        meta: str | Iterable[object] | None = None,
+        since: object = None,
+        until: object = None,
     ) -> int:
         """How many captures ``list_captures`` gives with these filters and no limit (under
         one indexed metadata pair, summed by hour: ``simeval.service.meta_counts``)."""
@@ -615,7 +617,9 @@ class CaptureService(Part):
             return count_in_scope(s, scope) if rolled is None else rolled
 
 
-def _capture_scope(conversation_id: Any, meta: Any, since: Any, until: Any) -> CaptureScope:
+def _capture_scope(
+    conversation_id: object, meta: str | Iterable[object] | None, since: object, until: object
+) -> CaptureScope:
     cid = None
     if conversation_id is not None:
         cid = check_storable(str(conversation_id), "conversation_id")
@@ -642,7 +646,7 @@ class _Unprepared(Exception):
 _FLAG_KEYS = (REVISION_KEY, AUTO_EVALUATE_KEY, ROLLUP_KEY, INDEXED_META_KEY, META_WRITING_KEY)
 
 
-def _json_flag(raw: Any, default: Any) -> Any:
+def _json_flag(raw: object, default: Any) -> Any:
     """A setting's value as read through the driver (JSON text on SQLite)."""
     if raw is None:
         return default

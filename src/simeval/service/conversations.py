@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from simeval.checks import as_utc, check_lookup, check_page
 from simeval.errors import InvalidInput, NotFound
@@ -44,7 +44,7 @@ def _review_changes(s: Tx, conversation_ids: list[str]) -> dict[str, int]:
     return out
 
 
-def _check_conversation(conversation_id: Any) -> str:
+def _check_conversation(conversation_id: object) -> str:
     if not isinstance(conversation_id, str) or not conversation_id.strip():
         raise InvalidInput("conversation id must be a non-empty string")
     if len(conversation_id) > 200:

@@ -21,17 +21,20 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from simeval.checks import DEEP_OFFSET_HINT, MAX_DEEP_OFFSET, MAX_ID
 from simeval.errors import InvalidInput
 
 T = TypeVar("T")
 
+CursorValue: TypeAlias = datetime | int | str
+"""A value of a cursor's sort key."""
+
 MAX_CURSOR = 2000  # characters: a key of a time, an id and a 200-character text fits
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> int | str:
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(UTC).replace(tzinfo=None)
@@ -41,13 +44,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def encode_cursor(values: tuple[Any, ...]) -> str:
+def encode_cursor(values: tuple[object, ...]) -> str:
     """The opaque cursor of a row's sort key ``values`` (datetimes, ints, strings)."""
     text = json.dumps([_plain(v) for v in values], ensure_ascii=False, separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def _typed(value: Any, kind: type) -> Any:
+def _typed(value: object, kind: type) -> CursorValue:
     if kind is datetime:
         if not isinstance(value, str):
             raise ValueError
@@ -66,7 +69,7 @@ def _typed(value: Any, kind: type) -> Any:
     raise TypeError(f"a cursor holds datetimes, ints and strings, not {kind.__name__}")
 
 
-def decode_cursor(text: Any, kinds: tuple[type, ...]) -> tuple[Any, ...]:
+def decode_cursor(text: object, kinds: tuple[type, ...]) -> tuple[CursorValue, ...]:
     """The sort key a cursor from ``encode_cursor`` holds, one value of each of ``kinds``;
     ``InvalidInput`` for anything else."""
     if not isinstance(text, str) or not text.strip():
@@ -97,22 +100,22 @@ class Position:
     (``OLDER`` for the next page, ``NEWER`` for the previous one)."""
 
     direction: str
-    key: tuple[Any, ...]
+    key: tuple[CursorValue, ...]
 
 
-def listing_cursor(listing: str, direction: str, key: tuple[Any, ...]) -> str:
+def listing_cursor(listing: str, direction: str, key: tuple[object, ...]) -> str:
     """The cursor of a page of ``listing`` ("results", "captures", "runs", "conversations")
     starting after the
     row whose sort key is ``key``, going ``direction`` (``OLDER`` or ``NEWER``)."""
     return encode_cursor((listing, direction, *key))
 
 
-def read_listing_cursor(text: Any, listing: str, kinds: tuple[type, ...]) -> Position:
+def read_listing_cursor(text: object, listing: str, kinds: tuple[type, ...]) -> Position:
     """The position a ``listing_cursor`` of ``listing`` holds (its key one value of each of
     ``kinds``); ``InvalidInput`` "cursor ... is not one this listing gave" for anything else:
     cut or edited text, or a cursor of another listing."""
     name, direction, *key = decode_cursor(text, (str, str, *kinds))
-    if name != listing or direction not in (OLDER, NEWER):
+    if name != listing or direction not in (OLDER, NEWER) or not isinstance(direction, str):
         raise InvalidInput(_not_ours(str(text).strip()))
     return Position(direction, tuple(key))
 
@@ -130,7 +133,7 @@ class Page(Generic[T]):
 def keyset_page(
     listing: str,
     fetch: Callable[[Position | None, int], list[T]],
-    key: Callable[[T], tuple[Any, ...]],
+    key: Callable[[T], tuple[CursorValue, ...]],
     limit: int,
     position: Position | None,
     given_offset: bool = False,

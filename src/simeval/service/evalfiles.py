@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NotRequired, TypedDict
 
 from simeval.checks import check_name, check_scope, check_storable_all, load_json, read_text_file
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold
 from simeval.scoring.scorer import check_references
 from simeval.service.alert_rules import (
+    RuleItem,
     export_alert_rules,
     store_alert_rules,
     validate_alert_rules,
@@ -26,6 +27,49 @@ from simeval.store.lookups import eval_named
 from simeval.yamlfile import read_yaml
 
 EVALS_FORMAT = 1
+
+
+class EvalTest(TypedDict):
+    """An eval file entry's ``test``: a sample input and output."""
+
+    input: str
+    output: str
+
+
+class EvalItem(TypedDict):
+    """An eval as the eval file writes it (``export_evals``)."""
+
+    name: str
+    type: str
+    status: str
+    references: list[str]
+    threshold: float
+    input_scope: NotRequired[str]
+    options: NotRequired[Mapping[str, object]]
+    test: NotRequired[EvalTest]
+
+
+class EvalsDocument(TypedDict):
+    """An eval file's document (``EVALS_FORMAT``), as ``export_evals`` writes it."""
+
+    simeval: int
+    evals: list[EvalItem]
+    alerts: NotRequired[list[RuleItem]]
+
+
+class EvalEntry(TypedDict):
+    """An eval file entry as ``validate_evals_document`` checked it."""
+
+    name: str
+    references: list[str]
+    threshold: float
+    input_scope: str | None
+    options: dict[str, Any]  # as ``check_options`` gives them
+    fingerprint: str
+    status: str | None
+    test: EvalTest | None
+
+
 _EVAL_KEYS = {
     "name",
     "type",
@@ -41,7 +85,7 @@ _EVAL_KEYS = {
 }
 
 
-def _shared_synonyms(doc: dict[str, Any], source: str) -> dict[str, list[Any]]:
+def _shared_synonyms(doc: Mapping[str, object], source: str) -> dict[str, list[object]]:
     """The file's named synonym lists (its top-level ``synonyms:`` mapping: name -> groups)."""
     named = doc.get("synonyms") or {}
     if not isinstance(named, dict) or not all(isinstance(v, list) for v in named.values()):
@@ -52,7 +96,7 @@ def _shared_synonyms(doc: dict[str, Any], source: str) -> dict[str, list[Any]]:
     return {str(k): v for k, v in named.items()}
 
 
-def _terms_options(item: dict[str, Any], named: dict[str, list[Any]]) -> dict[str, Any] | None:
+def _terms_options(item: Mapping[str, object], named: Mapping[str, list[object]]) -> object:
     """An entry's ``options`` with its ``required`` and ``synonyms`` keys (which win); a
     string among its synonyms names a list of the file's ``synonyms:`` section."""
     options = item.get("options")
@@ -67,7 +111,7 @@ def _terms_options(item: dict[str, Any], named: dict[str, list[Any]]) -> dict[st
         given = item["synonyms"]
         if not isinstance(given, list):
             raise InvalidOption(f"synonyms must be a list of groups or list names, not {given!r}")
-        groups: list[Any] = []
+        groups: list[object] = []
         for entry in given:
             if isinstance(entry, str) and "," not in entry:
                 if entry not in named:
@@ -83,7 +127,7 @@ def _terms_options(item: dict[str, Any], named: dict[str, list[Any]]) -> dict[st
     return out
 
 
-def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
+def parse_evals_document(text: str | bytes, source: str = "document") -> object:
     """Parse an eval definitions file's text: JSON when ``source`` ends in ``.json``, else YAML
     (a superset of JSON). Errors name the line.
 
@@ -106,7 +150,7 @@ def parse_evals_document(text: str | bytes, source: str = "document") -> Any:
     return read_yaml(text, source)
 
 
-def dump_evals_document(doc: Any, fmt: str = "yaml") -> str:
+def dump_evals_document(doc: object, fmt: str = "yaml") -> str:
     """An eval definitions document (``export_evals``) as the text of a file: YAML (keys in
     their order, Unicode as it is) or indented JSON; ``parse_evals_document`` reads it back.
 
@@ -127,7 +171,7 @@ def dump_evals_document(doc: Any, fmt: str = "yaml") -> str:
     return text
 
 
-def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
+def validate_evals_document(doc: object, source: str) -> list[EvalEntry]:
     """Every entry of a parsed eval definitions document checked, before anything is written:
     name, references, threshold, scope, options (with their fingerprint), status and test, as
     plain dicts. ``InvalidInput`` (or ``InvalidOption``/``InvalidType``) names ``source``, the
@@ -146,7 +190,7 @@ def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
         named = {}
     if not isinstance(items, list):
         raise InvalidInput(f"{source}: expected a list of evals (under 'evals:')")
-    out: list[dict[str, Any]] = []
+    out: list[EvalEntry] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
         where = f"{source}: eval {i + 1}"
@@ -174,15 +218,16 @@ def validate_evals_document(doc: Any, source: str) -> list[dict[str, Any]]:
             status = item.get("status")
             if status not in (None, "draft", "active", "archived"):
                 raise InvalidInput(f"status must be draft, active or archived, not {status!r}")
-            test = item.get("test")
-            if test is not None:
+            given = item.get("test")
+            test: EvalTest | None = None
+            if given is not None:
                 if (
-                    not isinstance(test, dict)
-                    or set(test) - {"input", "output"}
-                    or not isinstance(test.get("output"), str)
+                    not isinstance(given, dict)
+                    or set(given) - {"input", "output"}
+                    or not isinstance(given.get("output"), str)
                 ):
                     raise InvalidInput("test must be a mapping with input and output text")
-                test = {"input": str(test.get("input") or ""), "output": test["output"]}
+                test = {"input": str(given.get("input") or ""), "output": given["output"]}
         except (InvalidInput, InvalidOption, InvalidType) as exc:
             raise type(exc)(f"{where}: {exc}") from None
         out.append(
@@ -207,16 +252,16 @@ class EvalFileService(Part):
         super().__init__(core)
         self.evals = evals
 
-    def export_evals(self, include_archived: bool = False) -> dict[str, Any]:
+    def export_evals(self, include_archived: bool = False) -> EvalsDocument:
         """The eval definitions as a YAML/JSON-ready document. Each carries its latest passing
         test of the current version (if any), so an import can activate it through the gate.
 
         A plain dict on purpose: it is the eval file format itself (``EVALS_FORMAT``), written
         as YAML or JSON and read back by ``import_evals``, not an answer about the store."""
         with self.store.read() as s:
-            items = []
+            items: list[EvalItem] = []
             for ev in list_evals(s, None, include_archived):
-                item: dict[str, Any] = {
+                item: EvalItem = {
                     "name": ev.name,
                     "type": ev.type,
                     "status": ev.status,
@@ -232,13 +277,13 @@ class EvalFileService(Part):
                     item["test"] = {"input": test.input, "output": test.output}
                 items.append(item)
             alerts = export_alert_rules(s)
-        doc: dict[str, Any] = {"simeval": EVALS_FORMAT, "evals": items}
+        doc: EvalsDocument = {"simeval": EVALS_FORMAT, "evals": items}
         if alerts:
             doc["alerts"] = alerts
         return doc
 
     def import_evals(
-        self, doc_or_path: Any, progress: Callable[[int, int], None] | None = None
+        self, doc_or_path: object, progress: Callable[[int, int], None] | None = None
     ) -> ImportReport:
         """Create or update evals from a document (a dict/list) or a YAML/JSON file path.
 
@@ -249,6 +294,7 @@ class EvalFileService(Part):
         Returns a report: created, updated, unchanged, activated, deactivated, archived,
         not_activated ({name: reason}).
         """
+        doc: object
         if isinstance(doc_or_path, dict | list):
             doc = doc_or_path
             source = "document"
@@ -272,7 +318,7 @@ class EvalFileService(Part):
         done: ImportReport = self._write(work)
         return done
 
-    def _import_one(self, s: Tx, e: dict[str, Any], report: ImportReport) -> None:
+    def _import_one(self, s: Tx, e: EvalEntry, report: ImportReport) -> None:
         name = e["name"]
         ev = eval_named(s, name)
         acted = False
@@ -291,8 +337,11 @@ class EvalFileService(Part):
         else:
             before = ev.status
             wanted = {
-                k: e[k]
-                for k in ("references", "threshold", "input_scope", "options", "fingerprint")
+                "references": e["references"],
+                "threshold": e["threshold"],
+                "input_scope": e["input_scope"],
+                "options": e["options"],
+                "fingerprint": e["fingerprint"],
             }
             if self.evals.edit_in(s, ev, wanted):
                 report.updated.append(name)

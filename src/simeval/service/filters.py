@@ -6,6 +6,7 @@ No database here: the eval a filter names is looked up by the service when it li
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ from simeval.errors import InvalidInput, InvalidType
 from simeval.store.meta_index import meta_text
 
 
-def parse_meta(values: Any) -> tuple[tuple[str, str], ...]:
+def parse_meta(values: str | Iterable[object] | None) -> tuple[tuple[str, str], ...]:
     """``["engine=v2", "region:eu"]`` (or one such string) as filter pairs.
 
     >>> parse_meta(["engine=v2", "region:eu"])
@@ -23,10 +24,9 @@ def parse_meta(values: Any) -> tuple[tuple[str, str], ...]:
     """
     if values is None:
         return ()
-    if isinstance(values, str):
-        values = [values]
+    items: Iterable[object] = [values] if isinstance(values, str) else values
     out = []
-    for item in values:
+    for item in items:
         if isinstance(item, tuple | list) and len(item) == 2:
             key, value = str(item[0]), str(item[1])
         elif isinstance(item, str):
@@ -42,7 +42,7 @@ def parse_meta(values: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def meta_matches(meta: dict[str, Any] | None, pairs: tuple[tuple[str, str], ...]) -> bool:
+def meta_matches(meta: Mapping[str, object] | None, pairs: tuple[tuple[str, str], ...]) -> bool:
     """Whether capture metadata ``meta`` holds every ``(key, value)`` of ``pairs``."""
     if not pairs:
         return True

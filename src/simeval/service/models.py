@@ -5,9 +5,9 @@ The same models are the HTTP API's response models. Times are timezone-aware UTC
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, computed_field
@@ -163,8 +163,27 @@ class CaptureResultOut(_Model):
     fingerprint: str
     matched_index: int
     matched_reference: str
-    explanation: dict[str, Any] | None = None
+    explanation: dict[str, object] | None = None
     review: ReviewOut | None = None
+
+
+class CaptureResultRow(TypedDict):
+    """A fresh capture's result as the plain dict its answer makes (``CaptureResultOut``'s
+    fields, its values checked already): made only when asked for."""
+
+    id: str
+    eval_id: int
+    eval_name: str
+    eval_type: str
+    eval_version: int
+    score: float
+    passed: bool
+    threshold: float
+    fingerprint: str
+    matched_index: int
+    matched_reference: str
+    explanation: Mapping[str, object] | None
+    review: None
 
 
 class CaptureOut(_Model):
@@ -174,7 +193,7 @@ class CaptureOut(_Model):
     input: str
     output: str
     conversation_id: str | None
-    metadata: dict[str, Any] | None
+    metadata: dict[str, object] | None
     captured_at: datetime
     evaluated: bool = Field(description="False when automatic evaluation was off")
     capture_key: str | None = Field(
@@ -183,7 +202,7 @@ class CaptureOut(_Model):
     # built on first use: a capture scored by 1,000 evals answers without making 1,000
     # objects a caller may never look at (the capture hot path); ``build`` sets it, to the
     # list or to a function giving the results as plain dicts of checked values
-    _results: list[CaptureResultOut] | Callable[[], list[dict[str, Any]]] = PrivateAttr(
+    _results: list[CaptureResultOut] | Callable[[], list[CaptureResultRow]] = PrivateAttr(
         default_factory=list
     )
 
@@ -212,7 +231,7 @@ class CaptureOut(_Model):
     @classmethod
     def build(
         cls,
-        results: list[CaptureResultOut] | Callable[[], list[dict[str, Any]]],
+        results: list[CaptureResultOut] | Callable[[], list[CaptureResultRow]],
         results_json: Callable[[], bytes] | None = None,
         counts: tuple[int, int] | None = None,
         **fields: Any,
@@ -280,7 +299,7 @@ class CaptureOut(_Model):
         return b"".join((envelope[:-3], make_json(), b"}"))
 
 
-_MISSING: Any = object()
+_MISSING: object = object()
 # CaptureOut's fields in order, with their defaults (required ones: _MISSING, then refused)
 _CAPTURE_DEFAULTS = [
     (name, _MISSING if info.is_required() else info.get_default(call_default_factory=True))
@@ -397,7 +416,7 @@ class _Report(_Model):
         )
 
 
-def _absent_when_none(value: Any) -> bool:
+def _absent_when_none(value: object) -> bool:
     # a key the dict answer left out rather than setting it to null
     return value is None
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -82,11 +82,11 @@ class OverviewOut(BaseModel):
 
 
 class _Board:
-    """Sums per eval and slot (``[count, total, passes]``; slot -1 is the previous window,
+    """Sums per eval and slot (count, total, passes; slot -1 is the previous window,
     0… the current window's sparkline slots) and the newest hour with results per eval."""
 
     def __init__(self) -> None:
-        self.slots: dict[int, dict[int, list[Any]]] = {}
+        self.slots: dict[int, dict[int, _Counts]] = {}
         self.last: dict[int, datetime] = {}
 
     def add(self, eval_id: int, k: int, count: int, total: float, passes: int) -> None:
@@ -95,11 +95,11 @@ class _Board:
             per = self.slots[eval_id] = {}
         acc = per.get(k)
         if acc is None:
-            per[k] = [count, total, passes]
+            per[k] = _Counts(count, total, passes)
         else:
-            acc[0] += count
-            acc[1] += total
-            acc[2] += passes
+            acc.count += count
+            acc.total += total
+            acc.passes += passes
 
     def seen(self, eval_id: int, hour: datetime) -> None:
         old = self.last.get(eval_id)
@@ -133,14 +133,15 @@ def _trend(change: tuple[float, float, float] | None) -> Trend:
 def _row(
     name: str,
     threshold: float,
-    slots: dict[int, list[Any]],
+    slots: dict[int, _Counts],
     last: datetime | None,
     nslots: int,
     alerts: int | None,
 ) -> OverviewRow:
     cur, prev = _Counts(), _Counts()  # this window, the one before
     spark: list[float | None] = [None] * nslots
-    for k, (count, total, passes) in slots.items():
+    for k, acc in slots.items():
+        count, total, passes = acc.count, acc.total, acc.passes
         side = prev if k < 0 else cur
         side.count += count
         side.total += total
@@ -180,7 +181,7 @@ def _none_last(value: float | None, reverse: bool) -> tuple[bool, float]:
     return (reverse, -value if reverse else value)
 
 
-def _worst(r: OverviewRow) -> tuple[Any, ...]:
+def _worst(r: OverviewRow) -> tuple[bool, float, bool, float, str]:
     """Significant drops first (the most certain first), then the lowest pass rates; evals
     without results in the window last."""
     dropped = r.trend == "dropped"

@@ -15,7 +15,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from simeval.checks import MAX_ID, as_utc
 from simeval.errors import InvalidInput, NotFound
@@ -40,7 +39,7 @@ _ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")
 RESULT_ID_PATTERN = r"^(\d+-\d+|r?\d+)$"  # for routes: another form is a 422
 
 
-def parse_result_id(value: Any) -> tuple[int, int] | int:
+def parse_result_id(value: object) -> tuple[int, int] | int:
     """(capture id, eval id) for a captured result, the row id for a run's row ("r7", or
     "7" as run rows were numbered before captured results were packed).
 
@@ -81,7 +80,7 @@ class Row:
     fingerprint: str
     created_at: datetime
     review: Review | None
-    order: tuple[Any, ...]  # the sort key within one created_at
+    order: tuple[int, int, int]  # the sort key within one created_at: kind, id, index
 
     @property
     def passed(self) -> bool:

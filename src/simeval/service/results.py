@@ -5,13 +5,14 @@ examples calibration learns from. Where results live and how they are filtered i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from itertools import islice
 from typing import Any, cast
 
 from simeval.checks import as_utc, check_page, check_storable, utc_now
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
+from simeval.jsontypes import JSONObject
 from simeval.scoring.options import check_unit
 from simeval.scoring.scorer import get_scorer
 from simeval.service.actor import record, signed_in_user
@@ -49,13 +50,13 @@ from simeval.store.results_sql import (
 )
 
 
-def _unexplained(explanation: dict[str, Any] | None) -> bool:
+def _unexplained(explanation: Mapping[str, object] | None) -> bool:
     """Whether a stored run row's explanation is still to be computed (``None``, or only the
     row's origin: ``{"case": ...}``)."""
     return explanation is None or "score" not in explanation
 
 
-def run_row_options(run_options: dict[str, Any], eval_name: str | None) -> dict[str, Any] | None:
+def run_row_options(run_options: Mapping[str, object], eval_name: str | None) -> JSONObject | None:
     """The scorer options a run row was scored with, from its run's ``options`` (``scorer``
     for a plain run, ``evals`` by eval name for an eval-file run); None when not kept."""
     if eval_name is not None:
@@ -66,7 +67,7 @@ def run_row_options(run_options: dict[str, Any], eval_name: str | None) -> dict[
     return dict(got) if isinstance(got, dict) else None
 
 
-def _explain_run_row(row: Result, run_options: dict[str, Any]) -> dict[str, Any]:
+def _explain_run_row(row: Result, run_options: Mapping[str, object]) -> dict[str, Any]:
     """The explanation of a run row stored without one: ``scorer.explain(output, reference,
     input=)`` of its own texts with its run's scorer options, ``matched_reference`` the index
     the row matched (as the explanation made at scoring time had it), then its ``case``."""
@@ -96,7 +97,7 @@ def _explain_run_row(row: Result, run_options: dict[str, Any]) -> dict[str, Any]
 MAX_REVIEWER_CHARS = 200  # the width of reviews.reviewer
 
 
-def check_reviewer(reviewer: Any) -> str | None:
+def check_reviewer(reviewer: object) -> str | None:
     """A reviewer's name as stored: stripped, None when empty or not given; ``InvalidInput``
     for one that is too long or not storable, ``InvalidType`` for a non-string."""
     if reviewer is None:
@@ -110,7 +111,7 @@ def check_reviewer(reviewer: Any) -> str | None:
     return name or None
 
 
-def run_row_missing(row: Result, run_options: dict[str, Any]) -> list[str]:
+def run_row_missing(row: Result, run_options: Mapping[str, object]) -> list[str]:
     """The missing terms of a stored run row: from its explanation, else explained now as
     ``_explain_run_row`` does (rows are stored without one)."""
     exp = row.explanation if not _unexplained(row.explanation) else None
@@ -159,7 +160,7 @@ class ResultService(Part):
         refs: dict[tuple[int, int], list[str]],
         explain: bool,
         session: Tx | None = None,
-        options: dict[tuple[int, int], dict[str, Any]] | None = None,
+        options: Mapping[tuple[int, int], Mapping[str, object]] | None = None,
     ) -> ResultOut:
         cap, run = r.capture, r.run_row
         explanation = None
@@ -209,7 +210,7 @@ class ResultService(Part):
         output: str,
         references: list[str],
         session: Tx | None = None,
-        known: dict[str, Any] | None = None,
+        known: Mapping[str, object] | None = None,
     ) -> dict[str, Any]:
         """The explanation of a captured result, with its eval version's scorer options
         (``known``: read already for a page of results; else read here, in the caller's
@@ -301,7 +302,7 @@ class ResultService(Part):
             rows = [run_row(r, review) for r, review in worst_run_rows(s, run_id, limit)]
             return self._results_out(s, rows, explain)
 
-    def _row(self, s: Tx, result_id: Any) -> Row:
+    def _row(self, s: Tx, result_id: object) -> Row:
         where = parse_result_id(result_id)
         if isinstance(where, int):
             found = run_row_with_review(s, where)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 
 from simeval.checks import (
     MAX_NAME_CHARS,
@@ -17,6 +17,7 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.errors import Conflict, InvalidInput, InvalidType
+from simeval.jsontypes import JSONValue
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_unit
 from simeval.service.actor import record
 from simeval.service.base import Part, get_row
@@ -69,8 +70,8 @@ class RunRow(NamedTuple):
 
 
 def _run_row(
-    row: Any, n: int, eval_ids: dict[str | None, int], columns: Sequence[str]
-) -> tuple[Any, ...]:
+    row: object, n: int, eval_ids: dict[str | None, int], columns: Sequence[str]
+) -> tuple[object, ...]:
     if not isinstance(row, dict):
         raise InvalidType(f"run row {n + 1} must be a mapping")
     try:
@@ -112,27 +113,40 @@ def _run_row(
     return tuple(values[c] for c in columns)
 
 
-def check_run_labels(engine: Any, group: Any, dataset: Any, dataset_version: Any) -> dict[str, Any]:
+class RunLabels(TypedDict):
+    """A run's engine, group and data set, as its ``Run`` columns."""
+
+    engine: str | None
+    group_name: str | None
+    dataset_name: str | None
+    dataset_version: int | None
+
+
+def _run_label(value: object, what: str) -> str | None:
+    if value is None:
+        return None
+    text = check_text(value, what).strip()
+    if not text or len(text) > MAX_NAME_CHARS:
+        raise InvalidInput(f"{what} must have 1 to {MAX_NAME_CHARS} characters")
+    check_storable(text, what)
+    return text
+
+
+def check_run_labels(
+    engine: object, group: object, dataset: object, dataset_version: object
+) -> RunLabels:
     """A run's engine, group and data set as ``Run`` columns: each name None or 1-200
     characters (stripped), the version None or a positive integer; else ``InvalidInput``."""
-    out: dict[str, Any] = {}
-    for column, what, value in (
-        ("engine", "run engine", engine),
-        ("group_name", "run group", group),
-        ("dataset_name", "run data set", dataset),
-    ):
-        if value is not None:
-            text = check_text(value, what).strip()
-            if not text or len(text) > MAX_NAME_CHARS:
-                raise InvalidInput(f"{what} must have 1 to {MAX_NAME_CHARS} characters")
-            check_storable(text, what)
-            value = text
-        out[column] = value
-    if dataset_version is not None:
-        out["dataset_version"] = check_id(dataset_version, "data set version")
-    else:
-        out["dataset_version"] = None
-    return out
+    engine_name = _run_label(engine, "run engine")
+    group_name = _run_label(group, "run group")
+    dataset_name = _run_label(dataset, "run data set")
+    version = check_id(dataset_version, "data set version") if dataset_version is not None else None
+    return RunLabels(
+        engine=engine_name,
+        group_name=group_name,
+        dataset_name=dataset_name,
+        dataset_version=version,
+    )
 
 
 class RunService(Part):
@@ -142,8 +156,8 @@ class RunService(Part):
         self,
         name: str,
         source: str,
-        options: dict[str, Any] | None = None,
-        summary: dict[str, Any] | None = None,
+        options: Mapping[str, JSONValue] | None = None,
+        summary: Mapping[str, JSONValue] | None = None,
         *,
         engine: str | None = None,
         group: str | None = None,
@@ -175,7 +189,7 @@ class RunService(Part):
             run = Run(
                 name=name.strip()[:200],
                 source=str(source),
-                options=options or {},
+                options=dict(options or {}),
                 summary={**(summary or {}), **process_info()},
                 created_at=now,
                 status="running",
@@ -190,12 +204,12 @@ class RunService(Part):
         run_id: int = self._write(work)
         return run_id
 
-    def update_run_summary(self, run_id: int, summary: dict[str, Any]) -> RunOut:
+    def update_run_summary(self, run_id: int, summary: Mapping[str, JSONValue]) -> RunOut:
         """Replace a run's summary (written when the run has finished); returns the run."""
         self.set_run_summary(run_id, summary)
         return self.get_run(run_id)
 
-    def set_run_summary(self, run_id: int, summary: dict[str, Any]) -> None:
+    def set_run_summary(self, run_id: int, summary: Mapping[str, JSONValue]) -> None:
         """``update_run_summary`` without reading the run back (a writer that stored its
         rows has no use for it)."""
         check_id(run_id, "run")
@@ -209,7 +223,7 @@ class RunService(Part):
 
         self._write(work)
 
-    def add_run_results(self, run_id: int, rows: Iterable[dict[str, Any]]) -> int:
+    def add_run_results(self, run_id: int, rows: Iterable[Mapping[str, object]]) -> int:
         """Store a run's scored rows in bulk (10,000 rows per transaction); returns the count.
 
         Each row: ``eval_name`` (or None), ``input``, ``output``, ``reference`` or
@@ -224,7 +238,7 @@ class RunService(Part):
             eval_ids = eval_ids_by_name(s)
         columns = ("eval_id", *STORE_COLUMNS)
         total = 0
-        chunk: list[tuple[Any, ...]] = []
+        chunk: list[tuple[object, ...]] = []
 
         def flush() -> None:
             now = utc_now()
@@ -372,7 +386,7 @@ class RunService(Part):
 
             def fetch(at: Position | None, n: int) -> list[Run]:
                 older = at is None or at.direction == OLDER
-                key = None if at is None else at.key
+                key = None if at is None else cast(tuple[datetime, int], at.key)
                 return runs_page(s, key, older, n, offset if at is None else 0)
 
             page = keyset_page("runs", fetch, lambda r: (r.created_at, r.id), limit, at, offset > 0)
