@@ -108,6 +108,7 @@ class RunRowsWriter:
             # driver's default adapter, which drops zero microseconds)
             stamp = bind_processor(results_table.c.created_at, engine.dialect)
             stamped = stamp(now) if stamp is not None else now.isoformat(" ")
+            assert isinstance(stamped, str)  # SQLite's processor writes a date as text
             self.tail = (run_id, stamped)
             # a row of no eval goes to the driver as it is: its eval id, run id and date are
             # written into the statement (an int and a date's digits), not bound per row
