@@ -61,7 +61,7 @@ def beat_run(s: Session, run_id: int, rows: Sequence[Sequence[Any]] = (), at: in
     """The run's heartbeat, in the transaction that stores its rows ``rows`` (their score at
     ``at``, their verdict next to it): the run's counts grow by them in the same transaction,
     so they stay those of its stored rows."""
-    values: dict[str, Any] = {"heartbeat_at": utc_now()}
+    values: dict[str, object] = {"heartbeat_at": utc_now()}
     if rows:
         values["results_count"] = Run.results_count + len(rows)
         values["passed_count"] = Run.passed_count + sum(1 for r in rows if r[at + 1])
