@@ -114,7 +114,7 @@ def _add(conn: sa.Connection, total: dict[MetaKey, list[int]]) -> None:
         for (k, v, b, e), (c, p) in total.items()
     ]
     pg = conn.dialect.name == "postgresql"
-    stmt: Any = (postgresql.insert if pg else sqlite.insert)(_rollup)
+    stmt = (postgresql.insert if pg else sqlite.insert)(_rollup)
     stmt = stmt.on_conflict_do_update(
         index_elements=["key", "value", "bucket", "eval_id"],
         set_={
