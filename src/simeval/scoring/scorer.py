@@ -233,7 +233,7 @@ class Scorer:
         self.fingerprint = self._fingerprint()
 
     def _fingerprint(self) -> str:
-        ident: dict[str, Any] = {
+        ident: dict[str, object] = {
             "scorer": "tfidf-cosine",
             "algorithm": ALGORITHM_VERSION,
             "analyzer": self.analyzer.config(),
