@@ -170,7 +170,7 @@ def _scope_query(scope: CaptureScope, served: Sequence[Pair], columns: list[Any]
 
 def result_count_groups(
     s: Session, scope: CaptureScope, served: Sequence[Pair]
-) -> Iterator[tuple[Any, int]]:
+) -> Iterator[tuple[bytes | None, int]]:
     """(the packed header's count bytes, how many captures hold that count) over the
     captures in ``scope``: one row per distinct count, grouped in the database."""
     count_bytes = func.substr(Capture.scores, COUNT_SQL_AT, COUNT_SQL_SIZE)
@@ -289,7 +289,7 @@ def rollup_totals(
 
 def captured_reviews(
     s: Session, eval_ids: Iterable[int] | None, start: datetime | None, end: datetime | None
-) -> list[Any]:
+) -> list[tuple[int, int | None, float, bytes | None]]:
     """(capture id, eval id, review score, packed results) of the reviews of captured results
     (of ``eval_ids``, or all) whose captures were captured in [start, end)."""
     columns = [Review.capture_id, Review.eval_id, Review.score, Capture.scores]

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ClauseElement
 
+from simeval.jsontypes import JSONObject
 from simeval.store.sql import stream_rows
 from simeval.store.tables import Capture, Eval, Result, Review, Run
 
@@ -28,7 +29,7 @@ def shares_one_connection(engine: Engine) -> bool:
     return isinstance(engine.pool, StaticPool)
 
 
-def recent_metadata(s: Session, recent: int) -> Iterator[Any]:
+def recent_metadata(s: Session, recent: int) -> Iterator[JSONObject | None]:
     """The metadata of the ``recent`` newest captures that have any, newest first."""
     q = (
         select(Capture.meta)

@@ -101,7 +101,7 @@ class RunRowsWriter:
         self.now = now
         self.sqlite = engine.dialect.name == "sqlite"
         self.sql = raw_insert_sql()
-        self.tail: tuple[Any, ...] = ()
+        self.tail: tuple[int, str] | tuple[()] = ()
         self.plain_sql = ""
         if self.sqlite:
             # the dialect's own processor: the text SQLAlchemy writes for a date (not the
