@@ -51,6 +51,7 @@ import itertools
 import json
 import math
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ class Curve:
         )
 
 
-def _floats(data: dict[str, Any], key: str, where: str) -> tuple[float, float, float]:
+def _floats(data: Mapping[str, object], key: str, where: str) -> tuple[float, float, float]:
     values = data.get(key)
     if not isinstance(values, list) or len(values) != 3:
         raise ValueError(f"{where}: {key!r} must be a list of three numbers")

@@ -12,16 +12,19 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from simeval.errors import InvalidInput, InvalidType
 from simeval.scoring.scorer import Scorer, get_scorer
 
+if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
 T = TypeVar("T")
 R = TypeVar("R")
-Row = tuple[str, Any, str | None]  # output, reference(s), input
+Row = tuple[str, str | Sequence[str], str | None]  # output, reference(s), input
 
 
 def ordered_map(
@@ -29,7 +32,7 @@ def ordered_map(
     items: Iterator[T],
     workers: int,
     initializer: Callable[..., None],
-    initargs: tuple[Any, ...],
+    initargs: tuple[object, ...],
     inline: Callable[[T], R],
 ) -> Iterator[R]:
     """``func(item)`` for every item, in ``workers`` processes, yielded in input order.
@@ -51,7 +54,7 @@ def ordered_map(
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     pool = ctx.Pool(workers, initializer=initializer, initargs=initargs)
     try:
-        pending: deque[Any] = deque()
+        pending: deque[AsyncResult[R]] = deque()
         for item in itertools.chain((first, second), items):
             pending.append(pool.apply_async(func, (item,)))
             while len(pending) >= 2 * workers:
@@ -67,7 +70,7 @@ def ordered_map(
 _WORKER: Scorer | None = None
 
 
-def _worker_init(options: dict[str, Any]) -> None:
+def _worker_init(options: Mapping[str, object]) -> None:
     global _WORKER
     _WORKER = get_scorer(**options)
 
@@ -120,7 +123,9 @@ def iter_scores(
 
 
 def _strict_zip(
-    outputs: Iterable[str], references: Iterable[Any], inputs: Iterable[str | None] | None
+    outputs: Iterable[str],
+    references: Iterable[str | Sequence[str]],
+    inputs: Iterable[str | None] | None,
 ) -> Iterator[Row]:
     if isinstance(outputs, str) or isinstance(references, str) or isinstance(inputs, str):
         raise InvalidType(

@@ -20,7 +20,7 @@ import random
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from simeval.scoring.scorer import PREVIOUS_DEFAULTS, RELEASE_0_1_DEFAULTS, Scor
 # The configurations compared by `bench quality`: the default; the previous default (before
 # CJK characters, symbols and "n't" were terms, and before the input and negation counted);
 # and the naive baseline a hand-written TF-IDF gives (IDF from the pair, no stemming, raw tf).
-CONFIGS: dict[str, dict[str, Any]] = {
+CONFIGS: dict[str, Mapping[str, object]] = {
     "default": {},
     # 0.1.0's default (its curve with the length rule, no answer reading, no vetoes)
     "0.1.0": RELEASE_0_1_DEFAULTS,
@@ -221,7 +221,7 @@ def _scores(scorer: Scorer, ds: Pairs, with_input: bool) -> list[float]:
 
 def quality(
     directory: str | Path | Sequence[str | Path],
-    configs: dict[str, dict[str, Any]] | None = None,
+    configs: Mapping[str, Mapping[str, object]] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Agreement of each configuration with human judgements, per file and pooled: Pearson
@@ -343,7 +343,9 @@ def with_quotes(text: str, curly: bool, every: int = 12) -> str:
     return " ".join(words)
 
 
-def median_rounds(fns: dict[str, Callable[[int], Any]], n: int, rounds: int) -> dict[str, float]:
+def median_rounds(
+    fns: Mapping[str, Callable[[int], object]], n: int, rounds: int
+) -> dict[str, float]:
     """Median seconds per call of each ``fn(i)``, i in range(n), over ``rounds`` rounds. Each
     round runs every fn once, in alternating order, so a slow patch of a shared machine falls
     on all of them alike; the median ignores the rounds it spoiled."""
@@ -364,7 +366,7 @@ class _Cold:
     """fn(i) scoring pair i with a scorer whose token cache is empty at i = 0: a new one is
     made whenever a round starts, and the time that takes is kept apart in ``untimed``."""
 
-    def __init__(self, options: dict[str, Any], left: list[str], right: list[str]):
+    def __init__(self, options: Mapping[str, object], left: list[str], right: list[str]):
         self.options, self.left, self.right = options, left, right
         self.scorer = Scorer(**options)
         self.untimed = 0.0

@@ -21,7 +21,6 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from simeval.errors import InvalidInput
 from simeval.scoring.scorer import Scorer
@@ -81,7 +80,7 @@ def lexical_match(output: str, references: Sequence[str]) -> bool:
     return any(g and f" {g} " in answer for g in map(normalised, references))
 
 
-def judged_report(scorer: Scorer, rows: Judged) -> dict[str, Any]:
+def judged_report(scorer: Scorer, rows: Judged) -> dict[str, object]:
     """Accuracy of pass/fail at 0.80 against the people's verdict, overall and per system,
     each with its pass rate and the share judged right; the lexical baseline's accuracy."""
     groups: dict[str, list[tuple[bool, bool, bool]]] = {"all": []}
@@ -93,7 +92,7 @@ def judged_report(scorer: Scorer, rows: Judged) -> dict[str, Any]:
         item = (passed, ok, lexical_match(o, refs))
         groups["all"].append(item)
         groups.setdefault(system, []).append(item)
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, float]] = {}
     for name, items in groups.items():
         n = len(items)
         out[name] = {
@@ -113,7 +112,7 @@ def entailment_report(
     b: Sequence[str],
     grades: Sequence[float],
     labels: Sequence[str],
-) -> dict[str, Any]:
+) -> dict[str, int | float | None]:
     """SICK: the share of CONTRADICTION pairs passing at 0.80, and of ENTAILMENT pairs rated
     4 or more."""
     contra = [
@@ -140,7 +139,7 @@ def padding_report(
     references: Sequence[str],
     questions: Sequence[str],
     grades: Sequence[float],
-) -> dict[str, Any]:
+) -> dict[str, int | float]:
     """Every wrong answer padded with ``PADDING`` answers to other questions (seeded): the
     share whose score rose, and the pass rate at 0.80 before and after."""
     rng = random.Random(PADDING_SEED)

@@ -24,7 +24,7 @@ from simeval.scoring.options import DEFAULT_THRESHOLD, FAIL_WORDS, PASS_WORDS, y
 METRICS = ("f1", "accuracy")
 
 
-def parse_label(value: Any, cut: float | None = None, where: str = "label") -> bool:
+def parse_label(value: object, cut: float | None = None, where: str = "label") -> bool:
     """A label as pass (True) or fail (False).
 
     Words (pass/fail, true/false, yes/no), booleans, 0/1, or a graded number with ``cut``

@@ -300,7 +300,7 @@ def pair_indices(ka: np.ndarray, kb: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return ia[order], ib[order]
 
 
-def _side_stats(c: Cases) -> dict[str, Any]:
+def _side_stats(c: Cases) -> dict[str, object]:
     n = len(c)
     return {
         "n": n,
@@ -335,7 +335,7 @@ def _verdict(
     return "no clear difference"
 
 
-def _case_out(a: Case, b: Case) -> dict[str, Any]:
+def _case_out(a: Case, b: Case) -> dict[str, object]:
     missing = b.missing
     if missing is None and b.explain is not None:
         missing = b.explain()
@@ -474,7 +474,7 @@ def compare_eval(
     )
     delta = sb - sa
 
-    def listed(at: np.ndarray) -> list[dict[str, Any]]:
+    def listed(at: np.ndarray) -> list[dict[str, object]]:
         olds, news = ca.light(ia[at].tolist()), cb.detail(ib[at].tolist())
         return [_case_out(x, y) for x, y in zip(olds, news, strict=True)]
 

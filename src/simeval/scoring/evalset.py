@@ -49,7 +49,7 @@ class EvalSpec:
     references: tuple[str, ...]
     threshold: float
     input_scope: str | None = None
-    options: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,14 @@ import itertools
 import math
 import operator
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any, Protocol
 
 from simeval.scoring._vector import PAIR_IDF_ONE, PAIR_IDF_TWO, absent, has_any, rank, term_hash
 from simeval.scoring.analyzer import Analyzer, normalize, split_tokens
+from simeval.scoring.idf import BackgroundIdf, IdfTable, PairIdf
 from simeval.scoring.required import missing_required
 from simeval.scoring.synonyms import mark_synonyms
 
@@ -63,7 +64,7 @@ class _Scorer(Protocol):
     this module)."""
 
     analyzer: Analyzer
-    idf: Any
+    idf: BackgroundIdf | PairIdf | IdfTable
     pair: bool
     sublinear: bool
     input_weight: float
@@ -71,6 +72,9 @@ class _Scorer(Protocol):
     negators: bytes
     fingerprint: str
     scale: str
+
+    @property
+    def options(self) -> Mapping[str, object]: ...
 
     def vector(self, text: str) -> bytes: ...
     def read(self, text: str) -> str: ...

@@ -85,7 +85,7 @@ FAIL_WORDS = frozenset({"fail", "failed", "false", "no", "n", "bad", "negative"}
 
 
 def yes_no(
-    value: Any, true: Collection[str] = TRUE_WORDS, false: Collection[str] = FALSE_WORDS
+    value: object, true: Collection[str] = TRUE_WORDS, false: Collection[str] = FALSE_WORDS
 ) -> bool | None:
     """True/False for a bool or a word like "yes"/"off" (case and spacing aside); None for
     anything else. ``true``/``false``: other word lists, e.g. ``PASS_WORDS``/``FAIL_WORDS``.
@@ -104,7 +104,7 @@ def yes_no(
     return None
 
 
-def _as_bool(name: str, value: Any) -> bool:
+def _as_bool(name: str, value: object) -> bool:
     flag = yes_no(value)
     if flag is None and isinstance(value, str) and value.strip() in {"0", "1"}:
         flag = value.strip() == "1"
@@ -113,7 +113,7 @@ def _as_bool(name: str, value: Any) -> bool:
     return flag
 
 
-def _as_int(name: str, value: Any, low: int, high: int) -> int:
+def _as_int(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 34.0: an integer to JSON (and JSON Schema), as 34
     if isinstance(value, bool) or not isinstance(value, int | str):
@@ -163,7 +163,7 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _words(value: Any, what: str) -> list[str]:
+def _words(value: object, what: str) -> list[str]:
     # a list of words, or one comma-separated string of them (the CLI, a form field)
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
@@ -180,7 +180,7 @@ def _words(value: Any, what: str) -> list[str]:
     return out
 
 
-def _whole_number(word: Any) -> Any:
+def _whole_number(word: object) -> object:
     """A synonym given as a number: a whole one is its digits (YAML reads "9" in [nine, 9] as
     a number; JSON's 9.0 is 9), a fraction is no word."""
     if isinstance(word, float):
@@ -190,7 +190,7 @@ def _whole_number(word: Any) -> Any:
     return word
 
 
-def synonym_groups(value: Any) -> tuple[tuple[str, ...], ...]:
+def synonym_groups(value: object) -> tuple[tuple[str, ...], ...]:
     """The ``synonyms`` option in its canonical form: groups of at least two distinct words,
     each group sorted, the groups sorted (so the same groups, given in any order, give the
     same fingerprint). A group is a list of words or one comma-separated string.
@@ -222,7 +222,7 @@ def synonym_groups(value: Any) -> tuple[tuple[str, ...], ...]:
     return tuple(sorted(out))
 
 
-def required_words(value: Any) -> tuple[str, ...]:
+def required_words(value: object) -> tuple[str, ...]:
     """The ``required`` option in its canonical form: distinct words (or phrases) in the order
     given; a list or one comma-separated string.
 
@@ -234,7 +234,7 @@ def required_words(value: Any) -> tuple[str, ...]:
     return tuple(_words(value, "option 'required'"))
 
 
-def _as_factor(name: str, value: Any) -> float:
+def _as_factor(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise InvalidOption(f"option {name!r} must be a number in [0, 1], not {value!r}")
     try:
@@ -246,14 +246,14 @@ def _as_factor(name: str, value: Any) -> float:
     return number
 
 
-def _as_scale(value: Any) -> str:
+def _as_scale(value: object) -> str:
     name = value.strip().lower() if isinstance(value, str) else value
     if name not in SCALES:
         raise InvalidOption(f"option 'scale' must be one of {', '.join(SCALES)}, not {value!r}")
     return str(name)
 
 
-def _as_tokenizer(value: Any) -> str:
+def _as_tokenizer(value: object) -> str:
     name = value.strip().lower() if isinstance(value, str) else value
     if name not in TOKENIZERS:
         raise InvalidOption(
@@ -280,7 +280,7 @@ def analyzer_from_options(options: dict[str, Any]) -> Analyzer:
 DEFAULT_THRESHOLD = 0.80
 
 
-def check_unit(value: Any, what: str) -> float:
+def check_unit(value: object, what: str) -> float:
     """``value`` as a float in [0, 1]; ``InvalidInput`` naming ``what`` for anything else (NaN
     included). A threshold, a score, a review."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -296,7 +296,7 @@ def check_unit(value: Any, what: str) -> float:
     return number
 
 
-def check_threshold(threshold: Any) -> float:
+def check_threshold(threshold: object) -> float:
     """A threshold as a float in [0, 1]; ``InvalidInput`` for anything else (NaN included)."""
     return check_unit(threshold, "threshold")
 

@@ -15,10 +15,23 @@ scoring has already made, so it costs a set lookup per required term.
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from collections.abc import Mapping
+from typing import Protocol
 
 from simeval.errors import InvalidOption
 from simeval.scoring._vector import term_hash
+
+
+class TermScorer(Protocol):
+    """What the required terms need of a scorer (``simeval.scoring.scorer.Scorer``, which
+    imports this module): its options, its terms of a text, its packed vector of one."""
+
+    @property
+    def options(self) -> Mapping[str, object]: ...
+
+    def terms(self, text: str) -> list[str]: ...
+
+    def vector(self, text: str) -> bytes: ...
 
 
 class Required:
@@ -27,7 +40,7 @@ class Required:
 
     __slots__ = ("terms",)
 
-    def __init__(self, scorer: Any, words: tuple[str, ...]):
+    def __init__(self, scorer: TermScorer, words: tuple[str, ...]):
         terms: list[tuple[str, frozenset[int]]] = []
         for word in words:
             hashes = frozenset(term_hash(t) for t in scorer.terms(word) if " " not in t)
@@ -44,13 +57,14 @@ class Required:
         return [word for word, hashes in self.terms if not hashes <= have]
 
 
-def required_of(scorer: Any) -> Required | None:
+def required_of(scorer: TermScorer) -> Required | None:
     """The prepared required terms of a scorer's options, or None when it has none."""
     words = scorer.options.get("required") or ()
-    return Required(scorer, tuple(words)) if words else None
+    assert isinstance(words, tuple)  # resolve_options gives the words as a tuple
+    return Required(scorer, words) if words else None
 
 
-def missing_required(scorer: Any, output: str) -> list[str]:
+def missing_required(scorer: TermScorer, output: str) -> list[str]:
     """The scorer's required terms (option ``required``) that ``output`` lacks, after the
     same analysis as scoring."""
     required = required_of(scorer)

@@ -106,7 +106,7 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def _idf_source(idf: Any) -> Any:
+def _idf_source(idf: object) -> str | IdfTable:
     if isinstance(idf, os.PathLike):
         idf = os.fspath(idf)
     if not isinstance(idf, str | IdfTable):
@@ -118,7 +118,7 @@ def _idf_source(idf: Any) -> Any:
     return idf
 
 
-def check_references(reference: Any) -> list[str]:
+def check_references(reference: object) -> list[str]:
     """One reference or a list of them, each a non-empty string."""
     refs = [reference] if isinstance(reference, str) else reference
     if not isinstance(refs, list | tuple) or isinstance(reference, bytes):
@@ -233,7 +233,7 @@ class Scorer:
         self.fingerprint = self._fingerprint()
 
     def _fingerprint(self) -> str:
-        ident: dict[str, Any] = {
+        ident: dict[str, object] = {
             "scorer": "tfidf-cosine",
             "algorithm": ALGORITHM_VERSION,
             "analyzer": self.analyzer.config(),

@@ -5,11 +5,11 @@ so an entry commits or rolls back with the change it records."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from simeval.jsontypes import JSONObject
 from simeval.store.tables import AuditEntry
 
 
@@ -20,7 +20,7 @@ def add_entry(
     actor: str | None,
     action: str,
     target: str,
-    detail: dict[str, Any],
+    detail: JSONObject,
 ) -> AuditEntry:
     """Append one entry."""
     entry = AuditEntry(at=at, actor=actor, action=action, target=target, detail=detail)

@@ -4,11 +4,12 @@ rewritten in one executemany, the conversations and rollups they change."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, select, text, update
+from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from simeval.store.database import CAPTURE_LOCK
@@ -32,7 +33,7 @@ def recent_captures(s: Session, since: datetime) -> Iterator[Any]:
     return iter(s.execute(q.execution_options(yield_per=1000)))
 
 
-def inputs_and_scores(s: Session, since: datetime) -> Iterator[Any]:
+def inputs_and_scores(s: Session, since: datetime) -> Iterator[Row[str, bytes | None]]:
     """The captures since ``since``, streamed 2,000 at a time: (input, packed results)."""
     q = select(Capture.input, Capture.scores).where(Capture.captured_at >= since)
     return iter(s.execute(q.execution_options(yield_per=2000)))
@@ -40,7 +41,7 @@ def inputs_and_scores(s: Session, since: datetime) -> Iterator[Any]:
 
 def captures_to_rescore(
     s: Session, start: datetime, end: datetime | None, after: int, limit: int
-) -> Sequence[Any]:
+) -> Sequence[Row[int, str, str, bytes | None]]:
     """Up to ``limit`` captures in [start, end) with ids past ``after``, by id: (id, input,
     output, packed results)."""
     q = select(Capture.id, Capture.input, Capture.output, Capture.scores).where(
@@ -61,7 +62,7 @@ def lock_captures(s: Session) -> None:
         s.execute(text(f"SELECT pg_advisory_xact_lock({CAPTURE_LOCK})"))
 
 
-def capture_blobs(s: Session, ids: Iterable[int]) -> Sequence[Any]:
+def capture_blobs(s: Session, ids: Iterable[int]) -> Sequence[Row[int, datetime, bytes | None]]:
     """The captures ``ids`` as they are now: (id, captured_at, packed results)."""
     return s.execute(
         select(Capture.id, Capture.captured_at, Capture.scores).where(Capture.id.in_(ids))
@@ -70,7 +71,7 @@ def capture_blobs(s: Session, ids: Iterable[int]) -> Sequence[Any]:
 
 def write_rescored(
     s: Session,
-    blobs: list[dict[str, Any]],
+    blobs: Sequence[Mapping[str, object]],
     sums: dict[Key, Sums],
     by_capture: CaptureChanges,
 ) -> None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVarTuple
 
-from sqlalchemy import exists, func, select, tuple_
+from sqlalchemy import Select, exists, func, select, tuple_
+from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session, aliased
 
 from simeval.store.packing import COUNT_SQL_AT, COUNT_SQL_SIZE
@@ -30,6 +31,7 @@ from simeval.store.tables import (
 )
 
 Pair = tuple[str, str]
+Ts = TypeVarTuple("Ts")
 _CHUNK = 1000  # captures of one pair read at a time through the metadata index
 _IN_CHUNK = 500  # ids in one IN (...) list
 
@@ -74,7 +76,7 @@ def _meta_query(scope: CaptureScope, served: Sequence[Pair], columns: Sequence[A
     return q, first
 
 
-def _capture_conditions(q: Any, scope: CaptureScope, with_meta: bool) -> Any:
+def _capture_conditions(q: Select[*Ts], scope: CaptureScope, with_meta: bool) -> Select[*Ts]:
     if scope.scored:
         q = q.where(Capture.scores.is_not(None))
     if scope.conversation_id is not None:
@@ -168,7 +170,7 @@ def _scope_query(scope: CaptureScope, served: Sequence[Pair], columns: list[Any]
 
 def result_count_groups(
     s: Session, scope: CaptureScope, served: Sequence[Pair]
-) -> Iterator[tuple[Any, int]]:
+) -> Iterator[tuple[bytes | None, int]]:
     """(the packed header's count bytes, how many captures hold that count) over the
     captures in ``scope``: one row per distinct count, grouped in the database."""
     count_bytes = func.substr(Capture.scores, COUNT_SQL_AT, COUNT_SQL_SIZE)
@@ -260,7 +262,9 @@ def holding_pair(s: Session, pair: Pair, ids: list[int]) -> set[int]:
     return held
 
 
-def rollup_sum(pair: Pair, eval_id: int | None, h1: datetime | None, h2: datetime | None) -> Any:
+def rollup_sum(
+    pair: Pair, eval_id: int | None, h1: datetime | None, h2: datetime | None
+) -> Select[int, int]:
     """The sums of ``meta_rollup`` over the hours [h1, h2) of ``pair`` (of ``eval_id``, or
     every eval): one range of its primary key (key, value, bucket)."""
     q = select(func.sum(MetaRollup.count), func.sum(MetaRollup.passes)).where(
@@ -285,7 +289,7 @@ def rollup_totals(
 
 def captured_reviews(
     s: Session, eval_ids: Iterable[int] | None, start: datetime | None, end: datetime | None
-) -> list[Any]:
+) -> list[tuple[int, int | None, float, bytes | None]]:
     """(capture id, eval id, review score, packed results) of the reviews of captured results
     (of ``eval_ids``, or all) whose captures were captured in [start, end)."""
     columns = [Review.capture_id, Review.eval_id, Review.score, Capture.scores]
@@ -293,7 +297,7 @@ def captured_reviews(
     return list(s.execute(q).all())
 
 
-def capture_rollup_sum(pair: Pair, h1: datetime | None, h2: datetime | None) -> Any:
+def capture_rollup_sum(pair: Pair, h1: datetime | None, h2: datetime | None) -> Select[int]:
     """The captures ``meta_capture_rollup`` counts over the hours [h1, h2) of ``pair``: one
     range of its primary key (key, value, bucket)."""
     q = select(func.sum(MetaCaptureRollup.count)).where(
@@ -322,7 +326,7 @@ def indexed_count(s: Session, pair: Pair, start: datetime | None, end: datetime 
     return int(s.scalar(q) or 0)
 
 
-def entries_past(s: Session, mark: int) -> Iterator[Any]:
+def entries_past(s: Session, mark: int) -> Iterator[Row[str, str, datetime]]:
     """(key, value, captured_at) of the ``capture_meta`` rows of the captures past the
     watermark ``mark``: a range of its primary key (capture_id, key) and nothing else in the
     statement, so no plan prefers the metadata index (a key and value there would walk every

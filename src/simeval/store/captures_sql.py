@@ -7,16 +7,17 @@ order and transaction: the caller holds the cursor only to pass it here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
 
 from sqlalchemy import select, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import Session
 
 from simeval import store as store_face
+from simeval.jsontypes import JSONValue
 from simeval.store.tables import Capture, Eval, EvalVersion, captures_table
 
 _IN_CHUNK = 500  # capture keys in one IN (...) list
@@ -41,19 +42,19 @@ def settings_sql(keys: tuple[str, ...]) -> str:
     return f"SELECT key, value FROM settings WHERE key IN ({quoted})"
 
 
-def read_flags(cur: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+def read_flags(cur: DBAPICursor, keys: tuple[str, ...]) -> dict[str, JSONValue]:
     """The settings ``keys`` that are stored, by key, as the driver reads them (JSON text on
     SQLite), through a driver cursor."""
     cur.execute(settings_sql(keys))
     return dict(cur.fetchall())
 
 
-def read_flags_tx(s: Session, keys: tuple[str, ...]) -> dict[str, Any]:
+def read_flags_tx(s: Session, keys: tuple[str, ...]) -> dict[str, JSONValue]:
     """``read_flags`` in a session's transaction."""
     return {k: v for k, v in s.execute(text(settings_sql(keys)))}
 
 
-def stored_keys(cur: Any, dialect: Any, keys: set[str]) -> dict[str, int]:
+def stored_keys(cur: DBAPICursor, dialect: Dialect, keys: set[str]) -> dict[str, int]:
     """The ids of the captures stored under ``keys``, read through a driver cursor."""
     found: dict[str, int] = {}
     mark = "?" if dialect.paramstyle == "qmark" else "%s"
@@ -70,13 +71,13 @@ def stored_keys(cur: Any, dialect: Any, keys: set[str]) -> dict[str, int]:
 
 
 def insert_capture(
-    cur: Any,
-    dialect: Any,
+    cur: DBAPICursor,
+    dialect: Dialect,
     *,
     input: str,
     output: str,
     conversation_id: str | None,
-    metadata: dict[str, Any] | None,
+    metadata: Mapping[str, object] | None,
     captured_at: datetime,
     evaluated: bool,
     scores: bytes | None,

@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Text, case, cast, func, select
+from sqlalchemy import ColumnElement, Text, case, cast, func, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ClauseElement
 
+from simeval.jsontypes import JSONObject
 from simeval.store.sql import stream_rows
 from simeval.store.tables import Capture, Eval, Result, Review, Run
 
@@ -27,7 +29,7 @@ def shares_one_connection(engine: Engine) -> bool:
     return isinstance(engine.pool, StaticPool)
 
 
-def recent_metadata(s: Session, recent: int) -> Iterator[Any]:
+def recent_metadata(s: Session, recent: int) -> Iterator[JSONObject | None]:
     """The metadata of the ``recent`` newest captures that have any, newest first."""
     q = (
         select(Capture.meta)
@@ -99,7 +101,7 @@ def capture_review_scores(s: Session) -> dict[tuple[int, int], float]:
     return reviews
 
 
-def _case_key(dialect: str) -> Any:
+def _case_key(dialect: str) -> ColumnElement[str]:
     """A captured result's case key in SQL: its metadata's ``case_id``, else its input. The
     metadata is parsed only when its text holds ``"case_id"`` (a search of the stored text;
     as ``json.dumps`` writes a key, always so): most captures carry none, and parsing every
@@ -124,7 +126,7 @@ def no_jit(s: Session) -> None:
         s.execute(sql_text("SET LOCAL jit = off"))
 
 
-def stream_side_rows(s: Session, q: Any, chunk: int) -> Iterator[Sequence[Any]]:
+def stream_side_rows(s: Session, q: ClauseElement, chunk: int) -> Iterator[Sequence[Any]]:
     """The rows of ``q`` in the read ``s``, a chunk at a time, from the driver's cursor."""
     return stream_rows(s.connection(), q, chunk)
 

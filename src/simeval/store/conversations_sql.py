@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -57,7 +56,7 @@ def conversation_reviews(
     }
 
 
-def capture_blobs(s: Session, capture_ids: Iterable[int]) -> dict[int, Any]:
+def capture_blobs(s: Session, capture_ids: Iterable[int]) -> dict[int, bytes | None]:
     """The packed results of the captures ``capture_ids``, by id."""
     return dict(
         s.execute(select(Capture.id, Capture.scores).where(Capture.id.in_(capture_ids))).all()

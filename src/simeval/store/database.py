@@ -25,12 +25,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import text
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import PoolProxiedConnection, StaticPool
 
 from simeval.errors import Unavailable
 from simeval.store.engine import (
@@ -75,7 +76,7 @@ class Store:
         )
         # raw_write's connection, kept between transactions (not checked out of the pool and
         # reset each time), with the busy timeout last set on it; one raw write at a time
-        self._raw: Any = None
+        self._raw: PoolProxiedConnection | None = None
         self._raw_busy_ms = int(BUSY_TIMEOUT_S * 1000)
         self._raw_lock = threading.Lock()
         self._keep_raw = self.dialect == "sqlite" and not isinstance(self.engine.pool, StaticPool)
@@ -147,7 +148,7 @@ class Store:
             raise outage from None
 
     @contextmanager
-    def raw_write(self, lock_wait: float | None = None) -> Iterator[Any]:
+    def raw_write(self, lock_wait: float | None = None) -> Iterator[DBAPICursor]:
         """A driver cursor in a write transaction: the capture's hot path, where SQLAlchemy's
         per-statement work cost more than the statements. Committed at the end, rolled back
         on error. Waiting for the write lock is retried, then ``DatabaseBusyError``.
@@ -168,17 +169,17 @@ class Store:
                 f"than {lock_wait:g} s; nothing was written"
             )
         try:
-            raw, self._raw = self._raw, None
-            if raw is None:
-                raw = self._raw_connection()
+            kept, self._raw = self._raw, None
+            if kept is None:
+                kept = self._raw_connection()
             try:
-                yield from self._raw_transaction(raw, lock_wait, self)
+                yield from self._raw_transaction(kept, lock_wait, self)
             finally:  # kept after an error too: the transaction was rolled back
-                self._raw = raw
+                self._raw = kept
         finally:
             self._raw_lock.release()
 
-    def _raw_connection(self) -> Any:
+    def _raw_connection(self) -> PoolProxiedConnection:
         """A driver connection from the pool; an outage (the server down) as ``Unavailable``:
         the pool raises the driver's own error here, unwrapped."""
         try:
@@ -189,15 +190,15 @@ class Store:
                 raise
             raise outage from None
 
-    def _busy_timeout(self, cur: Any, ms: int, kept: Store | None) -> None:
+    def _busy_timeout(self, cur: DBAPICursor, ms: int, kept: Store | None) -> None:
         if kept is None or kept._raw_busy_ms != ms:
             cur.execute(f"PRAGMA busy_timeout = {ms}")
             if kept is not None:
                 kept._raw_busy_ms = ms
 
     def _raw_transaction(
-        self, raw: Any, lock_wait: float | None, kept: Store | None
-    ) -> Iterator[Any]:
+        self, raw: PoolProxiedConnection, lock_wait: float | None, kept: Store | None
+    ) -> Iterator[DBAPICursor]:
         """One write transaction on ``raw`` (see ``raw_write``); ``kept`` when the connection
         is kept between transactions (its busy timeout is then set only when it changes)."""
         try:
@@ -212,8 +213,8 @@ class Store:
             raise outage from None
 
     def _raw_transaction_on(
-        self, raw: Any, lock_wait: float | None, kept: Store | None
-    ) -> Iterator[Any]:
+        self, raw: PoolProxiedConnection, lock_wait: float | None, kept: Store | None
+    ) -> Iterator[DBAPICursor]:
         cur = raw.cursor()
         try:
             if self.dialect == "sqlite":
@@ -229,7 +230,7 @@ class Store:
         finally:
             cur.close()
 
-    def _begin_sqlite(self, cur: Any, lock_wait: float | None, kept: Store | None) -> None:
+    def _begin_sqlite(self, cur: DBAPICursor, lock_wait: float | None, kept: Store | None) -> None:
         """``BEGIN IMMEDIATE`` on a raw SQLite cursor, waiting up to the busy timeout (or
         ``lock_wait``) for the write lock, tried again (unless ``lock_wait``)."""
         attempts = LOCK_RETRIES if lock_wait is None else 1
@@ -254,7 +255,9 @@ class Store:
             if kept is None and lock_wait is not None:  # the pool's connection as it was
                 cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
 
-    def _begin_postgresql(self, raw: Any, cur: Any, lock_wait: float | None) -> None:
+    def _begin_postgresql(
+        self, raw: PoolProxiedConnection, cur: DBAPICursor, lock_wait: float | None
+    ) -> None:
         """The capture lock, shared (see the module doc: the rollup waits for open captures),
         waiting at most ``lock_wait`` when given."""
         if lock_wait is not None:

@@ -219,7 +219,7 @@ def end_current_cases(s: Session, dataset_id: int, version: int) -> None:
     )
 
 
-def current_case_ids(s: Session, dataset_id: int, case_ids: Sequence[Any]) -> set[str]:
+def current_case_ids(s: Session, dataset_id: int, case_ids: Sequence[object]) -> set[str]:
     """Which of ``case_ids`` the dataset's newest cases have."""
     return set(
         s.scalars(

@@ -20,8 +20,9 @@ from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from simeval.errors import InvalidInput, SimevalError
 
@@ -104,7 +105,7 @@ def describe_url(url: str) -> str:
         return url
 
 
-def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+def _sqlite_connect(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's implicit BEGIN is deferred)
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()

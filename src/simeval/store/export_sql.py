@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ClauseElement
 
 from simeval.store.sql import stream_rows
 from simeval.store.tables import Capture, Eval, EvalVersion, Run
@@ -49,6 +50,6 @@ def gives_text(s: Session) -> bool:
     return s.get_bind().dialect.name == "sqlite"
 
 
-def stream_capture_rows(s: Session, q: Any, chunk: int) -> Iterator[Sequence[Any]]:
+def stream_capture_rows(s: Session, q: ClauseElement, chunk: int) -> Iterator[Sequence[Any]]:
     """The rows of ``q`` in the read ``s``, ``chunk`` at a time, from the driver's cursor."""
     return stream_rows(s.connection(), q, chunk)

@@ -16,8 +16,7 @@ a key not indexed, is answered by reading the captures. Nothing here touches SQL
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 # Adding a key here needs a migration that fills its ``capture_meta`` rows (and its rollup
 # rows, unless it is in NOT_ROLLED_UP) for the stored captures: the readers take a default
@@ -44,7 +43,7 @@ MAX_INDEXED_VALUE = 200  # characters of a value's text (the column's width)
 MAX_INDEXED_KEY = 64  # characters of a key (the column's width)
 
 
-def meta_text(value: Any) -> str:
+def meta_text(value: object) -> str:
     """A metadata value as a filter compares it: strings as they are, anything else as JSON
     (``2`` matches ``engine=2``, ``true`` matches ``flag=true``)."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -59,7 +58,7 @@ def indexed_keys(declared: Iterable[str] | None = None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def index_entries(meta: dict[str, Any] | None, keys: Iterable[str]) -> list[tuple[str, str]]:
+def index_entries(meta: Mapping[str, object] | None, keys: Iterable[str]) -> list[tuple[str, str]]:
     """The ``(key, text)`` rows of ``capture_meta`` for a capture's metadata ``meta``."""
     if not isinstance(meta, dict) or not meta:
         return []

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from sqlalchemy import delete, select
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.orm import Session
 
 from simeval.checks import naive_utc
@@ -47,6 +47,16 @@ _HOUR = timedelta(hours=1)
 Pairs = tuple[tuple[str, str], ...]
 MetaKey = tuple[str, str, datetime, int]  # (key, value, hour, eval id)
 CaptureKey = tuple[str, str, datetime]  # (key, value, hour)
+
+
+class MetaEntry(TypedDict):
+    """A ``capture_meta`` row: a capture's indexed metadata value (its text) under a key."""
+
+    capture_id: int
+    key: str
+    value: str
+    captured_at: datetime
+
 
 _meta = capture_meta_table.c
 _caps = captures_table.c
@@ -182,7 +192,7 @@ def add_meta_sums(conn: Connection, sums: dict[MetaKey, list[int]]) -> None:
     from sqlalchemy.dialects import postgresql, sqlite
 
     pg = conn.dialect.name == "postgresql"
-    stmt: Any = (postgresql.insert if pg else sqlite.insert)(meta_rollup_table)
+    stmt = (postgresql.insert if pg else sqlite.insert)(meta_rollup_table)
     stmt = stmt.on_conflict_do_update(
         index_elements=[_roll.key, _roll.value, _roll.bucket, _roll.eval_id],
         set_={
@@ -202,7 +212,7 @@ def add_capture_sums(conn: Connection, counts: dict[CaptureKey, int]) -> None:
     from sqlalchemy.dialects import postgresql, sqlite
 
     pg = conn.dialect.name == "postgresql"
-    stmt: Any = (postgresql.insert if pg else sqlite.insert)(meta_capture_rollup_table)
+    stmt = (postgresql.insert if pg else sqlite.insert)(meta_capture_rollup_table)
     stmt = stmt.on_conflict_do_update(
         index_elements=[_held.key, _held.value, _held.bucket],
         set_={"count": _held.count + stmt.excluded.count},
@@ -222,7 +232,7 @@ def pairs_between(conn: Connection, after: int, upto: int) -> dict[int, Pairs]:
 def pairs_of(conn: Connection, capture_ids: Iterable[int]) -> dict[int, Pairs]:
     """The ``capture_meta`` pairs the rollups count of ``capture_ids``, per capture id."""
     ids = sorted(set(capture_ids))
-    rows: list[Any] = []
+    rows: list[Row[int, str, str]] = []
     for i in range(0, len(ids), _IN_CHUNK):
         part = ids[i : i + _IN_CHUNK]
         q = select(_meta.capture_id, _meta.key, _meta.value).where(
@@ -232,7 +242,7 @@ def pairs_of(conn: Connection, capture_ids: Iterable[int]) -> dict[int, Pairs]:
     return _grouped(rows)
 
 
-def _grouped(rows: Iterable[Any]) -> dict[int, Pairs]:
+def _grouped(rows: Iterable[tuple[int, str, str]]) -> dict[int, Pairs]:
     out: dict[int, list[tuple[str, str]]] = {}
     for cid, key, value in rows:
         out.setdefault(int(cid), []).append((str(key), str(value)))
@@ -240,7 +250,9 @@ def _grouped(rows: Iterable[Any]) -> dict[int, Pairs]:
 
 
 def tally_rows(
-    conn: Connection, rows: Sequence[tuple[int, Any, bytes | None]], after: int | None = None
+    conn: Connection,
+    rows: Sequence[tuple[int, datetime | str, bytes | None]],
+    after: int | None = None,
 ) -> MetaSums:
     """The sums of captures ``rows`` = (id, captured_at, packed results) and of their results
     under their ``capture_meta`` pairs; ``after``: the rows are every capture with an id in
@@ -269,8 +281,8 @@ def watermark(conn: Connection | Session) -> int:
 
 
 def backfill_rollup(
-    conn: Connection, entries: list[dict[str, Any]], after: int, last: int
-) -> list[dict[str, Any]]:
+    conn: Connection, entries: list[MetaEntry], after: int, last: int
+) -> list[MetaEntry]:
     """For a chunk of a declared key's backfill (the captures with ids in (after, last]):
     ``entries`` (``capture_meta`` rows to add) less those already stored, and the captures at
     or below the watermark counted under the new ones. On PostgreSQL the capture lock is

@@ -12,7 +12,7 @@ needed, ``alembic_config`` builds the configuration.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, Engine
@@ -20,6 +20,9 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 
 from simeval.errors import InvalidInput
 from simeval.store.engine import LOCK_RETRIES, DatabaseBusyError, database_problem, is_locked
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # the advisory lock key (any constant bigint) that processes migrating one PostgreSQL database
@@ -31,7 +34,7 @@ MIGRATE_LOCK = 0x5133_E7A2
 HEAD_REVISION = "0016"
 
 
-def alembic_config(connection: Connection | None = None) -> Any:
+def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic ``Config`` for the packaged migrations, bound to ``connection``."""
     from alembic.config import Config
 

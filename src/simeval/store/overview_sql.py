@@ -10,9 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from sqlalchemy import Integer, String, case, cast, extract, func, literal, select, type_coerce
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    String,
+    case,
+    cast,
+    extract,
+    func,
+    literal,
+    select,
+    type_coerce,
+)
+from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from simeval.store.meta_rollup import hour_start
@@ -30,7 +42,7 @@ class SlotBoard(Protocol):
     def seen(self, eval_id: int, hour: datetime) -> None: ...
 
 
-def active_evals(s: Session) -> Sequence[Any]:
+def active_evals(s: Session) -> Sequence[Row[int, str, float]]:
     """(id, name, threshold) of every active eval."""
     return s.execute(
         select(Eval.id, Eval.name, Eval.threshold).where(Eval.status == "active")
@@ -45,7 +57,7 @@ def slot_of(hour: datetime, start: datetime, per: int) -> int:
     return int((hour - start).total_seconds() // 3600) // per
 
 
-def _hour_index(dialect: str, start: datetime) -> Any:
+def _hour_index(dialect: str, start: datetime) -> ColumnElement[int] | None:
     """The rollup bucket as a whole number of hours after ``start``, in SQL; None when the
     dialect has no date arithmetic this knows (the buckets are then slotted in Python)."""
     bucket = TrendRollup.bucket
@@ -96,7 +108,7 @@ def rollup_slots(
         .where(in_range)
         .group_by(TrendRollup.eval_id, slot)
     )
-    newest: dict[int, Any] = {}
+    newest: dict[int, str] = {}
     for eval_id, k, c, t, p, last in s.execute(grouped):
         board.add(eval_id, int(k), int(c), float(t or 0.0), int(p or 0))
         old = newest.get(eval_id)

@@ -35,14 +35,14 @@ import numpy as np
 from simeval.errors import InvalidInput, SimevalError
 
 if TYPE_CHECKING:
-    from sqlalchemy import ColumnElement
+    from sqlalchemy import ColumnElement, SQLColumnExpression
 
 PACK_VERSION = 1
 PACK_HEAD = struct.Struct("<BBHI")  # format version, 0, fingerprints, results
 LITTLE_ENDIAN = sys.byteorder == "little"
 
 
-def le_bytes(values: array[Any]) -> bytes:
+def le_bytes(values: array[int] | array[float]) -> bytes:
     """An array's bytes in little-endian order (the stored form on every machine)."""
     if not LITTLE_ENDIAN:  # pragma: no cover - big-endian machines
         values = array(values.typecode, values)
@@ -348,7 +348,7 @@ def packed_columns(blobs: Sequence[bytes | memoryview], only: int | None = None)
 
 
 # -- readers for settings and retention
-def packed_count_sql(blob: Any) -> ColumnElement[Any]:
+def packed_count_sql(blob: SQLColumnExpression[bytes | None]) -> ColumnElement[bytes | None]:
     """The SQL expression of the bytes of the result count in the header of the packed
     column ``blob`` (the header's last uint32), read in the database without the results
     (``packed_count`` decodes them)."""

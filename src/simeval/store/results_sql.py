@@ -9,12 +9,13 @@ eval and version are rows of their own."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import and_, bindparam, false, func, or_, select, true, tuple_
+from sqlalchemy import Select, and_, bindparam, false, func, or_, select, true, tuple_
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from simeval.store.tables import Capture, Eval, EvalVersion, Result, Review, Run
 
@@ -49,7 +50,9 @@ def _effective_fail() -> ColumnElement[bool]:
     )
 
 
-def version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, int], list[str]]:
+def version_refs(
+    s: Session, pairs: AbstractSet[tuple[int | None, int | None]]
+) -> dict[tuple[int, int], list[str]]:
     """The reference answers of each (eval id, version) of ``pairs``: what a captured result
     matched, and what its explanation is computed from."""
     eval_ids = {e for e, _ in pairs if e is not None}
@@ -62,7 +65,7 @@ def version_refs(s: Session, pairs: set[tuple[Any, Any]]) -> dict[tuple[int, int
 
 
 def version_options(
-    s: Session, pairs: set[tuple[Any, Any]]
+    s: Session, pairs: AbstractSet[tuple[int | None, int | None]]
 ) -> dict[tuple[int, int], dict[str, Any]]:
     """The scorer options of each (eval id, version) of ``pairs``, in one query: what a
     page of captured results is explained with."""
@@ -81,12 +84,12 @@ def capture_reviews(s: Session, capture_ids: list[int]) -> dict[tuple[int, int],
     the 500 of an export's chunk than the query took."""
     if not capture_ids:
         return {}
-    ids: Any = bindparam("ids", capture_ids, literal_execute=True)
+    ids: BindParameter[list[int]] = bindparam("ids", capture_ids, literal_execute=True)
     q = select(Review).where(Review.capture_id.in_(ids))
     return {(r.capture_id, r.eval_id): r for r in s.scalars(q)}  # type: ignore[misc]
 
 
-def _run_query(f: RunRowFilter, eval_id: int | None) -> Any:
+def _run_query(f: RunRowFilter, eval_id: int | None) -> Select[Result, Review]:
     q = (
         select(Result, Review)
         .outerjoin(Review, Review.result_id == Result.id)
@@ -114,7 +117,7 @@ def run_rows(
     newest: bool,
     after: tuple[datetime, int, int, int] | None,
     limit: int | None = None,
-) -> Iterator[Any]:
+) -> Iterator[tuple[Result, Review | None]]:
     """(run row, its review or None) of the data-set run rows matching ``f`` (of
     ``eval_id``, or all), newest (or oldest) first, past the result key ``after`` (time,
     kind: 0 a run's row or 1 a captured result, row or capture id, entry index); at most
@@ -150,7 +153,9 @@ def eval_names_types(s: Session, ids: Iterable[int]) -> dict[int, tuple[str, str
     return {i: (n, t) for i, n, t in s.execute(q)}
 
 
-def stored_run_options(s: Session, run_ids: Iterable[int | None]) -> dict[Any, Any]:
+def stored_run_options(
+    s: Session, run_ids: Iterable[int | None]
+) -> dict[int | None, dict[str, Any]]:
     """The stored ``options`` of the runs ``run_ids``, by id."""
     q = select(Run.id, Run.options).where(Run.id.in_(run_ids))
     return {i: o for i, o in s.execute(q)}
@@ -161,7 +166,7 @@ def runs_by_id(s: Session, run_ids: Iterable[int | None]) -> list[Run]:
     return list(s.scalars(select(Run).where(Run.id.in_(run_ids))))
 
 
-def worst_run_rows(s: Session, run_id: int, limit: int) -> list[Any]:
+def worst_run_rows(s: Session, run_id: int, limit: int) -> list[tuple[Result, Review | None]]:
     """(run row, its review or None) of a run's ``limit`` lowest-scoring rows (automated
     scores), worst first."""
     q = (
@@ -174,7 +179,7 @@ def worst_run_rows(s: Session, run_id: int, limit: int) -> list[Any]:
     return list(s.execute(q).all())
 
 
-def run_row_with_review(s: Session, row_id: int) -> Any:
+def run_row_with_review(s: Session, row_id: int) -> tuple[Result, Review | None] | None:
     """(run row, its review or None) of the data-set run row ``row_id``, None when there is
     no such row."""
     return s.execute(
@@ -221,7 +226,7 @@ def add_review(
     return review
 
 
-def reviewed_captures(s: Session, eval_id: int) -> Iterator[Any]:
+def reviewed_captures(s: Session, eval_id: int) -> Iterator[tuple[Review, Capture]]:
     """(review, its capture) of each review of an eval's captured results, by capture id."""
     q = (
         select(Review, Capture)
@@ -232,7 +237,7 @@ def reviewed_captures(s: Session, eval_id: int) -> Iterator[Any]:
     yield from s.execute(q)
 
 
-def reviewed_run_scores(s: Session, eval_id: int) -> Iterator[Any]:
+def reviewed_run_scores(s: Session, eval_id: int) -> Iterator[tuple[float, bool]]:
     """(automated score, whether the review passes it) of each reviewed data-set run row of
     an eval, by row id."""
     q = (

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVarTuple, cast
 
 import numpy as np
-from sqlalchemy import Table, and_, bindparam, func, select, tuple_, update
+from sqlalchemy import Select, Table, and_, bindparam, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -46,6 +46,7 @@ from simeval.store.tables import Capture, Review, Setting, TrendRollup
 
 rollup_table = cast(Table, TrendRollup.__table__)
 ROLLUP_EVERY = 256  # captures past the watermark before the capture path rolls them up
+Ts = TypeVarTuple("Ts")
 _CHUNK = 1000
 HOUR = timedelta(hours=1)
 
@@ -407,8 +408,8 @@ def _tally_captures(
 
 
 def _rollup_where(
-    q: Any, wanted: frozenset[int] | None, h1: datetime | None, h2: datetime | None
-) -> Any:
+    q: Select[*Ts], wanted: frozenset[int] | None, h1: datetime | None, h2: datetime | None
+) -> Select[*Ts]:
     if wanted is not None:
         q = q.where(TrendRollup.eval_id.in_(wanted))
     if h1 is not None:

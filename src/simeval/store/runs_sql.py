@@ -61,7 +61,7 @@ def beat_run(s: Session, run_id: int, rows: Sequence[Sequence[Any]] = (), at: in
     """The run's heartbeat, in the transaction that stores its rows ``rows`` (their score at
     ``at``, their verdict next to it): the run's counts grow by them in the same transaction,
     so they stay those of its stored rows."""
-    values: dict[str, Any] = {"heartbeat_at": utc_now()}
+    values: dict[str, object] = {"heartbeat_at": utc_now()}
     if rows:
         values["results_count"] = Run.results_count + len(rows)
         values["passed_count"] = Run.passed_count + sum(1 for r in rows if r[at + 1])
@@ -101,13 +101,14 @@ class RunRowsWriter:
         self.now = now
         self.sqlite = engine.dialect.name == "sqlite"
         self.sql = raw_insert_sql()
-        self.tail: tuple[Any, ...] = ()
+        self.tail: tuple[int, str] | tuple[()] = ()
         self.plain_sql = ""
         if self.sqlite:
             # the dialect's own processor: the text SQLAlchemy writes for a date (not the
             # driver's default adapter, which drops zero microseconds)
             stamp = bind_processor(results_table.c.created_at, engine.dialect)
             stamped = stamp(now) if stamp is not None else now.isoformat(" ")
+            assert isinstance(stamped, str)  # SQLite's processor writes a date as text
             self.tail = (run_id, stamped)
             # a row of no eval goes to the driver as it is: its eval id, run id and date are
             # written into the statement (an int and a date's digits), not bound per row

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.engine import CursorResult
+from sqlalchemy.sql.expression import Executable
 
 from simeval.store.database import CAPTURE_LOCK, Tx
 from simeval.store.meta_rollup import cut_hours, hour_start
@@ -35,7 +36,7 @@ def settings_of(s: Tx, keys: Sequence[str] | None = None) -> dict[str, Any]:
     return dict(s.execute(q).all())
 
 
-def put_setting(s: Tx, key: str, value: Any) -> None:
+def put_setting(s: Tx, key: str, value: object) -> None:
     """Store ``value`` under ``key`` (None is stored as JSON null)."""
     row = s.get(Setting, key)
     if row is None:
@@ -44,7 +45,7 @@ def put_setting(s: Tx, key: str, value: Any) -> None:
         row.value = value
 
 
-def set_flag(s: Tx, key: str, value: Any) -> None:
+def set_flag(s: Tx, key: str, value: object) -> None:
     """Store a setting (None deletes it) in a write transaction. On PostgreSQL the capture
     lock is taken exclusively first: the captures under way, which read the indexed keys when
     they began, commit before this does, and the next ones read what this stores."""
@@ -82,8 +83,9 @@ def drop_meta_rows(s: Tx, key: str, limit: int) -> int:
     return drop_meta_key(s.connection(), key, limit)
 
 
-def _deleted(s: Tx, stmt: Any) -> int:
-    result = cast(CursorResult[Any], s.execute(stmt))
+def _deleted(s: Tx, stmt: Executable) -> int:
+    result = s.execute(stmt)
+    assert isinstance(result, CursorResult)  # a DELETE's result
     return int(result.rowcount)
 
 

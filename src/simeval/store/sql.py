@@ -14,7 +14,7 @@ import itertools
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeAlias, cast
 
 from sqlalchemy import (
     JSON,
@@ -30,8 +30,10 @@ from sqlalchemy import (
     insert,
     tuple_,
 )
-from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 from simeval.errors import InvalidInput
 
@@ -43,16 +45,29 @@ _NATIVE = (
     Boolean,
 )  # the drivers take these Python values as they are
 _STREAMS = itertools.count(1)  # names of server-side cursors, unique in the process
-_BULK_CACHE: dict[tuple[str, str, tuple[str, ...]], tuple[str, list[str], list[Any]]] = {}
+BindProcessor: TypeAlias = Callable[[object], object]
+"""How a dialect converts a column's Python value for the driver (``bind_processor``)."""
+
+CompiledInsert: TypeAlias = tuple[str, list[str], list[BindProcessor | None]]
+"""A statement compiled once: its SQL, its parameters' order, each column's processor."""
 
 
-def bind_processor(column: ColumnElement[Any], dialect: Any) -> Callable[[Any], Any] | None:
+class ServerCursor(DBAPICursor, Protocol):
+    """A psycopg named (server-side) cursor: it fetches ``itersize`` rows a round trip."""
+
+    itersize: int
+
+
+_BULK_CACHE: dict[tuple[str, str, tuple[str, ...]], CompiledInsert] = {}
+
+
+def bind_processor(column: ColumnElement[object], dialect: Dialect) -> BindProcessor | None:
     """How ``dialect`` converts ``column``'s Python values before the driver sees them (a date
     to SQLAlchemy's text of it on SQLite, a JSON value to its text); None when none is needed."""
     return column.type.dialect_impl(dialect).bind_processor(dialect)
 
 
-def stream_rows(conn: Connection, query: Any, chunk: int) -> Iterator[Sequence[Any]]:
+def stream_rows(conn: Connection, query: ClauseElement, chunk: int) -> Iterator[Sequence[Any]]:
     """The rows of the SELECT ``query`` read in ``conn``'s transaction, ``chunk`` at a time,
     straight from the driver: SQLAlchemy's work per row costs more than the database's on a
     large read (compare's sides, the export). Values come as the driver gives them (on SQLite
@@ -60,8 +75,9 @@ def stream_rows(conn: Connection, query: Any, chunk: int) -> Iterator[Sequence[A
     PostgreSQL a named, server-side cursor in binary form (bytea is not hex-encoded)."""
     dialect = conn.dialect
     compiled = query.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+    assert isinstance(compiled, SQLCompiler)  # a SELECT's compiler
     values = compiled.construct_params()
-    bound = {}
+    bound: dict[str, object] = {}
     for name, value in values.items():  # each value as SQLAlchemy would bind it
         # an IN list's values are named after its parameter, ``ids_1`` -> ``ids_1_1``, ...
         param = compiled.binds.get(name)
@@ -69,13 +85,16 @@ def stream_rows(conn: Connection, query: Any, chunk: int) -> Iterator[Sequence[A
             param = compiled.binds[name.rpartition("_")[0]]
         process = param.type.dialect_impl(dialect).bind_processor(dialect)
         bound[name] = value if process is None else process(value)
-    params: Any = (
+    params: Sequence[object] | Mapping[str, object] = (
         tuple(bound[n] for n in compiled.positiontup or ()) if dialect.positional else bound
     )
-    raw: Any = conn.connection.dbapi_connection
+    raw = conn.connection.dbapi_connection
+    assert raw is not None  # a connection in a transaction holds its driver connection
+    cur: DBAPICursor
     if dialect.name == "postgresql":
-        cur = raw.cursor(name=f"simeval_stream_{next(_STREAMS)}", binary=True)
-        cur.itersize = chunk
+        named = cast(ServerCursor, raw.cursor(name=f"simeval_stream_{next(_STREAMS)}", binary=True))
+        named.itersize = chunk
+        cur = named
     else:
         cur = raw.cursor()
     try:
@@ -87,8 +106,8 @@ def stream_rows(conn: Connection, query: Any, chunk: int) -> Iterator[Sequence[A
 
 
 def _compiled_insert(
-    dialect: Any, table: Table, names: tuple[str, ...], returning: bool = False
-) -> tuple[str, list[str], list[Any]]:
+    dialect: Dialect, table: Table, names: tuple[str, ...], returning: bool = False
+) -> CompiledInsert:
     """An INSERT of ``names`` compiled once per dialect: SQL, parameter order, and the bind
     processor of each column that needs one (dates, JSON; None for plain values)."""
     key = (dialect.name, table.name + ("+id" if returning else ""), names)
@@ -99,7 +118,7 @@ def _compiled_insert(
             stmt = stmt.returning(table.c.id)
         compiled = stmt.compile(dialect=dialect)
         order = list(compiled.positiontup or []) if dialect.positional else list(names)
-        processors = []
+        processors: list[BindProcessor | None] = []
         for n in names:
             col_type = table.c[n].type
             native = isinstance(col_type, _NATIVE) and not isinstance(col_type, JSON)
@@ -109,7 +128,9 @@ def _compiled_insert(
     return cached
 
 
-def insert_row(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any]) -> int:
+def insert_row(
+    cursor: DBAPICursor, dialect: Dialect, table: Table, values: Mapping[str, object]
+) -> int:
     """Insert one row through a driver cursor with a cached statement; returns its ``id``.
 
     The capture's hot path: the same work as an ORM or Core insert without compiling or
@@ -121,12 +142,16 @@ def insert_row(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any
         n: (p(values[n]) if p is not None and values[n] is not None else values[n])
         for n, p in zip(names, processors, strict=True)
     }
-    params: Any = tuple(converted[n] for n in order) if dialect.positional else converted
+    params: Sequence[object] | Mapping[str, object] = (
+        tuple(converted[n] for n in order) if dialect.positional else converted
+    )
     cursor.execute(sql, params)
-    return int(cursor.fetchone()[0])
+    row = cursor.fetchone()
+    assert row is not None  # INSERT ... RETURNING gives the row's id
+    return int(row[0])
 
 
-def _compiled_upsert(dialect: Any, table: Table) -> tuple[str, list[str], list[Any]]:
+def _compiled_upsert(dialect: Dialect, table: Table) -> CompiledInsert:
     """The conversation summary's upsert (``upsert_conversation``), compiled once per dialect."""
     key = (dialect.name, table.name + "+upsert", ())
     cached = _BULK_CACHE.get(key)
@@ -134,10 +159,11 @@ def _compiled_upsert(dialect: Any, table: Table) -> tuple[str, list[str], list[A
         names = tuple(c.name for c in table.c)
         from sqlalchemy.dialects import postgresql, sqlite
 
-        dialect_insert: Any = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+        pg = dialect.name == "postgresql"
+        dialect_insert = postgresql.insert if pg else sqlite.insert
         # SQLite's min/max of two values are PostgreSQL's least/greatest
-        low: Any = func.least if dialect.name == "postgresql" else func.min
-        high: Any = func.greatest if dialect.name == "postgresql" else func.max
+        low = func.least if pg else func.min
+        high = func.greatest if pg else func.max
         t = table.c
         stmt = dialect_insert(table).values({n: bindparam(n) for n in names})
         new = stmt.excluded
@@ -158,7 +184,7 @@ def _compiled_upsert(dialect: Any, table: Table) -> tuple[str, list[str], list[A
         )
         compiled = stmt.compile(dialect=dialect)
         order = list(compiled.positiontup or []) if dialect.positional else list(names)
-        processors = []
+        processors: list[BindProcessor | None] = []
         for n in names:
             native = isinstance(table.c[n].type, _NATIVE)
             processors.append(None if native else bind_processor(table.c[n], dialect))
@@ -167,7 +193,9 @@ def _compiled_upsert(dialect: Any, table: Table) -> tuple[str, list[str], list[A
     return cached
 
 
-def upsert_conversation(cursor: Any, dialect: Any, table: Table, values: Mapping[str, Any]) -> None:
+def upsert_conversation(
+    cursor: DBAPICursor, dialect: Dialect, table: Table, values: Mapping[str, object]
+) -> None:
     """Add a capture to its conversation's summary row (``conversations``, migration 0010)
     through a driver cursor, in the capture's transaction: ``values`` holds every column,
     the capture's own (``turns`` 1, its time as ``first_at`` and ``last_at``, its id as
@@ -179,12 +207,18 @@ def upsert_conversation(cursor: Any, dialect: Any, table: Table, values: Mapping
         n: (p(values[n]) if p is not None and values[n] is not None else values[n])
         for n, p in zip(names, processors, strict=True)
     }
-    params: Any = tuple(converted[n] for n in order) if dialect.positional else converted
+    params: Sequence[object] | Mapping[str, object] = (
+        tuple(converted[n] for n in order) if dialect.positional else converted
+    )
     cursor.execute(sql, params)
 
 
 def insert_rows(
-    cursor: Any, dialect: Any, table: Table, names: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+    cursor: DBAPICursor,
+    dialect: Dialect,
+    table: Table,
+    names: tuple[str, ...],
+    rows: Sequence[tuple[object, ...]],
 ) -> None:
     """Insert ``rows`` (tuples in the order of ``names``) through a driver cursor with one
     cached statement (a capture's indexed metadata, ``capture_meta``): one ``executemany``,
@@ -194,7 +228,7 @@ def insert_rows(
     sql, order, processors = _compiled_insert(dialect, table, names)
     convert = [(i, p) for i, p in enumerate(processors) if p is not None]
     if convert:
-        seen: dict[tuple[int, Any], Any] = {}
+        seen: dict[tuple[int, object], object] = {}
         fixed = []
         for row in rows:
             r = list(row)
@@ -211,7 +245,7 @@ def insert_rows(
         if order != list(names):
             pick = operator.itemgetter(*(names.index(n) for n in order))
             rows = [pick(r) for r in rows]
-        params: Sequence[Any] = rows
+        params: Sequence[Sequence[object]] | Sequence[Mapping[str, object]] = rows
     else:
         params = [dict(zip(names, r, strict=True)) for r in rows]
     if len(params) == 1:
@@ -224,8 +258,8 @@ def bulk_insert(
     conn: Connection,
     table: Table,
     columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    constants: Mapping[str, Any] | None = None,
+    rows: Sequence[Sequence[object]],
+    constants: Mapping[str, object] | None = None,
 ) -> int:
     """Insert many rows with one driver-level ``executemany``; returns the row count.
 
@@ -248,7 +282,7 @@ def bulk_insert(
         const_values.append(proc(value) if proc is not None and value is not None else value)
     row_procs = [(i, p) for i, p in enumerate(processors[:ncols]) if p is not None]
     if row_procs:
-        converted: list[Sequence[Any]] = []
+        converted: list[Sequence[object]] = []
         for row in rows:
             r = list(row)
             for i, p in row_procs:
@@ -260,7 +294,9 @@ def bulk_insert(
     if dialect.positional:
         position = {n: i for i, n in enumerate(names)}
         if order == list(names):
-            params: list[Any] = [tuple(r) + tail for r in rows]
+            params: Sequence[Sequence[object]] | Sequence[Mapping[str, object]] = [
+                tuple(r) + tail for r in rows
+            ]
         else:
             idx = [position[n] for n in order]
             if len(idx) == 1:  # itemgetter of one index gives the value, not a tuple
@@ -274,7 +310,9 @@ def bulk_insert(
     return len(rows)
 
 
-def bucket_start(dialect: str, bucket: str, column: Any) -> ColumnElement[Any]:
+def bucket_start(
+    dialect: str, bucket: str, column: ColumnElement[datetime]
+) -> ColumnElement[object]:
     """SQL for the start of the UTC hour, day or week (Monday) that ``column`` falls in."""
     if dialect == "sqlite":
         if bucket == "hour":
@@ -288,7 +326,7 @@ def bucket_start(dialect: str, bucket: str, column: Any) -> ColumnElement[Any]:
     raise InvalidInput(f"trends are not supported on the {dialect} backend")
 
 
-def parse_bucket(value: Any) -> datetime:
+def parse_bucket(value: object) -> datetime:
     """A bucket start as returned by ``bucket_start`` (a string on SQLite)."""
     if isinstance(value, datetime):
         return value.replace(tzinfo=None)

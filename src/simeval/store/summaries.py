@@ -11,21 +11,40 @@ Each works on the caller's connection, inside its write transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TypedDict
 
 from sqlalchemy import delete, insert, select
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine.interfaces import DBAPICursor
 
 from simeval.store.database import CAPTURE_LOCK
 from simeval.store.meta_index import index_entries
-from simeval.store.meta_rollup import backfill_rollup, drop_rollup_key
+from simeval.store.meta_rollup import MetaEntry, backfill_rollup, drop_rollup_key
 from simeval.store.packing import unpack_results
 from simeval.store.sql import insert_rows, upsert_conversation
 from simeval.store.tables import capture_meta_table, captures_table, conversations_table
 
 _IN_CHUNK = 500  # ids in one IN (...) list
 _META_COLUMNS = ("capture_id", "key", "value", "captured_at")
+
+
+class ConversationRow(TypedDict):
+    """A ``conversations`` row: a conversation's summary."""
+
+    conversation_id: str
+    turns: int
+    first_at: datetime
+    last_at: datetime
+    last_capture_id: int
+    results: int
+    passes: int
+
+
+NewCapture = tuple[int, str | None, Mapping[str, object] | None, datetime, int, int]
+"""A new capture as ``add_captures`` takes it: (id, conversation id, metadata, time (naive
+UTC), results, automated passes)."""
 
 _caps = captures_table.c
 _talks = conversations_table.c
@@ -44,11 +63,13 @@ def conversations_of(conn: Connection, capture_ids: Sequence[int]) -> set[str]:
     return found
 
 
-def summarise(rows: Iterable[tuple[Any, int, Any, bytes | None]]) -> dict[str, dict[str, Any]]:
+def summarise(
+    rows: Iterable[tuple[str | None, int, datetime, bytes | None]],
+) -> dict[str, ConversationRow]:
     """The ``conversations`` rows of captures given as (conversation id, capture id, time,
     packed results): turns, first and last activity (the latest (time, id) is the last turn),
     results and automated passes."""
-    counted = []
+    counted: list[NewCapture] = []
     for talk, cid, at, blob in rows:
         if talk is None:
             continue
@@ -88,7 +109,7 @@ def backfill_meta(conn: Connection, keys: Sequence[str], after: int, limit: int)
     caps = conn.execute(q).all()
     if not caps:
         return None
-    entries: list[dict[str, Any]] = []
+    entries: list[MetaEntry] = []
     for cid, meta, at in caps:
         if isinstance(meta, str):  # a JSON column read as text
             meta = json.loads(meta)
@@ -102,7 +123,7 @@ def backfill_meta(conn: Connection, keys: Sequence[str], after: int, limit: int)
         from sqlalchemy.dialects import postgresql, sqlite
 
         pg = conn.dialect.name == "postgresql"
-        dialect_insert: Any = postgresql.insert if pg else sqlite.insert
+        dialect_insert = postgresql.insert if pg else sqlite.insert
         conn.execute(dialect_insert(capture_meta_table).on_conflict_do_nothing(), entries)
     return int(caps[-1][0])
 
@@ -123,9 +144,9 @@ def drop_meta_key(conn: Connection, key: str, limit: int) -> int:
 
 
 def add_captures(
-    cursor: Any,
-    dialect: Any,
-    captures: Sequence[tuple[int, str | None, dict[str, Any] | None, Any, int, int]],
+    cursor: DBAPICursor,
+    dialect: Dialect,
+    captures: Sequence[NewCapture],
     keys: Sequence[str],
 ) -> None:
     """Add new captures to ``capture_meta`` and ``conversations`` through the driver cursor of
@@ -152,11 +173,11 @@ def add_captures(
 
 
 def summarise_new(
-    captures: Sequence[tuple[int, str | None, Any, Any, int, int]],
-) -> dict[str, dict[str, Any]]:
+    captures: Sequence[NewCapture],
+) -> dict[str, ConversationRow]:
     """The summary rows of new captures given as ``add_captures`` takes them, per conversation
     (a batch may hold several turns of one)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ConversationRow] = {}
     for cid, talk, _, at, n, p in captures:
         if talk is None:
             continue

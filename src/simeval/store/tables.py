@@ -28,6 +28,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from simeval.jsontypes import JSONObject
+
 
 class Base(DeclarativeBase):
     """Declarative base with a naming convention, so migrations name constraints the same
@@ -78,9 +80,9 @@ class EvalVersion(Base):
     references: Mapped[list[str]] = mapped_column("reference_answers", JSON)
     threshold: Mapped[float] = mapped_column(Float)
     input_scope: Mapped[str | None] = mapped_column(Text, nullable=True)
-    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    options: Mapped[JSONObject] = mapped_column(JSON)
     fingerprint: Mapped[str] = mapped_column(String(64))
-    changes: Mapped[dict[str, Any]] = mapped_column(JSON)
+    changes: Mapped[JSONObject] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     # the user who made it (migration 0016); null before users, or with none defined
     created_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -116,7 +118,7 @@ class Capture(Base):
     input: Mapped[str] = mapped_column(Text)
     output: Mapped[str] = mapped_column(Text)
     conversation_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
+    meta: Mapped[JSONObject | None] = mapped_column("metadata", JSON, nullable=True)
     captured_at: Mapped[datetime] = mapped_column(DateTime)
     evaluated: Mapped[bool] = mapped_column(Boolean)
     # the capture's results, packed (``pack_results``; migration 0003): one row written per
@@ -135,8 +137,8 @@ class Run(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
     source: Mapped[str] = mapped_column(Text)
-    options: Mapped[dict[str, Any]] = mapped_column(JSON)
-    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    options: Mapped[JSONObject] = mapped_column(JSON)
+    summary: Mapped[JSONObject] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     # running, complete or interrupted (migration 0004), with the last sign of life
     status: Mapped[str] = mapped_column(String(16), default="complete", server_default="complete")
@@ -320,7 +322,7 @@ class DatasetCase(Base):
     version_to: Mapped[int | None] = mapped_column(Integer, nullable=True)
     input: Mapped[str] = mapped_column(Text)
     references: Mapped[list[str]] = mapped_column("reference_answers", JSON)
-    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
+    meta: Mapped[JSONObject | None] = mapped_column("metadata", JSON, nullable=True)
     draft: Mapped[bool] = mapped_column(Boolean)
     capture_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
@@ -375,7 +377,7 @@ class Alert(Base):
     # the value that fired (pass rate, mean score, pass-rate change, seconds of silence)
     value: Mapped[float | None] = mapped_column(Float, nullable=True)
     # what the value was measured on (counts, the baseline a drop is measured against)
-    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+    detail: Mapped[JSONObject] = mapped_column(JSON)
 
 
 class AlertDelivery(Base):
@@ -531,4 +533,4 @@ class AuditEntry(Base):
     actor: Mapped[str | None] = mapped_column(String(64), nullable=True)
     action: Mapped[str] = mapped_column(String(64))
     target: Mapped[str] = mapped_column(String(300))
-    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+    detail: Mapped[JSONObject] = mapped_column(JSON)

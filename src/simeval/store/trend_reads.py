@@ -5,15 +5,16 @@ the reviews that decide their verdicts."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from datetime import datetime
 
 from sqlalchemy import select, tuple_
+from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from simeval.store.tables import Capture, Result, Review
 
 
-def eval_capture_reviews(s: Session, eval_id: int) -> dict[Any, float]:
+def eval_capture_reviews(s: Session, eval_id: int) -> dict[int | None, float]:
     """The review scores of an eval's captured results, by capture id."""
     # read once: few beside its results (an IN list of each chunk's capture ids cost more to
     # build than the chunk to read)
@@ -26,7 +27,9 @@ def eval_capture_reviews(s: Session, eval_id: int) -> dict[Any, float]:
     )
 
 
-def newest_scored_chunks(s: Session, lookback: int, chunk: int) -> Iterator[Sequence[Any]]:
+def newest_scored_chunks(
+    s: Session, lookback: int, chunk: int
+) -> Iterator[Sequence[Row[int, datetime, bytes | None]]]:
     """(id, captured_at, packed results) of the newest ``lookback`` scored captures, newest
     first, ``chunk`` at a time through the time index (the texts are not read)."""
     first = (
@@ -46,7 +49,9 @@ def newest_scored_chunks(s: Session, lookback: int, chunk: int) -> Iterator[Sequ
         q = first.where(tuple_(Capture.captured_at, Capture.id) < last)
 
 
-def run_verdict_rows(s: Session, eval_id: int, limit: int) -> Iterator[Any]:
+def run_verdict_rows(
+    s: Session, eval_id: int, limit: int
+) -> Iterator[tuple[datetime, float, bool, float, float | None]]:
     """(time, score, passed, threshold, review score) of an eval's newest ``limit`` data-set
     run rows, newest first."""
     q = (

@@ -130,7 +130,7 @@ def _fill(conn: sa.Connection) -> None:
         ).all()
         if not rows:
             break
-        entries: list[dict[str, Any]] = []
+        entries: list[dict[str, object]] = []
         for cid, talk, meta, at, blob in rows:
             if isinstance(meta, str):  # a JSON column read as text by an older driver
                 meta = json.loads(meta)

@@ -13,8 +13,6 @@ Create Date: 2026-12-01
 
 from __future__ import annotations
 
-from typing import Any
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -109,12 +107,12 @@ def _add(conn: sa.Connection, total: dict[MetaKey, list[int]]) -> None:
     """Add ``total`` to the table: an upsert, as an earlier flush may hold some of its rows."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    out: list[dict[str, Any]] = [
+    out: list[dict[str, object]] = [
         {"key": k, "value": v, "bucket": b, "eval_id": e, "count": c, "passes": p}
         for (k, v, b, e), (c, p) in total.items()
     ]
     pg = conn.dialect.name == "postgresql"
-    stmt: Any = (postgresql.insert if pg else sqlite.insert)(_rollup)
+    stmt = (postgresql.insert if pg else sqlite.insert)(_rollup)
     stmt = stmt.on_conflict_do_update(
         index_elements=["key", "value", "bucket", "eval_id"],
         set_={

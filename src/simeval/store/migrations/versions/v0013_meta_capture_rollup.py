@@ -65,7 +65,7 @@ def upgrade() -> None:
     op.create_index("ix_meta_capture_rollup_bucket", "meta_capture_rollup", ["bucket"])
 
 
-def _hour(raw: Any) -> datetime:
+def _hour(raw: str | datetime) -> datetime:
     """The hour a grouped row gives: SQLite's stored text cut to ``YYYY-MM-DD HH``, or
     PostgreSQL's ``date_trunc``."""
     if isinstance(raw, str):
