@@ -51,6 +51,7 @@ from simeval.store.captures_sql import (
     active_evals,
     captures_by_id,
     eval_names,
+    index_captures,
     insert_capture,
     is_integrity_error,
     read_flags,
@@ -63,7 +64,6 @@ from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, indexed_keys
 from simeval.store.meta_rollup import ROLLUP_KEY
 from simeval.store.results_sql import version_refs
 from simeval.store.rollups import ROLLUP_EVERY, roll_up
-from simeval.store.summaries import add_captures
 from simeval.vocabulary import normal_meta
 
 log = logging.getLogger("simeval.service")
@@ -192,7 +192,7 @@ class CaptureService(Part):
             except _Unprepared as missing:
                 self._prepared(missing.revision)  # then again, the revision ready
             except Exception as exc:
-                unique = is_integrity_error(self.store.engine, exc)
+                unique = is_integrity_error(self.store, exc)
                 races += 1
                 if not (keyed and unique) or races >= _KEY_RACE_RETRIES:
                     raise
@@ -333,7 +333,7 @@ class CaptureService(Part):
                     )
                     for o in new
                 ]
-                add_captures(cur, self.store.engine.dialect, rows, self._indexed_meta(flags))
+                index_captures(cur, self.store, rows, self._indexed_meta(flags))
         if stored:
             with self.store.read() as s:
                 found = captures_by_id(s, list(stored.values()))
@@ -365,7 +365,7 @@ class CaptureService(Part):
 
     def _stored_keys(self, cur: Any, keys: set[str]) -> dict[str, int]:
         """The ids of the captures stored under ``keys`` (read in the write transaction)."""
-        return stored_keys(cur, self.store.engine.dialect, keys)
+        return stored_keys(cur, self.store, keys)
 
     def _capture(
         self,
@@ -386,7 +386,7 @@ class CaptureService(Part):
         blob, counts, scored, lacking = score_capture(active, input, output)
         capture_id = insert_capture(
             cur,
-            self.store.engine.dialect,
+            self.store,
             input=input,
             output=output,
             conversation_id=conversation_id,

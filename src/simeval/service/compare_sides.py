@@ -243,7 +243,7 @@ class CompareService(Part):
         connection (``:memory:``) cannot be read twice at once either."""
         for spec in specs:
             parse_side(spec)  # a mistaken side refused before either is read
-        if self.store.dialect != "postgresql" or shares_one_connection(self.store.engine):
+        if self.store.dialect != "postgresql" or shares_one_connection(self.store):
             book = KeyBook(seed)
             return [self._side(spec, read_file, only, book, limit) for spec in specs]
         books = (KeyBook(seed), KeyBook(seed))

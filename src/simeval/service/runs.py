@@ -287,7 +287,7 @@ class RunService(Part):
         total = 0
         pending: list[tuple[Any, ...]] = []  # rows with their eval id and the constants
         plain: list[Sequence[Any]] = []  # SQLite: rows of no eval, as they came
-        writer = RunRowsWriter(self.store.engine, rid, now)
+        writer = RunRowsWriter(self.store, rid, now)
         sqlite, tail = writer.sqlite, writer.tail
 
         def flush() -> None:

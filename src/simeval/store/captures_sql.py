@@ -12,12 +12,14 @@ from datetime import datetime
 from functools import lru_cache
 
 from sqlalchemy import select, text
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import Session
 
 from simeval import store as store_face
 from simeval.jsontypes import JSONValue
+from simeval.store.database import Store
+from simeval.store.summaries import NewCapture, add_captures
 from simeval.store.tables import Capture, Eval, EvalVersion, captures_table
 
 _IN_CHUNK = 500  # capture keys in one IN (...) list
@@ -54,10 +56,11 @@ def read_flags_tx(s: Session, keys: tuple[str, ...]) -> dict[str, JSONValue]:
     return {k: v for k, v in s.execute(text(settings_sql(keys)))}
 
 
-def stored_keys(cur: DBAPICursor, dialect: Dialect, keys: set[str]) -> dict[str, int]:
-    """The ids of the captures stored under ``keys``, read through a driver cursor."""
+def stored_keys(cur: DBAPICursor, store: Store, keys: set[str]) -> dict[str, int]:
+    """The ids of the captures of ``store`` stored under ``keys``, read through a driver
+    cursor."""
     found: dict[str, int] = {}
-    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    mark = "?" if store.engine.dialect.paramstyle == "qmark" else "%s"
     ordered = sorted(keys)
     for start in range(0, len(ordered), _IN_CHUNK):
         part = ordered[start : start + _IN_CHUNK]
@@ -72,7 +75,7 @@ def stored_keys(cur: DBAPICursor, dialect: Dialect, keys: set[str]) -> dict[str,
 
 def insert_capture(
     cur: DBAPICursor,
-    dialect: Dialect,
+    store: Store,
     *,
     input: str,
     output: str,
@@ -88,7 +91,7 @@ def insert_capture(
     # there to fail the capture between its row and the rest of its transaction
     return store_face.insert_row(
         cur,
-        dialect,
+        store.engine.dialect,
         captures_table,
         {
             "input": input,
@@ -103,9 +106,9 @@ def insert_capture(
     )
 
 
-def is_integrity_error(engine: Engine, exc: BaseException) -> bool:
+def is_integrity_error(store: Store, exc: BaseException) -> bool:
     """Whether ``exc`` is the driver's integrity error (a unique index refused a row)."""
-    dbapi = engine.dialect.dbapi
+    dbapi = store.engine.dialect.dbapi
     return dbapi is not None and isinstance(exc, dbapi.IntegrityError)
 
 
@@ -122,3 +125,11 @@ def eval_names(s: Session, eval_ids: Iterable[int | None]) -> dict[int, str]:
 def tx_connection(s: Session) -> Connection:
     """The connection of a session's transaction, for the writers that work on one."""
     return s.connection()
+
+
+def index_captures(
+    cur: DBAPICursor, store: Store, captures: Sequence[NewCapture], keys: Sequence[str]
+) -> None:
+    """The new ``captures`` of ``store`` added to ``capture_meta`` and ``conversations``
+    through the driver cursor of their transaction (``summaries.add_captures``)."""
+    add_captures(cur, store.engine.dialect, captures, keys)

@@ -11,22 +11,22 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Text, case, cast, func, select
 from sqlalchemy import text as sql_text
-from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ClauseElement
 
 from simeval.jsontypes import JSONObject
+from simeval.store.database import Store
 from simeval.store.sql import stream_rows
 from simeval.store.tables import Capture, Eval, Result, Review, Run
 
 _CASE_ID = '"case_id"'  # the metadata key naming a captured result's case, as JSON text
 
 
-def shares_one_connection(engine: Engine) -> bool:
-    """Whether every session of ``engine`` shares one connection (a ``:memory:`` store):
+def shares_one_connection(store: Store) -> bool:
+    """Whether every session of ``store`` shares one connection (a ``:memory:`` store):
     such a store cannot be read twice at once."""
-    return isinstance(engine.pool, StaticPool)
+    return isinstance(store.engine.pool, StaticPool)
 
 
 def recent_metadata(s: Session, recent: int) -> Iterator[JSONObject | None]:

@@ -14,10 +14,11 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Select, case, delete, func, select, true, tuple_, update
+from sqlalchemy import Select, case, delete, func, select, true, tuple_, update
 from sqlalchemy.orm import Session
 
 from simeval.checks import utc_now
+from simeval.store.database import Store
 from simeval.store.run_rows import STORE_COLUMNS
 from simeval.store.sql import bind_processor, bulk_insert
 from simeval.store.tables import Eval, Result, Review, Run, results_table
@@ -96,7 +97,8 @@ class RunRowsWriter:
     ``sqlite`` says which; on SQLite a row of an eval is given with ``tail`` (the run id and
     the date's text) after its eval id, a row of no eval (``plain``) as it came."""
 
-    def __init__(self, engine: Engine, run_id: int, now: datetime) -> None:
+    def __init__(self, store: Store, run_id: int, now: datetime) -> None:
+        engine = store.engine
         self.run_id = run_id
         self.now = now
         self.sqlite = engine.dialect.name == "sqlite"
