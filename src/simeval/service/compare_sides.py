@@ -451,7 +451,7 @@ def _compare_evals(
     seed: int,
     resamples: int,
     keep: int,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Every eval of either side compared, one at a time: its columns gathered, compared
     and let go (memory: the chunks read and one eval's copy). The evals of one capture
     share their case keys: their pairing is made once."""

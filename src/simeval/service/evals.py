@@ -298,12 +298,12 @@ class EvalService(Part):
         force (``active_version``) keeps scoring captures until a test of the new version
         passes and ``activate_eval`` switches over.
         """
-        changes_in: dict[str, Any] = {}
+        changes_in: dict[str, object] = {}
         if new_name is not None:
             changes_in["name"] = check_name(new_name)
         if references is not None:
-            changes_in["references"] = check_references(references)
-            check_storable_all(changes_in["references"], "reference answer")
+            refs = changes_in["references"] = check_references(references)
+            check_storable_all(refs, "reference answer")
         if threshold is not None:
             changes_in["threshold"] = check_threshold(threshold)
         if not isinstance(input_scope, Unset):
