@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -143,6 +143,16 @@ def parse_side(spec: object) -> tuple[str, Any]:
         sel["meta"] = parse_meta(meta)
         return "captures", sel
     return "file", spec
+
+
+class CaptureSelection(TypedDict):
+    """A ``captures:`` side as ``parse_side`` reads it: the eval, the time window and the
+    metadata pairs its captured results are selected by."""
+
+    eval: str | None
+    since: str | None
+    until: str | None
+    meta: tuple[tuple[str, str], ...]
 
 
 class CompareService(Part):
@@ -360,7 +370,7 @@ class CompareService(Part):
     def _captures_side(
         self,
         label: str,
-        sel: dict[str, Any],
+        sel: CaptureSelection,
         only: tuple[int, str] | None,
         book: KeyBook,
         limit: int,
