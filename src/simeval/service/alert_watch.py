@@ -16,10 +16,13 @@ import contextlib
 import logging
 import queue
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from simeval.service import alert_delivery
 from simeval.service.alert_models import AlertCheck
+
+if TYPE_CHECKING:
+    from simeval.service.facade import Service
 
 log = logging.getLogger("simeval.alerts")
 
@@ -36,7 +39,7 @@ class AlertWatcher:
 
     def __init__(
         self,
-        service: Any,
+        service: Service,
         interval: float = INTERVAL_S,
         min_gap: float = MIN_GAP_S,
         attempts: int = alert_delivery.ATTEMPTS,
@@ -54,7 +57,7 @@ class AlertWatcher:
         self._threads: list[threading.Thread] = []
         self.evaluations = 0  # how many evaluations ran (for tests and the log)
 
-    def wake(self, batch: Any = None) -> None:
+    def wake(self, batch: object = None) -> None:
         """The capture listener: ask for an evaluation soon, and return at once."""
         self._wake.set()
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import Any
 
 from simeval.checks import as_utc, check_lookup, utc_now
 from simeval.errors import InvalidInput, NotFound
@@ -83,7 +82,7 @@ def _delivery_out(row: AlertDelivery, rule_name: str) -> DeliveryOut:
     )
 
 
-def payload_of(alert: AlertOut, event: str, sent_at: datetime) -> dict[str, Any]:
+def payload_of(alert: AlertOut, event: str, sent_at: datetime) -> dict[str, object]:
     """The JSON a webhook receives for ``alert`` (``event``: open, closed or test)."""
     state = {"open": "OPEN", "closed": "resolved", "test": "TEST"}.get(event, event)
     return {
@@ -111,7 +110,7 @@ class AlertService(Part):
         with self.store.read() as s:
             return [rule_out(r) for r in rules_by_name(s)]
 
-    def set_alert_rules(self, rules: Any, source: str = "rules") -> list[AlertRuleOut]:
+    def set_alert_rules(self, rules: object, source: str = "rules") -> list[AlertRuleOut]:
         """Create or replace (by name) the rules of ``rules`` (the evals YAML's ``alerts:``
         list), all checked before any is written; returns the stored rules."""
         checked = validate_alert_rules(rules, source)
@@ -128,7 +127,7 @@ class AlertService(Part):
 
         self._write(work)
 
-    def _rule(self, s: Tx, name: Any) -> AlertRule:
+    def _rule(self, s: Tx, name: object) -> AlertRule:
         if not isinstance(name, str) or check_lookup(name, "rule name") is None:
             raise NotFound(f"no alert rule named {name!r}")
         rule = rule_named(s, name.strip())
@@ -298,7 +297,7 @@ class AlertService(Part):
         rule: AlertRule,
         alert_id: int | None,
         event: str,
-        payload: dict[str, Any],
+        payload: dict[str, object],
         attempts: int,
         backoff: float,
         timeout: float,

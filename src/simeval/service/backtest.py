@@ -24,21 +24,22 @@
 from __future__ import annotations
 
 import time
-from datetime import timedelta
-from typing import Any, cast
+from datetime import datetime, timedelta
+from typing import cast
 
 from simeval.checks import parse_time, utc_now
 from simeval.errors import Conflict, InvalidInput
 from simeval.scoring.analyzer import scope_key
 from simeval.scoring.compare import Case, histogram
-from simeval.scoring.evalset import EvalSet
+from simeval.scoring.evalset import EvalSet, Scored
 from simeval.scoring.scorer import get_scorer
 from simeval.service.base import Part
 from simeval.service.capture import in_force
 from simeval.service.capture_score import eval_spec
 from simeval.service.models import BacktestCase, BacktestReport, RescoreReport, Status
-from simeval.store import Tx, pack_results, unpack_results
+from simeval.store import PackedResults, Tx, pack_results, unpack_results
 from simeval.store.backtest_sql import (
+    CaptureChanges,
     capture_blobs,
     captures_to_rescore,
     inputs_and_scores,
@@ -55,13 +56,18 @@ BACKTEST_DAYS = 30
 _RESCORE_CHUNK = 500
 UNSCORED_MAX = 100_000  # captures counted for the Rescore button at most
 
+# a packed entry: (eval id, version, score, passed, threshold, matched, fingerprint)
+_Entry = tuple[int, int, float, bool, float, int, str]
+# a backtest's scored capture: (score, passed, capture id, input, output, captured at)
+_Scored = tuple[float, bool, int, str, str, datetime]
+
 
 def _count(
     sums: dict[Key, Sums],
-    by_capture: dict[int, Any],
+    by_capture: CaptureChanges,
     cid: int,
-    when: Any,
-    entry: tuple[Any, ...],
+    when: datetime,
+    entry: _Entry,
     sign: int,
 ) -> None:
     """A counted capture's packed ``entry`` (eval id, version, score, passed, threshold,
@@ -78,17 +84,17 @@ def _cut(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _borderline(scored: list[tuple[Any, ...]], threshold: float, n: int) -> list[tuple[Any, ...]]:
+def _borderline(scored: list[_Scored], threshold: float, n: int) -> list[_Scored]:
     """The ``n`` distinct cases (input and output) closest to the threshold, taken from both
     sides in turn (failing and passing) while both have some, closest first: the same text
     captured many times is one case, and a side of only 1.000 scores cannot fill the list."""
-    seen: set[tuple[Any, Any]] = set()
-    sides: dict[bool, list[tuple[Any, ...]]] = {True: [], False: []}
+    seen: set[tuple[str, str]] = set()
+    sides: dict[bool, list[_Scored]] = {True: [], False: []}
     for x in sorted(scored, key=lambda x: (abs(x[0] - threshold), x[2])):
         if (x[3], x[4]) not in seen:
             seen.add((x[3], x[4]))
             sides[bool(x[1])].append(x)
-    picked: list[tuple[Any, ...]] = []
+    picked: list[_Scored] = []
     below, above = iter(sides[False]), iter(sides[True])
     while len(picked) < n:
         got = [x for x in (next(below, None), next(above, None)) if x is not None]
@@ -120,7 +126,7 @@ class BacktestService(Part):
             version, status = ev.version, ev.status
             since = utc_now() - timedelta(days=days)
             key = scope_key(ev.input_scope) if ev.input_scope is not None else None
-            picked: list[tuple[int, str, str, Any]] = []
+            picked: list[tuple[int, str, str, datetime]] = []
             scanned = 0
             for row in recent_captures(s, since):
                 scanned += 1
@@ -130,7 +136,7 @@ class BacktestService(Part):
                 if len(picked) >= limit:
                     break
         es = EvalSet([spec])
-        scored = []
+        scored: list[_Scored] = []
         for cid, text_in, output, at in picked:
             for r in es.iter_score(output, input=text_in):
                 scored.append((r.score, r.passed, cid, text_in, output, at))
@@ -138,7 +144,7 @@ class BacktestService(Part):
         passed = sum(1 for x in scored if x[1])
         scorer = get_scorer(**scorer_options)
 
-        def case(x: tuple[Any, ...]) -> BacktestCase:
+        def case(x: _Scored) -> BacktestCase:
             exp = scorer.explain(x[4], list(spec.references), top=8, input=x[3])
             return BacktestCase(
                 capture_id=x[2],
@@ -172,7 +178,9 @@ class BacktestService(Part):
             seconds=time.perf_counter() - started,
         )
 
-    def count_unscored(self, name: str | int, since: Any = "7d", limit: int = UNSCORED_MAX) -> int:
+    def count_unscored(
+        self, name: str | int, since: object = "7d", limit: int = UNSCORED_MAX
+    ) -> int:
         """How many captures since ``since`` ``rescore`` would store a result of this eval
         for: in the scope of its version in force, with no entry of it yet (at most
         ``limit``: the count stops there). A page shows it on the Rescore button."""
@@ -195,7 +203,7 @@ class BacktestService(Part):
             return count
 
     def rescore(
-        self, name: str | int, since: Any = "7d", until: Any = None, refresh: bool = False
+        self, name: str | int, since: object = "7d", until: object = None, refresh: bool = False
     ) -> RescoreReport:
         """Store the eval's results for the captures in [since, until) it has not scored yet
         (those in its scope), with the version in force. ``refresh``: also replace its stored
@@ -218,7 +226,7 @@ class BacktestService(Part):
         current = get_scorer(**dict(spec.options)).fingerprint
         report = RescoreReport(eval=spec.name, version=spec.version, scanned=0, added=0, passed=0)
 
-        def stale(packed: Any) -> bool:
+        def stale(packed: PackedResults) -> bool:
             """Whether ``packed`` needs this eval's entry: none yet, or (``refresh``) one of
             another scorer."""
             at = packed.position(eval_id)
@@ -236,7 +244,7 @@ class BacktestService(Part):
                 break
             last = caps[-1][0]
             report.scanned += len(caps)
-            scored: dict[int, Any] = {}
+            scored: dict[int, Scored] = {}
             for cid, text_in, output, blob in caps:
                 if not stale(unpack_results(blob)):
                     continue  # scored already: once per capture and eval
@@ -246,12 +254,12 @@ class BacktestService(Part):
             if not scored:
                 continue
 
-            def work(s: Tx, scored: dict[int, Any] = scored) -> tuple[int, int, int]:
+            def work(s: Tx, scored: dict[int, Scored] = scored) -> tuple[int, int, int]:
                 # as the rollup does (``roll_up``): the capture lock held exclusively
                 lock_captures(s)
                 mark = watermark(s)
                 sums: dict[Key, Sums] = {}
-                by_capture: dict[int, Any] = {}  # meta_rollup's changes: (hour, [entries])
+                by_capture: CaptureChanges = {}  # meta_rollup's changes: (hour, [entries])
                 added = passed = replaced = 0  # counted here: a retried transaction starts again
                 blobs = []
                 for cid, when, blob in capture_blobs(s, scored):

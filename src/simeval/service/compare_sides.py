@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from simeval.checks import MAX_ID
 from simeval.errors import InvalidInput, NotFound, SimevalError
+from simeval.jsontypes import JSONObject
 from simeval.scoring.compare import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -50,7 +51,13 @@ from simeval.service.compare_read import (
 )
 from simeval.service.filters import ResultFilter, meta_matches, meta_text, parse_meta
 from simeval.service.models import CompareReport
-from simeval.service.queries import capture_reviews, capture_rows, version_options, version_refs
+from simeval.service.queries import (
+    Row,
+    capture_reviews,
+    capture_rows,
+    version_options,
+    version_refs,
+)
 from simeval.service.results import run_row_missing
 from simeval.store import Tx
 from simeval.store.compare_sql import (
@@ -101,7 +108,7 @@ def _short(text: str | None, n: int = 80) -> str:
     return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
-def parse_side(spec: Any) -> tuple[str, Any]:
+def parse_side(spec: object) -> tuple[str, Any]:
     """("run", id | "latest"), ("captures", {eval, since, until, meta}) or ("file", path).
 
     >>> parse_side("captures:engine=v2,since=7d")
@@ -136,6 +143,16 @@ def parse_side(spec: Any) -> tuple[str, Any]:
         sel["meta"] = parse_meta(meta)
         return "captures", sel
     return "file", spec
+
+
+class CaptureSelection(TypedDict):
+    """A ``captures:`` side as ``parse_side`` reads it: the eval, the time window and the
+    metadata pairs its captured results are selected by."""
+
+    eval: str | None
+    since: str | None
+    until: str | None
+    meta: tuple[tuple[str, str], ...]
 
 
 class CompareService(Part):
@@ -277,7 +294,7 @@ class CompareService(Part):
         return _file_side(what, read_file(what), only, book, limit)
 
     def _run_side(
-        self, what: Any, only: tuple[int, str] | None, book: KeyBook, limit: int
+        self, what: object, only: tuple[int, str] | None, book: KeyBook, limit: int
     ) -> tuple[SideColumns, Callable[[str, EvalColumns], Details]]:
         with self.store.read() as s:
             if what == "latest":
@@ -308,7 +325,7 @@ class CompareService(Part):
                 )
         return side, lambda name, cols: self._run_details(cols, options)
 
-    def _run_details(self, cols: EvalColumns, options: dict[str, Any]) -> Details:
+    def _run_details(self, cols: EvalColumns, options: JSONObject) -> Details:
         def refs(idx: Sequence[int]) -> list[str | None]:
             return [f"r{int(cols.refs[i])}" for i in idx]
 
@@ -342,7 +359,7 @@ class CompareService(Part):
 
         return details, refs
 
-    def _run_row_missing(self, result_id: int, options: dict[str, Any]) -> Callable[[], list[str]]:
+    def _run_row_missing(self, result_id: int, options: JSONObject) -> Callable[[], list[str]]:
         def missing() -> list[str]:
             with self.store.read() as s:
                 row = result_of(s, result_id)
@@ -353,7 +370,7 @@ class CompareService(Part):
     def _captures_side(
         self,
         label: str,
-        sel: dict[str, Any],
+        sel: CaptureSelection,
         only: tuple[int, str] | None,
         book: KeyBook,
         limit: int,
@@ -398,6 +415,7 @@ class CompareService(Part):
                     )  # fmt: skip
                     continue
                 cap = row.capture
+                assert cap is not None  # a captured result's row
                 meta = cap.meta if isinstance(cap.meta, dict) else {}
                 case_id = meta.get("case_id")
                 name = (
@@ -414,7 +432,7 @@ class CompareService(Part):
 
 
 def _missing_of(
-    row: Any,
+    row: Row,
     refs: dict[tuple[int, int], list[str]],
     options: dict[tuple[int, int], dict[str, Any]],
 ) -> Callable[[], list[str]]:
@@ -422,8 +440,9 @@ def _missing_of(
     as ``get_result`` explains it), computed only when asked (the B side of a listed case)."""
 
     def missing() -> list[str]:
-        cap = row.capture
-        at = (row.eval_id, row.eval_version)
+        cap, eval_id, version = row.capture, row.eval_id, row.eval_version
+        assert cap is not None and eval_id is not None and version is not None  # captured
+        at = (eval_id, version)
         ref_list = refs.get(at, [])
         if not ref_list:
             return []
@@ -442,7 +461,7 @@ def _compare_evals(
     seed: int,
     resamples: int,
     keep: int,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Every eval of either side compared, one at a time: its columns gathered, compared
     and let go (memory: the chunks read and one eval's copy). The evals of one capture
     share their case keys: their pairing is made once."""
@@ -476,7 +495,7 @@ def _compare_evals(
     return evals
 
 
-def _capture_rows(s: Tx, ids: set[int], eval_id: int) -> dict[int, Any]:
+def _capture_rows(s: Tx, ids: set[int], eval_id: int) -> dict[int, Row]:
     """The ``Row`` of ``eval_id`` of each capture of ``ids`` still stored, by capture id."""
     caps = captures_by_id(s, ids)
     reviews = capture_reviews(s, [c.id for c in caps])

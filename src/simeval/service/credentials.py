@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -36,7 +35,7 @@ _NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 _HASHER = PasswordHasher()
 
 
-def check_user_name(name: Any) -> str:
+def check_user_name(name: object) -> str:
     """``name`` when it is 1-64 ASCII letters, digits, ``.``, ``-``, ``_`` or ``@``; else a
     one-line ``InvalidInput``."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -47,7 +46,7 @@ def check_user_name(name: Any) -> str:
     return name
 
 
-def check_role(role: Any) -> str:
+def check_role(role: object) -> str:
     """``role`` when it is one of ``ROLES``, else a one-line ``InvalidInput``."""
     if role not in ROLES:
         shown = role if isinstance(role, str) else type(role).__name__
@@ -55,7 +54,7 @@ def check_role(role: Any) -> str:
     return str(role)
 
 
-def check_password(password: Any) -> str:
+def check_password(password: object) -> str:
     """``password`` when it is text of ``MIN_PASSWORD`` to ``MAX_PASSWORD`` characters."""
     if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
         raise InvalidInput(f"a password must be {MIN_PASSWORD} to {MAX_PASSWORD} characters long")

@@ -32,6 +32,7 @@ from simeval.datafiles.read import (
     type_name,
 )
 from simeval.errors import InvalidInput, InvalidType, SimevalError
+from simeval.jsontypes import JSONObject
 
 EXPORT_FORMATS = ("jsonl", "csv")
 _NUMBERED = re.compile(r"^reference_([2-9]|[1-9]\d{1,2})$")
@@ -40,7 +41,7 @@ _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
 
 
-def check_case_id(value: Any, what: str = "case id") -> str:
+def check_case_id(value: object, what: str = "case id") -> str:
     """A case id as stored: a string (an integer is taken as its digits), stripped, 1-200
     characters, storable."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -55,7 +56,7 @@ def check_case_id(value: Any, what: str = "case id") -> str:
     return check_storable(clean, what)
 
 
-def check_references(value: Any) -> list[str]:
+def check_references(value: object) -> list[str]:
     """One or more non-empty reference answers (one string is a list of one)."""
     refs = [value] if isinstance(value, str) else value
     if not isinstance(refs, list) or not refs:
@@ -71,7 +72,7 @@ def check_references(value: Any) -> list[str]:
     return list(refs)
 
 
-def check_input(value: Any) -> str:
+def check_input(value: object) -> str:
     """A case's input: a text the store can hold (it may be empty)."""
     if not isinstance(value, str):
         raise InvalidType(f"input must be a string, not {type_name(value)}")
@@ -79,7 +80,7 @@ def check_input(value: Any) -> str:
     return check_storable(value, "input")
 
 
-def check_metadata(value: Any) -> dict[str, Any]:
+def check_metadata(value: object) -> JSONObject:
     """A case's metadata: a JSON object (None is none)."""
     if value is None:
         return {}
@@ -89,7 +90,7 @@ def check_metadata(value: Any) -> dict[str, Any]:
     return value
 
 
-def check_case(obj: Any, default_id: str | None = None) -> dict[str, Any]:
+def check_case(obj: object, default_id: str | None = None) -> dict[str, Any]:
     """A case given as an object (``id``, ``input``, ``references`` or ``reference``,
     ``metadata``, ``draft``) checked: the dict stored. ``default_id`` when it has no id."""
     if not isinstance(obj, dict):
@@ -122,7 +123,7 @@ def _reference_columns(keys: Iterable[str]) -> tuple[str, ...]:
     return tuple(named + numbered)
 
 
-def _metadata_cell(value: Any) -> dict[str, Any]:
+def _metadata_cell(value: object) -> JSONObject:
     if value is None:
         return {}
     if isinstance(value, str):  # CSV: a JSON object as text
@@ -137,7 +138,7 @@ def _metadata_cell(value: Any) -> dict[str, Any]:
     return value
 
 
-def _draft_cell(value: Any) -> bool:
+def _draft_cell(value: object) -> bool:
     if value is None or isinstance(value, bool):
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
@@ -145,7 +146,7 @@ def _draft_cell(value: Any) -> bool:
     raise BadRow(f"column 'draft' must be true or false, not {type_name(value)}")
 
 
-def _row_case(row: dict[str, Any], ordinal: int) -> dict[str, Any]:
+def _row_case(row: JSONObject, ordinal: int) -> dict[str, Any]:
     refs = _reference_columns(row)
     if not refs:
         have = ", ".join(map(str, row)) or "none"
@@ -233,7 +234,7 @@ def export_lines(cases: Iterable[dict[str, Any]], fmt: str, most_refs: int) -> I
     if fmt == "jsonl":
         for case in cases:
             refs = case["references"]
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "id": case["id"],
                 "input": case["input"],
                 "reference": refs[0] if len(refs) == 1 else refs,

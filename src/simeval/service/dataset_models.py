@@ -4,7 +4,6 @@ models (``.model_dump(mode="json")`` is JSON-ready). Times are timezone-aware UT
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,7 +18,7 @@ class DatasetCaseOut(_Model):
     id: str = Field(description="The case id, unique within a version")
     input: str
     references: list[str] = Field(description="One or more reference answers")
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, object] = Field(default_factory=dict)
     draft: bool = Field(
         description="The reference was taken from a captured output and no person has edited "
         "or accepted it yet"

@@ -16,7 +16,8 @@ PostgreSQL; SQLite's writer lock does the same), so two edits at once make two v
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from enum import Enum
+from typing import Any, Final, TypeVar
 
 from simeval.checks import MAX_ID, UNSET, as_utc, check_lookup, check_name, check_page, utc_now
 from simeval.errors import Conflict, InvalidInput, NotFound, SimevalError
@@ -61,11 +62,13 @@ from simeval.store.datasets_sql import (
     version_cases,
 )
 
+_T = TypeVar("_T")
+
 MAX_FROM_CAPTURES = 1000  # captures added to a dataset at once
 READ_PAGE = 1000  # cases read per query while a version is streamed
 
 
-def check_dataset_name(name: Any) -> str:
+def check_dataset_name(name: object) -> str:
     """A dataset name: the rules of an eval name (1-200 letters, digits, '-', '_', '.',
     spaces), so every name is a safe URL segment and a ``dataset:NAME`` source."""
     try:
@@ -90,7 +93,7 @@ class DatasetService(Part):
     """Datasets and their versions."""
 
     # -- reading -------------------------------------------------------------------------------
-    def _find_dataset(self, s: Tx, name: Any, lock: bool = False) -> Dataset:
+    def _find_dataset(self, s: Tx, name: object, lock: bool = False) -> Dataset:
         if not isinstance(name, str):
             raise InvalidInput(f"dataset name must be a string, not {type(name).__name__}")
         if check_lookup(name, "dataset name") is None:
@@ -100,7 +103,7 @@ class DatasetService(Part):
             raise NotFound(f"no dataset named {name.strip()!r}")
         return found
 
-    def _version(self, s: Tx, ds: Dataset, version: Any) -> DatasetVersion:
+    def _version(self, s: Tx, ds: Dataset, version: object) -> DatasetVersion:
         if version is None:
             version = ds.version
         if isinstance(version, bool) or not isinstance(version, int):
@@ -187,7 +190,7 @@ class DatasetService(Part):
             v = self._version(s, ds, version)
             return _case_out(self._case_row(s, ds, case_id, v.version))
 
-    def _case_row(self, s: Tx, ds: Dataset, case_id: Any, version: int) -> DatasetCase:
+    def _case_row(self, s: Tx, ds: Dataset, case_id: object, version: int) -> DatasetCase:
         cid = check_case_id(case_id)
         row = case_row(s, ds.id, version, cid)
         if row is None:
@@ -222,7 +225,7 @@ class DatasetService(Part):
 
     def dataset_cases(
         self, name: str, version: int | None = None
-    ) -> tuple[int, Iterator[dict[str, Any]]]:
+    ) -> tuple[int, Iterator[dict[str, object]]]:
         """(the version used, its cases as rows the way ``simeval.datafiles.read`` yields a file's
         rows): ``{"id", "input", "reference": [texts], "metadata": {...}}``. What
         ``simeval run dataset:NAME[@VERSION]`` reads.
@@ -231,7 +234,7 @@ class DatasetService(Part):
         (2, <generator ...>)
         """
         used, _, cases = self.iter_dataset(name, version)
-        rows = (
+        rows: Iterator[dict[str, object]] = (
             {"id": c.id, "input": c.input, "reference": c.references, "metadata": c.metadata}
             for c in cases
         )
@@ -247,12 +250,12 @@ class DatasetService(Part):
 
     # -- making a version ----------------------------------------------------------------------
     def _change(
-        self, name: str, note: str, fn: Callable[[Tx, Dataset, int], Any]
-    ) -> tuple[DatasetOut, Any]:
+        self, name: str, note: str, fn: Callable[[Tx, Dataset, int], _T]
+    ) -> tuple[DatasetOut, _T]:
         """Run ``fn(session, dataset, new_version)`` and record the new version, in one
         transaction with the dataset locked."""
 
-        def write(s: Tx) -> tuple[DatasetOut, Any]:
+        def write(s: Tx) -> tuple[DatasetOut, _T]:
             ds = self._find_dataset(s, name, lock=True)
             version = ds.version + 1
             extra = fn(s, ds, version)
@@ -263,7 +266,7 @@ class DatasetService(Part):
             self._record_version(s, ds, note)
             return self._dataset_out(s, ds), extra
 
-        out: tuple[DatasetOut, Any] = self.store.run_write(write)
+        out: tuple[DatasetOut, _T] = self.store.run_write(write)
         return out
 
     def _record_version(self, s: Tx, ds: Dataset, note: str) -> None:
@@ -293,7 +296,7 @@ class DatasetService(Part):
         out: DatasetOut = self.store.run_write(write)
         return out
 
-    def create_dataset(self, name: str, cases: Sequence[Any]) -> DatasetOut:
+    def create_dataset(self, name: str, cases: Sequence[object]) -> DatasetOut:
         """A new dataset ``name`` (version 1) from cases given as objects (``id``, ``input``,
         ``references``, ``metadata``; a missing id is the case's number)."""
         if not isinstance(cases, list | tuple) or not cases:
@@ -335,7 +338,7 @@ class DatasetService(Part):
         with self.store.read() as s:
             return dataset_id_by_name(s, clean) is not None
 
-    def dataset_from_captures(self, name: str, capture_ids: Sequence[Any]) -> DatasetChangeOut:
+    def dataset_from_captures(self, name: str, capture_ids: Sequence[object]) -> DatasetChangeOut:
         """Add captures to dataset ``name`` as cases (made as version 1 when there is no such
         dataset, else a new version): case id ``capture-<id>``, the capture's input, its output
         as a *draft* reference, its metadata (and conversation id). A capture already in the
@@ -368,7 +371,7 @@ class DatasetService(Part):
             out = self._new_dataset(name, cases, f"created from {len(cases)} captures")
             return DatasetChangeOut(**out.model_dump(), added=len(cases))
 
-        def add(s: Tx, ds: Dataset, version: int) -> Any:
+        def add(s: Tx, ds: Dataset, version: int) -> list[str] | _Unchanged:
             have = current_case_ids(s, ds.id, [c["id"] for c in cases])
             fresh = [c for c in cases if c["id"] not in have]
             if not fresh:
@@ -379,7 +382,7 @@ class DatasetService(Part):
         noted = f"added {len(cases)} captures"
         ds_out, skipped = self._change(name, noted, add)
         if skipped is _UNCHANGED:
-            skipped = [c["id"] for c in cases]
+            skipped = [f"capture-{i}" for i in ids]  # every case's id
         return DatasetChangeOut(
             **ds_out.model_dump(), added=len(cases) - len(skipped), skipped=skipped
         )
@@ -390,14 +393,14 @@ class DatasetService(Part):
         name: str,
         case_id: str,
         *,
-        input: Any = UNSET,
-        references: Any = UNSET,
-        metadata: Any = UNSET,
+        input: object = UNSET,
+        references: object = UNSET,
+        metadata: object = UNSET,
     ) -> DatasetOut:
         """Change a case of the newest version: a new version (nothing else changes). New
         references are a person's: the case is no longer a draft. Nothing changed: no new
         version."""
-        fields: dict[str, Any] = {}
+        fields: dict[str, object] = {}
         if input is not UNSET:
             fields["input"] = check_input(input)
         if references is not UNSET:
@@ -405,7 +408,7 @@ class DatasetService(Part):
         if metadata is not UNSET:
             fields["metadata"] = check_metadata(metadata)
 
-        def edit(s: Tx, ds: Dataset, version: int) -> Any:
+        def edit(s: Tx, ds: Dataset, version: int) -> _Unchanged | None:
             old = self._case_row(s, ds, case_id, ds.version)
             new = {
                 "input": fields.get("input", old.input),
@@ -426,7 +429,7 @@ class DatasetService(Part):
 
         return self._change(name, f"edited case {check_case_id(case_id)!r}", edit)[0]
 
-    def _replace_row(self, s: Tx, old: DatasetCase, version: int, **values: Any) -> None:
+    def _replace_row(self, s: Tx, old: DatasetCase, version: int, **values: object) -> None:
         replace_case_row(s, old, version, **values)
 
     def accept_dataset_draft(self, name: str, case_id: str) -> DatasetOut:
@@ -449,7 +452,7 @@ class DatasetService(Part):
 
         return self._change(name, f"accepted draft {check_case_id(case_id)!r}", accept)[0]
 
-    def add_dataset_case(self, name: str, case: Any) -> DatasetOut:
+    def add_dataset_case(self, name: str, case: object) -> DatasetOut:
         """Add a case (an object: ``id``, ``input``, ``references``, ``metadata``) at the end:
         a new version. ``Conflict`` when the id is taken."""
         checked = check_case(case)
@@ -475,7 +478,13 @@ class DatasetService(Part):
         return self._change(name, f"deleted case {check_case_id(case_id)!r}", delete)[0]
 
 
-_UNCHANGED = object()  # a change that changed nothing: no new version
+class _Unchanged(Enum):
+    """The type of ``_UNCHANGED``."""
+
+    UNCHANGED = 0
+
+
+_UNCHANGED: Final = _Unchanged.UNCHANGED  # a change that changed nothing: no new version
 
 
 def _unique_ids(cases: Sequence[dict[str, Any]]) -> None:
@@ -486,7 +495,7 @@ def _unique_ids(cases: Sequence[dict[str, Any]]) -> None:
         seen.add(case["id"])
 
 
-def _capture_ids(values: Any) -> list[int]:
+def _capture_ids(values: object) -> list[int]:
     if not isinstance(values, list | tuple) or not values:
         raise InvalidInput("give at least one capture id")
     if len(values) > MAX_FROM_CAPTURES:

@@ -3,7 +3,7 @@ archive, versions, listing with stats."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simeval.checks import (
@@ -17,6 +17,7 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.errors import Conflict, InvalidInput
+from simeval.jsontypes import JSONObject
 from simeval.scoring.analyzer import scope_key
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.options import DEFAULT_THRESHOLD, check_threshold, strictness
@@ -63,12 +64,12 @@ def _version_row(ev: Eval, changes: dict[str, Any]) -> EvalVersion:
     )
 
 
-def _edit_entry(ev: Eval, changes: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+def _edit_entry(ev: Eval, changes: Mapping[str, object]) -> tuple[str, str, dict[str, object]]:
     """The audit entry of an edit: ``eval.threshold`` when only the threshold changed (with
     its old and new value), else ``eval.edit`` naming the fields (and a rename or threshold's
     values; references and options may be long: the eval's versions keep them whole)."""
     fields = sorted(set(changes) - {"pending", "fingerprint"})
-    detail: dict[str, Any] = {"version": ev.version, "fields": fields}
+    detail: dict[str, object] = {"version": ev.version, "fields": fields}
     for key in ("threshold", "name"):
         if key in changes:
             detail[key] = changes[key]
@@ -184,7 +185,7 @@ class EvalService(Part):
         references: str | Sequence[str],
         threshold: float | str = DEFAULT_THRESHOLD,
         input_scope: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
     ) -> EvalOut:
         """Create a draft eval (version 1).
 
@@ -215,7 +216,7 @@ class EvalService(Part):
         refs: list[str],
         threshold: float,
         scope: str | None,
-        opts: dict[str, Any],
+        opts: JSONObject,
         fp: str,
     ) -> Eval:
         if eval_id_named(s, name) is not None:
@@ -286,8 +287,8 @@ class EvalService(Part):
         new_name: str | None = None,
         references: str | Sequence[str] | None = None,
         threshold: float | str | None = None,
-        input_scope: Any = UNSET,
-        options: dict[str, Any] | None = None,
+        input_scope: object = UNSET,
+        options: Mapping[str, object] | None = None,
     ) -> EvalOut:
         """Change an eval; any change makes a new version that records what changed.
 
@@ -297,12 +298,12 @@ class EvalService(Part):
         force (``active_version``) keeps scoring captures until a test of the new version
         passes and ``activate_eval`` switches over.
         """
-        changes_in: dict[str, Any] = {}
+        changes_in: dict[str, object] = {}
         if new_name is not None:
             changes_in["name"] = check_name(new_name)
         if references is not None:
-            changes_in["references"] = check_references(references)
-            check_storable_all(changes_in["references"], "reference answer")
+            refs = changes_in["references"] = check_references(references)
+            check_storable_all(refs, "reference answer")
         if threshold is not None:
             changes_in["threshold"] = check_threshold(threshold)
         if not isinstance(input_scope, Unset):
@@ -317,7 +318,7 @@ class EvalService(Part):
 
         return self._change_eval(name, edit)
 
-    def _change_eval(self, name: str | int, change: Callable[[Tx, Eval], Any]) -> EvalOut:
+    def _change_eval(self, name: str | int, change: Callable[[Tx, Eval], object]) -> EvalOut:
         """``change(session, eval)`` in a write transaction; the eval as it is then."""
 
         def work(s: Tx) -> EvalOut:

@@ -33,21 +33,23 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from itertools import chain, islice
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 from simeval.checks import as_utc
 from simeval.csvcells import neutralise_formula
 from simeval.errors import InvalidInput
+from simeval.jsontypes import JSONObject
 from simeval.scoring.evalset import EvalSet, EvalSpec
 from simeval.scoring.explain import Explainer, Reference, explainer
 from simeval.scoring.required import Required
+from simeval.scoring.scorer import Scorer
 from simeval.service.base import Part
 from simeval.service.capture_walk import scope_select
 from simeval.service.filters import ResultFilter, filter_of, meta_matches
 from simeval.service.models import ResultOut
 from simeval.service.queries import Row, capture_reviews, capture_scope, iter_rows, iter_run_rows
 from simeval.service.runstatus import effective_status
-from simeval.store import PackedResults, Result, Tx, unpack_results
+from simeval.store import PackedResults, Result, Review, Tx, unpack_results
 from simeval.store.export_sql import (
     CAPTURE_COLUMNS,
     eval_names_types,
@@ -133,6 +135,15 @@ def _check_format(fmt: str) -> None:
         raise InvalidInput(f"export format must be csv or json, not {fmt!r}")
 
 
+class _ScorerGroup(Protocol):
+    """The evals of an ``EvalSet`` that share one scorer, as a version reads them."""
+
+    scorer: Scorer
+    positions: list[int]
+    prepared: list[list[bytes]]
+    required: list[Required | None]
+
+
 class _Version:
     """One eval version as the export explains its rows: prepared once (``EvalSet``)."""
 
@@ -148,7 +159,7 @@ class _Version:
         "spec",
     )
 
-    def __init__(self, evalset: EvalSet, group: Any, member: int):
+    def __init__(self, evalset: EvalSet, group: _ScorerGroup, member: int):
         self.group, self.member = group, member
         self.spec = evalset.evals[group.positions[member]]
         self.scorer = group.scorer
@@ -184,7 +195,9 @@ class _Lookups:
         self.status: dict[int | None, str] = {}
         self.asked: dict[tuple[int, str], bytes] = {}  # (scorer id, input) -> its terms
         # per (eval, version) met: (name, type, references, prepared version), one lookup
-        self.pairs: dict[tuple[int, int], tuple[Any, str, Sequence[str], _Version | None]] = {}
+        self.pairs: dict[
+            tuple[int, int], tuple[str | None, str, Sequence[str], _Version | None]
+        ] = {}
 
     def load(self, eval_ids: set[int], pairs: set[tuple[int, int]], runs: set[int]) -> None:
         """Read what these evals, versions and runs need that was not read before."""
@@ -287,14 +300,14 @@ class _Why:
 
 _Item = tuple[datetime, int, int, list[Any]]  # (time, kind, id, its rows: tuples or CSV lines)
 # (id, input, output, conversation id, metadata, time, packed results) of one capture
-_CaptureRow = tuple[int, str, str, str | None, Any, datetime, PackedResults]
+_CaptureRow = tuple[int, str, str, str | None, JSONObject | None, datetime, PackedResults]
 
 
 def _item_key(item: _Item) -> tuple[datetime, int, int]:
     return item[0], item[1], item[2]
 
 
-def csv_cell(value: Any) -> str:
+def csv_cell(value: object) -> str:
     """``value`` as one cell of the export's CSV, as ``csv.writer`` (this module's dialect:
     minimal quoting, ``"`` doubled, lines ending in ``\n``) writes it: a text with no comma,
     quote or line break as it is, one with any of them quoted. A lone ``\r`` is quoted too,
@@ -314,12 +327,14 @@ def csv_cell(value: Any) -> str:
     return text
 
 
-def csv_line(values: Sequence[Any]) -> str:
+def csv_line(values: Sequence[object]) -> str:
     """One row of the export's CSV, as ``csv.writer`` writes it (``csv_cell``)."""
     return ",".join([csv_cell(v) for v in values]) + "\n"
 
 
-def _capture_rows(s: Tx, f: ResultFilter, look: _Lookups) -> Iterator[tuple[_CaptureRow, Any]]:
+def _capture_rows(
+    s: Tx, f: ResultFilter, look: _Lookups
+) -> Iterator[tuple[_CaptureRow, dict[tuple[int, int], Review]]]:
     """Per capture of ``f``'s scope (oldest first), its values and its chunk's reviews: the
     captures' columns read straight from the driver a chunk at a time (``stream_capture_rows``: no
     SQLAlchemy work per row; on PostgreSQL a binary server-side cursor), their results
@@ -348,11 +363,15 @@ def _capture_rows(s: Tx, f: ResultFilter, look: _Lookups) -> Iterator[tuple[_Cap
 
 # per result kept: (eval id, version, automated score, threshold, matched index, automated
 # verdict, fingerprint index, review, effective verdict, effective score)
-_Entry = tuple[int, int, float, float, int, bool, int, Any, bool, float]
+_Entry = tuple[int, int, float, float, int, bool, int, Review | None, bool, float]
 
 
 def _entries(
-    p: PackedResults, cid: int, reviews: Any, eval_id: int | None, f: ResultFilter
+    p: PackedResults,
+    cid: int,
+    reviews: dict[tuple[int, int], Review],
+    eval_id: int | None,
+    f: ResultFilter,
 ) -> Iterator[_Entry]:
     """The results of one capture's packed ``p`` that ``f`` keeps (its eval, its verdict and
     review filters; a review's score decides the verdict)."""
@@ -408,7 +427,7 @@ def _captured_items(s: Tx, f: ResultFilter, eval_id: int | None, look: _Lookups)
             name, etype, refs, v = look.pairs.get((eid, version), unknown)
             line, required = _verdict(why, v, refs, e, fp)
             if review is None:
-                reviewed: tuple[Any, ...] = (None, None, None)
+                reviewed: tuple[object, ...] = (None, None, None)
             else:
                 reviewed = (review.score, review.note, as_utc(review.created_at).isoformat())
             out.append(
@@ -473,7 +492,7 @@ def _json_float(x: float) -> str:
     return repr(x) if x - x == 0 else _to_json(x)
 
 
-def _json_object(values: Sequence[Any]) -> str:
+def _json_object(values: Sequence[object]) -> str:
     """One row of the JSON document: its ``EXPORT_COLUMNS`` and values as one object."""
     return _to_json(dict(zip(EXPORT_COLUMNS, values, strict=True)))
 
@@ -556,7 +575,9 @@ def _run_items(rows: Iterator[Row], look: _Lookups, form: str) -> Iterator[_Item
     """Per data-set run row, its export row in ``form`` (``_export_values``; their evals'
     names and runs' status read a chunk at a time)."""
     text = look.text
-    truth: tuple[Any, Any] = ("false", "true") if form == "csv" else (False, True)
+    truth: tuple[str, str] | tuple[bool, bool] = (
+        ("false", "true") if form == "csv" else (False, True)
+    )
     while chunk := list(islice(rows, EXPORT_CHUNK)):
         look.load_rows(chunk)
         for r in chunk:
@@ -571,7 +592,7 @@ def _run_items(rows: Iterator[Row], look: _Lookups, form: str) -> Iterator[_Item
                 score, r.passed, r.threshold, review is not None, required, missing, reason
             )
             if review is None:
-                reviewed: tuple[Any, ...] = (None, None, None)
+                reviewed: tuple[object, ...] = (None, None, None)
             else:
                 reviewed = (review.score, text(review.note), as_utc(review.created_at).isoformat())
             row = (
@@ -613,8 +634,8 @@ class ExportService(Part):
             yield from item[3]
 
     def iter_export_rows(
-        self, where: ResultFilter | None = None, **filters: Any
-    ) -> Iterator[dict[str, Any]]:
+        self, where: ResultFilter | None = None, **filters: object
+    ) -> Iterator[dict[str, object]]:
         """The results matching ``where`` (or its fields as keywords, as ``list_results``
         takes them) as flat rows (``EXPORT_COLUMNS``), oldest first, streamed: ``score`` is
         the automated score, ``pass`` the effective verdict, ``human_override_*`` the review."""
@@ -624,7 +645,7 @@ class ExportService(Part):
                 yield dict(zip(EXPORT_COLUMNS, values, strict=True))
 
     def iter_export(
-        self, fmt: str = "csv", where: ResultFilter | None = None, **filters: Any
+        self, fmt: str = "csv", where: ResultFilter | None = None, **filters: object
     ) -> Iterator[str]:
         """The CSV or JSON document of the results matching ``where`` (or its fields as
         keywords), in pieces of ``EXPORT_CHUNK`` rows: what the API streams. The format and
@@ -665,7 +686,7 @@ class ExportService(Part):
         fmt: str = "csv",
         progress: Callable[[int], None] | None = None,
         where: ResultFilter | None = None,
-        **filters: Any,
+        **filters: object,
     ) -> int:
         """Write the results matching ``where`` (or its fields as keywords) as CSV or JSON to
         a text file object, streaming; returns the count. ``progress(n)`` is called every
@@ -680,7 +701,7 @@ class ExportService(Part):
         return n
 
     def export_results(
-        self, fmt: str = "csv", where: ResultFilter | None = None, **filters: Any
+        self, fmt: str = "csv", where: ResultFilter | None = None, **filters: object
     ) -> str:
         """The results matching ``where`` (or its fields as keywords) as a CSV or JSON
         document in one string (see ``iter_export_rows`` for the columns). For a large

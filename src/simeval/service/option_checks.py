@@ -5,15 +5,15 @@ scorer (texts, names, times, capture payloads, ids, paging) are in ``simeval.che
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from simeval.errors import InvalidOption
+from simeval.jsontypes import JSONObject
 from simeval.scoring.options import required_words, synonym_groups
 from simeval.scoring.required import required_of
 from simeval.scoring.scorer import get_scorer
 
 
-def check_options(options: Any) -> tuple[dict[str, Any], str]:
+def check_options(options: object) -> tuple[JSONObject, str]:
     """Validated scorer options (as given, None values dropped) and their fingerprint.
 
     >>> check_options({"stemming": True, "ngram": None})[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -91,7 +91,7 @@ def _queued(row: Row, margin: float) -> tuple[_Key, Reason] | None:
     return None
 
 
-def _check_window(window: Any) -> int:
+def _check_window(window: object) -> int:
     if isinstance(window, bool) or not isinstance(window, int):
         raise InvalidInput(f"review queue window must be a whole number, not {window!r}")
     if not 1 <= window <= MAX_WINDOW:
@@ -113,7 +113,7 @@ class ReviewQueueService(Part):
         after: str | None = None,
         margin: float = BORDERLINE_MARGIN,
         window: int = QUEUE_WINDOW,
-        **filters: Any,
+        **filters: object,
     ) -> ReviewQueueOut:
         """The next result to review among the ``window`` most recent unreviewed results
         matching ``where`` (a ``ResultFilter``, or its fields as keywords): borderline ones

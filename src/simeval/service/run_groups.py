@@ -15,7 +15,7 @@ memory whatever the group's size. Reviews decide pass/fail, as everywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simeval.checks import MAX_NAME_CHARS, as_utc, check_page, check_storable, check_text
 from simeval.errors import InvalidInput, InvalidType, NotFound, SimevalError
+from simeval.jsontypes import JSONObject
 from simeval.scoring.explain import TOP_MISSING, missing_terms
 from simeval.scoring.required import missing_required
 from simeval.scoring.scorer import get_scorer
@@ -128,7 +129,7 @@ class GroupCaseDetail(_Out):
     options: list[dict[str, Any]] = Field(description="Each engine's scorer options")
 
 
-def check_group_name(name: Any) -> str:
+def check_group_name(name: object) -> str:
     """A group's name: a string of 1-200 characters (stripped), else ``InvalidInput``
     (``NotFound`` for one no database can hold)."""
     text = check_text(name, "run group").strip()
@@ -145,7 +146,7 @@ def case_key(ordinal: int, eval_name: str | None) -> str:
     return str(ordinal) if not eval_name else f"{ordinal}:{eval_name}"
 
 
-def parse_case_key(key: Any) -> tuple[int, str]:
+def parse_case_key(key: object) -> tuple[int, str]:
     """``(ordinal, eval name or "")`` of a key made by ``case_key``, else ``InvalidInput``."""
     if not isinstance(key, str):
         raise InvalidType(f"case key must be a string, not {type(key).__name__}")
@@ -176,7 +177,7 @@ class RunGroupService(Part):
         super().__init__(core)
         self.results = results
 
-    def _group_runs(self, s: Tx, name: Any) -> list[Run]:
+    def _group_runs(self, s: Tx, name: object) -> list[Run]:
         group = check_group_name(name)
         runs = group_runs(s, group, MAX_GROUP_RUNS)
         if not runs:
@@ -362,7 +363,11 @@ class RunGroupService(Part):
         return out
 
     def _cell(
-        self, row: Result, review: Review | None, run_options: dict[str, Any], show: Any
+        self,
+        row: Result,
+        review: Review | None,
+        run_options: JSONObject,
+        show: Callable[[str | None], str],
     ) -> GroupCellOut:
         score = review.score if review is not None else row.score
         passed = score >= row.threshold if review is not None else bool(row.passed)
@@ -380,7 +385,7 @@ class RunGroupService(Part):
         )
 
 
-def _missing(row: Result, run_options: dict[str, Any]) -> list[str]:
+def _missing(row: Result, run_options: JSONObject) -> list[str]:
     """A failing row's missing terms, as its run named them: the required terms it lacks,
     then the reference's most important terms it lacks (computed now, from the scorer
     options its run kept; none when they were not kept or cannot be built)."""

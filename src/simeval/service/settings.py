@@ -34,7 +34,7 @@ OTLP_EXPORT_KEY = "otlp_export"
 INDEXED_META_KEY, META_WRITING_KEY = "indexed_meta", "indexed_meta_writing"
 
 
-def check_otlp_url(url: Any) -> str:
+def check_otlp_url(url: object) -> str:
     """An OTLP/HTTP URL (http or https, with a host), stripped; else ``InvalidInput``."""
     return check_url(url, "the OTLP export URL", "http://127.0.0.1:4318")
 
@@ -45,7 +45,7 @@ _BACKFILL_CHUNK = 2000  # captures read per write transaction when a key is decl
 _DROP_CHUNK = 5000  # capture_meta rows deleted per write transaction when a key is dropped
 
 
-def check_indexed_meta(keys: Any) -> list[str]:
+def check_indexed_meta(keys: object) -> list[str]:
     """The metadata keys of the setting ``indexed_meta``: a list of at most
     ``MAX_DECLARED_KEYS`` non-blank strings of at most 64 printable characters (repeats
     dropped, order kept); else ``InvalidInput`` naming the problem."""
@@ -109,8 +109,8 @@ class SettingsService(Part):
         self,
         auto_evaluate: bool | None = None,
         retention_days: Any = UNSET,
-        otlp_export: Any = UNSET,
-        indexed_meta: Any = UNSET,
+        otlp_export: object = UNSET,
+        indexed_meta: object = UNSET,
     ) -> SettingsOut:
         """Change settings; ``retention_days`` is one of ``scoring.options.RETENTION_CHOICES``
         or None (keep forever); ``otlp_export`` an OTLP/HTTP URL for `simeval serve` to send
@@ -119,7 +119,7 @@ class SettingsService(Part):
         (``check_indexed_meta``): the stored captures' values of a key declared are indexed
         before this returns, those of a key no longer declared dropped."""
         keys = UNSET if isinstance(indexed_meta, Unset) else check_indexed_meta(indexed_meta)
-        updates: dict[str, Any] = {}
+        updates: dict[str, object] = {}
         if auto_evaluate is not None:
             if not isinstance(auto_evaluate, bool):
                 raise InvalidType("auto_evaluate must be true or false")
@@ -203,7 +203,7 @@ class SettingsService(Part):
         while self._write(drop) >= _DROP_CHUNK:
             pass
 
-    def cleanup(self, now: Any = None) -> CleanupOut:
+    def cleanup(self, now: object = None) -> CleanupOut:
         """Delete what is older than the retention period: captures with their results and
         reviews, runs with their results, and tests of eval versions that are no longer
         current. With retention "forever" nothing is deleted."""

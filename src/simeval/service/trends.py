@@ -6,7 +6,7 @@ import heapq
 import itertools
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from simeval.checks import as_utc, parse_time
 from simeval.errors import InvalidInput
@@ -55,6 +55,17 @@ def _run_verdicts(s: Tx, eval_id: int, limit: int) -> Iterator[tuple[datetime, f
         yield when, score, bool(passed if reviewed is None else reviewed >= threshold)
 
 
+class _Slot(TypedDict):
+    """A bucket's sums while a trend is made."""
+
+    count: int
+    total: float
+    passes: int
+    reviewed: int
+    versions: set[int]
+    fingerprints: set[str]
+
+
 class TrendService(Part):
     """Per-eval trends."""
 
@@ -76,7 +87,7 @@ class TrendService(Part):
             return [(score, ok) for _, score, ok in itertools.islice(merged, limit)]
 
     def trend(
-        self, eval_name: str | int, bucket: str = "day", since: Any = None, until: Any = None
+        self, eval_name: str | int, bucket: str = "day", since: object = None, until: object = None
     ) -> TrendOut:
         """An eval's captured results per hour, day or week (UTC): count, mean score and pass
         rate (reviews win), the versions and scorer fingerprints in force. A bucket whose
@@ -89,7 +100,7 @@ class TrendService(Part):
             ev = self._find_eval(s, eval_name)
             sums = tally_range(s, [ev.id], start, end)
             name, threshold = ev.name, ev.threshold
-        merged: dict[datetime, dict[str, Any]] = {}
+        merged: dict[datetime, _Slot] = {}
         for (hour, _, version, fp), sum_ in sums.items():
             if not sum_.count:
                 continue

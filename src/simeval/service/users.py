@@ -7,7 +7,6 @@ Every change is recorded in the audit log (``user.add``, ``user.role``, ``user.d
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from simeval.checks import as_utc, utc_now
 from simeval.errors import Conflict, NotFound
@@ -66,7 +65,7 @@ def _identity(user: User | None) -> Identity | None:
 class UserService(Part):
     """Users, their roles, keys and passwords."""
 
-    def _user(self, s: Tx, name: Any) -> User:
+    def _user(self, s: Tx, name: object) -> User:
         user = find_user(s, check_user_name(name))
         if user is None:
             raise NotFound(f"no user named {name!r}")
