@@ -146,14 +146,15 @@ def _draft_cell(value: object) -> bool:
     raise BadRow(f"column 'draft' must be true or false, not {type_name(value)}")
 
 
-def _row_case(row: JSONObject, ordinal: int) -> dict[str, Any]:
+def _row_case(row: dict[str, object], ordinal: int) -> dict[str, Any]:
     refs = _reference_columns(row)
     if not refs:
         have = ", ".join(map(str, row)) or "none"
         raise BadRow(f"missing column 'reference' or 'references' (columns: {have})")
     cols = Columns(references=refs, input="input", id="id", input_required=True)
     case_id = id_cell(row, cols)
-    meta = _metadata_cell(row.get("metadata"))
+    # extra columns join it as they were read (any cell a file holds; checked with the case)
+    meta = dict[str, object](_metadata_cell(row.get("metadata")))
     for key, value in row.items():
         if key not in _BUILT_IN and key not in refs and value is not None:
             meta.setdefault(str(key), value)  # an extra column: kept as metadata
