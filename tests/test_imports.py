@@ -145,11 +145,15 @@ def test_no_private_name_is_imported_from_another_module() -> None:
 
 def test_imports_point_down_the_layers() -> None:
     # the floors are import-linter's contract in pyproject.toml ([tool.importlinter]): every
-    # import counts, those inside a function or for type checking too
-    from importlinter.cli import lint_imports
+    # import counts, those inside a function or for type checking too. Its use case, not its
+    # command: the command configures logging anew, which silences the loggers of the tests
+    # that follow (a dictConfig disables the loggers it does not name)
+    from importlinter import configuration
+    from importlinter.application import use_cases
 
+    configuration.configure()
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
-    assert lint_imports(config_filename=str(pyproject), no_cache=True) == 0
+    assert use_cases.lint_imports(config_filename=str(pyproject), cache_dir=None)
 
 
 def test_the_faces_reach_the_store_only_through_the_service() -> None:
