@@ -108,7 +108,7 @@ class Group(click.Group):
 def _is_driver_error(exc: Exception) -> bool:
     """Whether ``exc`` is a database driver's error. Only the commands that open a store load
     it, and the others do not pay for loading it here."""
-    if "simeval.store.engine" not in sys.modules:
+    if "simeval.store.connection" not in sys.modules:
         return False
     from simeval.service.store_names import DRIVER_ERRORS
 

@@ -1,6 +1,6 @@
 """Explanations: why a score is what it is, and the reference terms an output is missing.
 
-The one explanation engine: ``Scorer.explain`` and ``simeval.explain`` (the tester, the CLI,
+The one explainer: ``Scorer.explain`` and ``simeval.explain`` (the tester, the CLI,
 a stored result shown in the studio or the API) and the missing terms of every failing row of
 a data-set run all come from here.
 
@@ -185,14 +185,14 @@ def explain(
     behind it (see ``Explanation``); ``input``: the question. The fast path where it applies,
     else ``reference_explanation`` (the same result)."""
     score, at = scorer.score_detail(output, reference, input)
-    engine = explainer(scorer)
-    if engine is None or top < 1 or not output.strip():
+    ex = explainer(scorer)
+    if ex is None or top < 1 or not output.strip():
         exp = reference_explanation(scorer, output, reference, top, input, (score, at))
     else:
         refs = [reference] if isinstance(reference, str) else list(reference)
         ref = Reference(refs[at], scorer.vector(refs[at]))
         terms = scorer.input_terms(input)
-        exp = engine.explain_scored(output, scorer.vector(output), ref, score, at, terms, top)
+        exp = ex.explain_scored(output, scorer.vector(output), ref, score, at, terms, top)
         judge(scorer, exp, output, input)
     exp.missing_required = missing_required(scorer, output)
     marked: Explanation = mark_synonyms(scorer.analyzer, exp, output)  # "begin ~ commence"
@@ -232,16 +232,16 @@ def missing_terms(
 ) -> list[str]:
     """The reference's most important terms (by tf-idf weight) that the output lacks: the
     words of ``explain(scorer, output, reference, top, input).missing``, faster."""
-    engine = explainer(scorer)
-    if engine is None or not output.strip():
+    ex = explainer(scorer)
+    if ex is None or not output.strip():
         exp = reference_explanation(scorer, output, reference, top=top, input=input)
         return [m.term for m in exp.missing]
     ref = Reference(reference, scorer.vector(reference))
     terms = scorer.input_terms(input)
     have = hashes(scorer.vector(output))
     if ref.asked(terms):
-        return engine.missing_asked(ref, have, terms, top)
-    return engine.missing(have, reference, ref.vec, top)
+        return ex.missing_asked(ref, have, terms, top)
+    return ex.missing(have, reference, ref.vec, top)
 
 
 def failure_reason(

@@ -46,7 +46,7 @@ from typing import Any
 from simeval.checks import check_text
 from simeval.errors import InvalidInput, InvalidOption, InvalidType
 from simeval.scoring import bands as bands_mod
-from simeval.scoring import explain as explain_engine
+from simeval.scoring import explain as explaining
 from simeval.scoring import options as options_mod
 from simeval.scoring import vetoes, written
 from simeval.scoring._vector import (
@@ -228,7 +228,7 @@ class Scorer:
         self.negator_hashes: bytes = pack_hashes(term_hash(t) for t in terms if t is not None)
         self._negator_set = frozenset(array("Q", self.negator_hashes))
         # the negators the cosine is given (``best_vector``'s step 4): none when the option is
-        # off, so an engine repeating the arithmetic passes this, not ``negator_hashes``
+        # off, so code repeating the arithmetic passes this, not ``negator_hashes``
         self.negators: bytes = self.negator_hashes if self.negation != 1.0 else b""
         self.fingerprint = self._fingerprint()
 
@@ -573,7 +573,7 @@ class Scorer:
         """``best`` for an output already vectorised: one output against many evals.
 
         ``input_terms``: ``input_terms(question)`` (None or b"" = no input). The score of the
-        output vector ``a`` against a reference vector ``b``, exactly (an engine that wants
+        output vector ``a`` against a reference vector ``b``, exactly (code that wants
         the same floats must do the same operations in the same order):
 
         1. ``a`` or ``b`` empty: 0.0. ``a == b`` (the same bytes): 1.0.
@@ -721,7 +721,7 @@ class Scorer:
     ) -> Explanation:
         """The score with the terms behind it (see ``Explanation``; computed by
         ``simeval.scoring.explain``)."""
-        return explain_engine.explain(self, output, reference, top, input)
+        return explaining.explain(self, output, reference, top, input)
 
 
 @functools.lru_cache(maxsize=4096)

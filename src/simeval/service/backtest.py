@@ -2,7 +2,7 @@
 
 - ``backtest_eval`` scores an eval's *current* version (a draft, or the pending version of an
   active eval) against the most recent captures in its scope (default 500, at most 30 days
-  back) with the eval-set engine the capture path uses, and stores nothing: the pass rate, the
+  back) with the eval-set scorer the capture path uses, and stores nothing: the pass rate, the
   distribution, the worst and the borderline cases with their missing terms.
 - ``rescore`` stores results for past captures an eval has not scored, once per capture and
   eval, with the version in force (``active_version`` of an active eval, else the current

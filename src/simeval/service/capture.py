@@ -141,7 +141,7 @@ class CaptureService(Part):
         text, default now) dates a capture taken from a log, and its results with it.
         Texts longer than ``MAX_TEXT_CHARS`` are refused (``InvalidInput``), nothing stored.
 
-        The results are scored by the eval-set engine (``scoring.evalset``) and stored packed
+        The results are scored by the eval-set scorer (``scoring.evalset``) and stored packed
         on the capture: one row written however many evals scored it.
 
         ``capture_key`` (up to 200 characters, e.g. a response id) makes the capture

@@ -369,7 +369,7 @@ class EvalService(Part):
     def test_in(self, s: Tx, ev: Eval, input: str, output: str) -> TestOut:
         spec = EvalSpec(ev.id, ev.name, ev.version, tuple(ev.references), ev.threshold, None,
                         tuple(sorted(ev.options.items())))  # fmt: skip
-        # scored as captures are (the eval-set engine, with the input), explained beside it
+        # scored as captures are (the eval-set scorer, with the input), explained beside it
         (scored,) = EvalSet([spec]).score(output, input=input)
         scorer = get_scorer(**ev.options)
         exp = scorer.explain(output, ev.references, top=10, input=input)

@@ -14,7 +14,7 @@ JSON document is made the same way from encoded values (``_captured_json``), the
 each row's object encoded whole.
 
 A failing captured row's ``reasoning`` names the reference terms its output lacks (or the
-required terms it misses). Those are computed here in bulk, through the eval-set engine: the
+required terms it misses). Those are computed here in bulk, through the eval-set scorer: the
 versions met are prepared once (``simeval.scoring.evalset.EvalSet``: scorer, reference vectors,
 required terms), a capture's output is vectorised once per scorer configuration whatever the
 number of its failing rows, and the missing terms come from the explainer's fast path
@@ -166,7 +166,7 @@ class _Version:
         self.key = id(group.scorer)  # a capture's vector serves every version of this scorer
         self.fingerprint = group.scorer.fingerprint
         # the explainer's fast path (None for word n-grams and the pair IDF) and the
-        # eval's required terms, as the eval-set engine prepared them
+        # eval's required terms, as the eval-set scorer prepared them
         self.engine: Explainer | None = explainer(group.scorer)
         self.required: Required | None = group.required[member]
         self.refs: dict[int, Reference] = {}  # matched index -> kept reference

@@ -2,7 +2,7 @@
 reaching into the store: how to name it in a message, what a driver error says about the
 file, and the error of a database kept locked by another process.
 
-They are the store's own (``simeval.store.engine``), offered here so that the layers point one
+They are the store's own (``simeval.store.connection``), offered here so that the layers point one
 way: the faces call the service, the service calls the store. Importing this module loads
 SQLAlchemy's core, not its ORM or the models.
 """

@@ -6,7 +6,7 @@ service's run part) is the only caller. SQLite is the embedded default; PostgreS
 the same suites.
 
 - ``tables``: the tables, as SQLAlchemy models (``Eval``, ``Capture``, ``Result``, ...).
-- ``engine``: database URLs, SQLite's set-up (WAL, busy timeout, ``BEGIN IMMEDIATE``), the
+- ``connection``: database URLs, SQLite's set-up (WAL, busy timeout, ``BEGIN IMMEDIATE``), the
   check of a SQLite file, what a driver error means (``database_problem``, ``is_locked``).
 - ``migrate``: the packaged migrations (``migrations/``), run when a database is opened.
 - ``database``: ``Store``, one database's read, write and driver-level write transactions.
@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING
 from simeval.lazy import lazy_face
 
 if TYPE_CHECKING:
-    from simeval.store.database import CAPTURE_LOCK, Store, Tx
-    from simeval.store.engine import (
+    from simeval.store.connection import (
         BUSY_TIMEOUT_S,
         DRIVER_ERRORS,
         QUICK_CHECK_BYTES,
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
         resolve_db_url,
         sqlite_file,
     )
+    from simeval.store.database import CAPTURE_LOCK, Store, Tx
     from simeval.store.meta_index import (
         DEFAULT_INDEXED_KEYS,
         MAX_INDEXED_VALUE,
@@ -108,7 +108,7 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "simeval.store.database": ("CAPTURE_LOCK", "Store", "Tx"),
-    "simeval.store.engine": (
+    "simeval.store.connection": (
         "BUSY_TIMEOUT_S",
         "DRIVER_ERRORS",
         "DatabaseBusyError",

@@ -8,10 +8,10 @@ capture is still uncommitted. Under the exclusive lock no capture transaction is
 later capture draws a larger id.
 
 On SQLite, write transactions take the write lock up front (``BEGIN IMMEDIATE``, see
-``simeval.store.engine``); one waiting past the busy timeout is tried again, then fails with
+``simeval.store.connection``); one waiting past the busy timeout is tried again, then fails with
 ``DatabaseBusyError`` having written nothing.
 
->>> from simeval.store.engine import resolve_db_url
+>>> from simeval.store.connection import resolve_db_url
 >>> from simeval.store.migrate import head_revision
 >>> store = Store(resolve_db_url(":memory:"))
 >>> store.revision() == head_revision()
@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import PoolProxiedConnection, StaticPool
 
 from simeval.errors import Unavailable
-from simeval.store.engine import (
+from simeval.store.connection import (
     BUSY_TIMEOUT_S,
     LOCK_RETRIES,
     DatabaseBusyError,

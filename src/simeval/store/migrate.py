@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from simeval.errors import InvalidInput
-from simeval.store.engine import LOCK_RETRIES, DatabaseBusyError, database_problem, is_locked
+from simeval.store.connection import LOCK_RETRIES, DatabaseBusyError, database_problem, is_locked
 
 if TYPE_CHECKING:
     from alembic.config import Config

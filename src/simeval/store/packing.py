@@ -10,7 +10,7 @@ capture writes one row however many evals scored it. The layout, all little-endi
 
 The column primitives (``le_bytes``, ``f64_bytes``, ``i32_bytes``, ``pick_entries``) are here
 too: the capture's hot path (``simeval.service.capture``) builds the columns itself, from the
-eval-set engine's score arrays, without a per-result object. Nothing here runs SQL; the
+eval-set scorer's score arrays, without a per-result object. Nothing here runs SQL; the
 few readers that count in the database build their expression with SQLAlchemy, imported then.
 
 The readers at the end read many captures' blobs without unpacking each: the rollups' sums
