@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from simeval.jsontypes import JSONObject, JSONValue
 from simeval.store import Capture, Tx, unpack_results
-from simeval.store.spans_sql import Recount as Recount  # raised here; the capture catches it
 from simeval.store.spans_sql import capture_for_update, rewrite_capture
 
 # what a span knows of a call and the proxy does not

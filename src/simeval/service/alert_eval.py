@@ -22,9 +22,9 @@ from typing import Any
 from simeval.jsontypes import JSONObject
 from simeval.scoring.compare import Case, compare_eval
 from simeval.service.alert_rules import window_text
-from simeval.service.queries import capture_reviews
 from simeval.store import AlertRule, Tx, unpack_results
 from simeval.store.alerts_sql import scored_captures_before
+from simeval.store.results_sql import capture_reviews
 
 # how many captures one evaluation reads at most (newest first): a count window on an eval that
 # rarely fires does not read the whole store every time

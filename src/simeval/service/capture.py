@@ -25,7 +25,7 @@ from simeval.checks import (
     utc_now,
 )
 from simeval.jsontypes import JSONValue
-from simeval.service.adopt import Recount, adopt_span, merge_proxied
+from simeval.service.adopt import adopt_span, merge_proxied
 from simeval.service.base import Part, get_row
 from simeval.service.capture_score import Active, prepare, score_capture
 from simeval.service.capture_walk import MOST_CHUNK, CaptureScope, capture_chunks, count_in_scope
@@ -33,13 +33,7 @@ from simeval.service.cursor import OLDER, Page, Position, keyset_page, page_posi
 from simeval.service.filters import parse_meta
 from simeval.service.meta_counts import rolled_capture_count
 from simeval.service.models import CaptureOut, CaptureResultOut, CaptureResultRow
-from simeval.service.queries import (
-    Row,
-    capture_result_id,
-    capture_reviews,
-    capture_rows,
-    review_out,
-)
+from simeval.service.queries import Row, capture_result_id, capture_rows, review_out
 from simeval.service.settings import (
     AUTO_EVALUATE_KEY,
     INDEXED_META_KEY,
@@ -62,8 +56,9 @@ from simeval.store.captures_sql import (
 )
 from simeval.store.meta_index import DEFAULT_INDEXED_KEYS, indexed_keys
 from simeval.store.meta_rollup import ROLLUP_KEY
-from simeval.store.results_sql import version_refs
+from simeval.store.results_sql import capture_reviews, version_refs
 from simeval.store.rollups import ROLLUP_EVERY, roll_up
+from simeval.store.spans_sql import Recount
 from simeval.vocabulary import normal_meta
 
 log = logging.getLogger("simeval.service")

@@ -51,13 +51,7 @@ from simeval.service.compare_read import (
 )
 from simeval.service.filters import ResultFilter, meta_matches, meta_text, parse_meta
 from simeval.service.models import CompareReport
-from simeval.service.queries import (
-    Row,
-    capture_reviews,
-    capture_rows,
-    version_options,
-    version_refs,
-)
+from simeval.service.queries import Row, capture_rows
 from simeval.service.results import run_row_missing
 from simeval.store import Tx
 from simeval.store.compare_sql import (
@@ -76,6 +70,7 @@ from simeval.store.compare_sql import (
     stream_side_rows,
 )
 from simeval.store.packing import packed_columns
+from simeval.store.results_sql import capture_reviews, version_options, version_refs
 
 _READ_CHUNK = 20_000  # rows read per step of a side
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)

@@ -47,7 +47,7 @@ from simeval.service.base import Part
 from simeval.service.capture_walk import scope_select
 from simeval.service.filters import ResultFilter, filter_of, meta_matches
 from simeval.service.models import ResultOut
-from simeval.service.queries import Row, capture_reviews, capture_scope, iter_rows, iter_run_rows
+from simeval.service.queries import Row, capture_scope, iter_rows, iter_run_rows
 from simeval.service.runstatus import effective_status
 from simeval.store import PackedResults, Result, Review, Tx, unpack_results
 from simeval.store.export_sql import (
@@ -58,6 +58,7 @@ from simeval.store.export_sql import (
     stream_capture_rows,
     versions_of_evals,
 )
+from simeval.store.results_sql import capture_reviews
 
 EXPORT_COLUMNS = (
     "result_id",

@@ -29,10 +29,6 @@ from simeval.service.meta_counts import meta_counts
 from simeval.service.models import ReviewOut
 from simeval.store import Capture, Result, Review, Tx, unpack_results
 from simeval.store.results_sql import capture_reviews, count_run_rows, run_rows
-
-# the readers of results elsewhere in the service (compare, export) import these from here
-from simeval.store.results_sql import version_options as version_options
-from simeval.store.results_sql import version_refs as version_refs
 from simeval.store.rollups import tally_totals
 
 _ID = re.compile(r"^\s*(?:(\d{1,40})-(\d{1,40})|r?(\d{1,40}))\s*$")

@@ -23,7 +23,6 @@ from simeval.service.models import ResultOut
 from simeval.service.queries import (
     ResultKey,
     Row,
-    capture_reviews,
     capture_rows,
     count_rows,
     iter_rows,
@@ -37,6 +36,7 @@ from simeval.store import Result, Tx
 from simeval.store.results_sql import (
     add_review,
     capture_by_id,
+    capture_reviews,
     eval_names_types,
     review_by_key,
     reviewed_captures,
