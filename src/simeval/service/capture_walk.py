@@ -31,7 +31,7 @@ from simeval.store.capture_reads import (
     step_by_time,
 )
 from simeval.store.meta_index import answerable
-from simeval.store.packing import entry_count, header_count
+from simeval.store.packing import entry_count, packed_count
 
 FIRST_CHUNK = 32  # captures read by a walk's first step: a page of results needs a few
 MOST_CHUNK = 512  # ... doubling up to this many for a long walk
@@ -98,7 +98,7 @@ def count_results_in_scope(s: Tx, scope: CaptureScope, eval_id: int | None) -> i
     row per distinct count) or their eval ids column, not from the captures' rows."""
     served, checked = split_pairs(s, scope.meta)
     if eval_id is None and not checked:
-        return sum(header_count(n) * k for n, k in result_count_groups(s, scope, served) if n)
+        return sum(packed_count(n) * k for n, k in result_count_groups(s, scope, served) if n)
     pairs, total = tuple(checked), 0
     for row in scope_blobs(s, scope, served, bool(checked)):
         if row[0] is None or (checked and not meta_matches(row[1], pairs)):

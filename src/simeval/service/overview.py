@@ -18,7 +18,6 @@ to be summed from captures.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -31,7 +30,7 @@ from simeval.service.base import Part
 from simeval.store import Tx
 from simeval.store.meta_rollup import hour_start, watermark
 from simeval.store.overview_sql import active_evals, rollup_slots, slot_of
-from simeval.store.rollups import HOUR, Tally, captures_after, review_changes
+from simeval.store.rollups import HOUR, Sums, Tally, captures_after, review_changes
 
 # window: (hours, hours per sparkline slot)
 WINDOWS: dict[str, tuple[int, int]] = {"24h": (24, 2), "7d": (168, 12), "30d": (720, 48)}
@@ -63,13 +62,6 @@ class OverviewRow(BaseModel):
     open_alerts: int | None = None
 
 
-@dataclass
-class _Counts:
-    count: int = 0
-    total: float = 0.0
-    passes: int = 0
-
-
 class OverviewOut(BaseModel):
     """Every active eval over a window (``Service.overview``)."""
 
@@ -86,7 +78,7 @@ class _Board:
     0… the current window's sparkline slots) and the newest hour with results per eval."""
 
     def __init__(self) -> None:
-        self.slots: dict[int, dict[int, _Counts]] = {}
+        self.slots: dict[int, dict[int, Sums]] = {}
         self.last: dict[int, datetime] = {}
 
     def add(self, eval_id: int, k: int, count: int, total: float, passes: int) -> None:
@@ -95,7 +87,7 @@ class _Board:
             per = self.slots[eval_id] = {}
         acc = per.get(k)
         if acc is None:
-            per[k] = _Counts(count, total, passes)
+            per[k] = Sums(count, total, passes)
         else:
             acc.count += count
             acc.total += total
@@ -133,12 +125,12 @@ def _trend(change: tuple[float, float, float] | None) -> Trend:
 def _row(
     name: str,
     threshold: float,
-    slots: dict[int, _Counts],
+    slots: dict[int, Sums],
     last: datetime | None,
     nslots: int,
     alerts: int | None,
 ) -> OverviewRow:
-    cur, prev = _Counts(), _Counts()  # this window, the one before
+    cur, prev = Sums(), Sums()  # this window, the one before
     spark: list[float | None] = [None] * nslots
     for k, acc in slots.items():
         count, total, passes = acc.count, acc.total, acc.passes

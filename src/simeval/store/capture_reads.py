@@ -20,7 +20,7 @@ from sqlalchemy import Select, exists, func, select, tuple_
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session, aliased
 
-from simeval.store.packing import COUNT_SQL_AT, COUNT_SQL_SIZE
+from simeval.store.packing import packed_count_sql
 from simeval.store.rollups import reviews_of
 from simeval.store.tables import (
     Capture,
@@ -173,7 +173,7 @@ def result_count_groups(
 ) -> Iterator[tuple[bytes | None, int]]:
     """(the packed header's count bytes, how many captures hold that count) over the
     captures in ``scope``: one row per distinct count, grouped in the database."""
-    count_bytes = func.substr(Capture.scores, COUNT_SQL_AT, COUNT_SQL_SIZE)
+    count_bytes = packed_count_sql(Capture.scores)
     q = _scope_query(scope, served, [count_bytes, func.count()]).group_by(count_bytes)
     for n, k in s.execute(q):
         yield n, int(k)

@@ -188,21 +188,31 @@ def unpack_results(blob: bytes | None) -> PackedResults:
     return PackedResults(ids, versions, scores, thresholds, matched, passed, fp_index, tuple(fps))
 
 
-# -- readers for rollups and compare
+# -- readers of many captures' columns (rollups, compare)
 
 _ENTRY = 34  # bytes per packed entry: int64 id, int32 version, 2 float64, int32, 2 uint8
+
+
+def columns_at(blob: bytes) -> tuple[int, int] | None:
+    """(where the columns of a packed capture start, its result count), None when it is of a
+    format unknown here: the header read and its fingerprints stepped over, not decoded."""
+    version, _, nfp, n = PACK_HEAD.unpack_from(blob)
+    if version != PACK_VERSION:
+        return None
+    at = PACK_HEAD.size
+    for _ in range(nfp):
+        at += 1 + blob[at]
+    return at, n
 
 
 def packed_sum_columns(blob: bytes) -> tuple[bytes, bytes, bytes] | None:
     """(layout key, score column, verdict column) of a packed capture, None when it holds no
     result or is of a format unknown here: captures with equal layout keys were scored by the
     same evals, versions and fingerprints in the same order (``packed_layout`` reads them)."""
-    version, _, nfp, n = PACK_HEAD.unpack_from(blob)
-    if version != PACK_VERSION or n == 0:
+    found = columns_at(blob)
+    if found is None or found[1] == 0:
         return None
-    at = PACK_HEAD.size
-    for _ in range(nfp):
-        at += 1 + blob[at]
+    at, n = found
     scores_at = at + 12 * n
     passed_at = scores_at + 8 * n + 8 * n + 4 * n
     layout_key = blob[:scores_at] + blob[passed_at + n : passed_at + 2 * n]
@@ -213,12 +223,10 @@ def packed_ids_and_verdicts(blob: bytes) -> tuple[bytes, bytes] | None:
     """(eval id column, verdict column) of a packed capture, as bytes: int64 ids, a uint8
     verdict each; None when it holds no result or is of a format unknown here (the metadata
     rollup groups captures by their ids and sums their verdicts)."""
-    version, _, nfp, n = PACK_HEAD.unpack_from(blob)
-    if version != PACK_VERSION or n == 0:
+    found = columns_at(blob)
+    if found is None or found[1] == 0:
         return None
-    at = PACK_HEAD.size
-    for _ in range(nfp):
-        at += 1 + blob[at]
+    at, n = found
     passed_at = at + 12 * n + 8 * n + 8 * n + 4 * n  # ids, versions, scores, thresholds, matched
     return blob[at : at + 8 * n], blob[passed_at : passed_at + n]
 
@@ -347,7 +355,7 @@ def packed_columns(blobs: Sequence[bytes | memoryview], only: int | None = None)
     )
 
 
-# -- readers for settings and retention
+# -- the result count, read in the database from the header (counts of many captures)
 def packed_count_sql(blob: SQLColumnExpression[bytes | None]) -> ColumnElement[bytes | None]:
     """The SQL expression of the bytes of the result count in the header of the packed
     column ``blob`` (the header's last uint32), read in the database without the results
@@ -362,17 +370,7 @@ def packed_count(head: bytes | None) -> int:
     return int.from_bytes(bytes(head), "little") if head else 0
 
 
-# -- readers for trends and metadata counts
-
-# where SQL's SUBSTR (1-based) finds the header's uint32 count: grouping captures by it
-# counts their results without reading the blobs
-COUNT_SQL_AT = PACK_HEAD.size - 3
-COUNT_SQL_SIZE = 4
-
-
-def header_count(raw: bytes) -> int:
-    """The results count of a packed header's count bytes (read by ``COUNT_SQL_AT``)."""
-    return int.from_bytes(bytes(raw), "little")
+# -- readers of one eval's entries (trends, metadata counts)
 
 
 def _find_entry(column: bytes, eval_id: int) -> int:
@@ -429,12 +427,10 @@ class EntryReader:
         if not blob:
             return None
         blob = bytes(blob)
-        version, _, nfp, n = PACK_HEAD.unpack_from(blob)
-        if version != PACK_VERSION:
+        found = columns_at(blob)
+        if found is None:
             return None
-        at = PACK_HEAD.size
-        for _ in range(nfp):
-            at += 1 + blob[at]
+        at, n = found
         scores_at = at + 12 * n
         key = blob[:scores_at]
         if key not in self.places:
