@@ -54,9 +54,9 @@ from simeval.service.models import CompareReport
 from simeval.service.queries import Row, capture_rows
 from simeval.service.results import run_row_missing
 from simeval.store import Tx
+from simeval.store.captures_sql import captures_by_id
 from simeval.store.compare_sql import (
     capture_review_scores,
-    captures_by_id,
     eval_names,
     latest_run,
     no_jit,
@@ -492,7 +492,7 @@ def _compare_evals(
 
 def _capture_rows(s: Tx, ids: set[int], eval_id: int) -> dict[int, Row]:
     """The ``Row`` of ``eval_id`` of each capture of ``ids`` still stored, by capture id."""
-    caps = captures_by_id(s, ids)
+    caps = list(captures_by_id(s, list(ids)).values())
     reviews = capture_reviews(s, [c.id for c in caps])
     out = {}
     for cap in caps:

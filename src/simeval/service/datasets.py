@@ -40,11 +40,11 @@ from simeval.service.dataset_models import (
     DatasetVersionOut,
 )
 from simeval.store import Dataset, DatasetCase, DatasetVersion, Tx
+from simeval.store.captures_sql import captures_by_id
 from simeval.store.datasets_sql import (
     add_case_rows,
     add_dataset,
     add_version,
-    captures_by_id,
     case_row,
     cases_after,
     count_cases,

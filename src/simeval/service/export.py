@@ -52,13 +52,12 @@ from simeval.service.runstatus import effective_status
 from simeval.store import PackedResults, Result, Review, Tx, unpack_results
 from simeval.store.export_sql import (
     CAPTURE_COLUMNS,
-    eval_names_types,
     gives_text,
     runs_of,
     stream_capture_rows,
     versions_of_evals,
 )
-from simeval.store.results_sql import capture_reviews
+from simeval.store.results_sql import capture_reviews, eval_names_types
 
 EXPORT_COLUMNS = (
     "result_id",
@@ -206,7 +205,9 @@ class _Lookups:
         ids = eval_ids - self.names.keys()
         if ids:
             found = eval_names_types(s, ids)
-            self.names.update({i: (text(n), text(t or "similarity")) for i, n, t in found})
+            self.names.update(
+                {i: (text(n), text(t or "similarity")) for i, (n, t) in found.items()}
+            )
         pairs = pairs - self.versions.keys()
         if pairs:
             self._load_versions(pairs)

@@ -129,8 +129,3 @@ def no_jit(s: Session) -> None:
 def stream_side_rows(s: Session, q: ClauseElement, chunk: int) -> Iterator[Sequence[Any]]:
     """The rows of ``q`` in the read ``s``, a chunk at a time, from the driver's cursor."""
     return stream_rows(s.connection(), q, chunk)
-
-
-def captures_by_id(s: Session, ids: set[int]) -> list[Capture]:
-    """The captures of ``ids`` still stored."""
-    return list(s.scalars(select(Capture).where(Capture.id.in_(ids))))

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from simeval.errors import Conflict
-from simeval.store.tables import Capture, Dataset, DatasetCase, DatasetVersion
+from simeval.store.tables import Dataset, DatasetCase, DatasetVersion
 
 
 def _in_version(dataset_id: int, version: int) -> ColumnElement[bool]:
@@ -242,8 +242,3 @@ def current_case_taken(s: Session, dataset_id: int, case_id: str) -> bool:
         )
     )
     return taken is not None
-
-
-def captures_by_id(s: Session, ids: Sequence[int]) -> dict[int, Capture]:
-    """The captures ``ids`` that exist, by id."""
-    return {c.id: c for c in s.scalars(select(Capture).where(Capture.id.in_(ids)))}

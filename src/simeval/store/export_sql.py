@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ClauseElement
 
 from simeval.store.sql import stream_rows
-from simeval.store.tables import Capture, Eval, EvalVersion, Run
+from simeval.store.tables import Capture, EvalVersion, Run
 
 # what the export reads of each capture, in this order
 CAPTURE_COLUMNS: list[Any] = [
@@ -26,12 +26,6 @@ CAPTURE_COLUMNS: list[Any] = [
     Capture.captured_at,
     Capture.scores,
 ]
-
-
-def eval_names_types(s: Session, ids: set[int]) -> Iterator[tuple[int, str, str | None]]:
-    """(id, name, type) of the evals of ``ids``."""
-    q = select(Eval.id, Eval.name, Eval.type).where(Eval.id.in_(ids))
-    yield from s.execute(q)
 
 
 def runs_of(s: Session, ids: set[int]) -> Iterator[Run]:
